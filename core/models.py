@@ -1,0 +1,185 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class TimeStampedModel(models.Model):
+    """Base of every memory row: a UUID id and creation/update times."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, db_index=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class WorkspaceQuerySet(models.QuerySet):
+    def for_user(self, user):
+        if user.is_superuser:
+            return self.all()
+        return self.filter(memberships__user=user)
+
+
+class Workspace(TimeStampedModel):
+    name = models.CharField(max_length=100, unique=True)
+
+    objects = WorkspaceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Membership(TimeStampedModel):
+    class Role(models.TextChoices):
+        VIEWER = "viewer", "Viewer"
+        EDITOR = "editor", "Editor"
+        ADMIN = "admin", "Admin"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "user"], name="core_membership_unique")]
+
+    def __str__(self):
+        return f"{self.user} in {self.workspace} ({self.role})"
+
+    @property
+    def can_edit(self) -> bool:
+        return self.role in (self.Role.EDITOR, self.Role.ADMIN)
+
+    @property
+    def can_admin(self) -> bool:
+        return self.role == self.Role.ADMIN
+
+
+class AgentQuerySet(models.QuerySet):
+    def for_workspace(self, workspace):
+        return self.filter(workspace=workspace)
+
+
+class Agent(TimeStampedModel):
+    """An agent registered in a workspace; its memory_settings override the defaults."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="agents")
+    slug = models.SlugField(max_length=100)
+    name = models.CharField(max_length=200, blank=True)
+    # Validated by core.memory_settings; only overridden keys are stored.
+    memory_settings = models.JSONField(default=dict, blank=True)
+
+    objects = AgentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "slug"], name="core_agent_workspace_slug")
+        ]
+
+    def __str__(self):
+        return self.slug
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def active(self):
+        now = timezone.now()
+        return self.filter(revoked_at__isnull=True).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+
+
+class ApiKey(TimeStampedModel):
+    """A REST credential. Only a SHA-256 of the secret is stored; the secret is shown once."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="api_keys")
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    read_only = models.BooleanField(default=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.prefix}… ({self.workspace})"
+
+    @property
+    def is_active(self) -> bool:
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > timezone.now()
+
+
+class ProviderCredential(TimeStampedModel):
+    """An OpenAI-compatible endpoint for a workspace. The key is encrypted at rest."""
+
+    class Purpose(models.TextChoices):
+        CHAT = "chat", "Chat (compaction, extraction)"
+        EMBEDDING = "embedding", "Embeddings"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="provider_credentials")
+    purpose = models.CharField(max_length=10, choices=Purpose.choices)
+    base_url = models.URLField(max_length=500)
+    model = models.CharField(max_length=200)
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "purpose"], name="core_provider_workspace_purpose")
+        ]
+
+    def __str__(self):
+        return f"{self.purpose}: {self.model} at {self.base_url}"
+
+
+class WorkerHeartbeat(models.Model):
+    """One row per worker host name, refreshed by a periodic task; read by /readyz."""
+
+    worker = models.CharField(max_length=200, primary_key=True)
+    beat_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.worker} at {self.beat_at:%Y-%m-%d %H:%M:%S}"
+
+
+class AuditEvent(models.Model):
+    """Who changed what, for every create, update and delete of curated memory."""
+
+    class Action(models.TextChoices):
+        CREATE = "create", "Create"
+        UPDATE = "update", "Update"
+        DELETE = "delete", "Delete"
+        MERGE = "merge", "Merge"
+        ERASE = "erase", "Erase"
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="audit_events")
+    at = models.DateTimeField(default=timezone.now)
+    # "api_key:<prefix>", "operator:<username>", "system" (tasks) or "admin:<username>".
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    entity_type = models.CharField(max_length=50)
+    entity_id = models.CharField(max_length=64)
+    changes = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [
+            models.Index(fields=["workspace", "entity_type", "entity_id"], name="core_audit_entity"),
+            models.Index(fields=["workspace", "-at"], name="core_audit_recent"),
+        ]
+
+    def __str__(self):
+        return f"{self.action} {self.entity_type} {self.entity_id} by {self.actor}"

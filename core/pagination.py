@@ -1,0 +1,43 @@
+from rest_framework import pagination
+from rest_framework.response import Response
+
+
+class LimitOffsetPagination(pagination.LimitOffsetPagination):
+    """`?limit=&offset=`; the body carries the total so clients can page without guessing."""
+
+    default_limit = 50
+    max_limit = 500
+
+    def get_paginated_response(self, data):
+        return Response(
+            {
+                "count": self.count,
+                "limit": self.limit,
+                "offset": self.offset,
+                "next": self.get_next_link(),
+                "previous": self.get_previous_link(),
+                "results": data,
+            }
+        )
+
+    def get_paginated_response_schema(self, schema):
+        return {
+            "type": "object",
+            "required": ["count", "results"],
+            "properties": {
+                "count": {"type": "integer"},
+                "limit": {"type": "integer"},
+                "offset": {"type": "integer"},
+                "next": {"type": "string", "nullable": True, "format": "uri"},
+                "previous": {"type": "string", "nullable": True, "format": "uri"},
+                "results": schema,
+            },
+        }
+
+
+def paginate(*, queryset, serializer_class, request, view, context=None):
+    """Paginate a selector's queryset in a plain APIView (HackSoft's helper)."""
+    paginator = LimitOffsetPagination()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    serializer = serializer_class(page, many=True, context=context or {"request": request})
+    return paginator.get_paginated_response(serializer.data)

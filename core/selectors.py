@@ -1,0 +1,132 @@
+import hashlib
+import hmac
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from core.access import Principal, scope_to_principal
+from core.errors import NotFoundError
+from core.lib.crypto import decrypt
+from core.models import Agent, ApiKey, Membership, ProviderCredential, WorkerHeartbeat, Workspace
+
+# last_used_at is refreshed at most this often, so a busy key costs no write per request.
+API_KEY_TOUCH_INTERVAL = timedelta(seconds=60)
+
+
+def api_key_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def api_key_parse_prefix(secret: str) -> str | None:
+    # Keys look like "mem_<prefix>_<secret>"; the prefix is the indexed lookup value.
+    parts = secret.split("_")
+    if len(parts) != 3 or parts[0] != "mem" or not parts[1]:
+        return None
+    return parts[1]
+
+
+def api_key_authenticate(*, secret: str) -> ApiKey | None:
+    """The active key for `secret`, or None. Also refreshes last_used_at (throttled)."""
+    prefix = api_key_parse_prefix(secret)
+    if prefix is None:
+        return None
+    api_key = ApiKey.objects.active().select_related("workspace", "agent").filter(prefix=prefix).first()
+    if api_key is None or not hmac.compare_digest(api_key.secret_hash, api_key_hash(secret)):
+        return None
+    now = timezone.now()
+    if api_key.last_used_at is None or now - api_key.last_used_at > API_KEY_TOUCH_INTERVAL:
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        api_key.last_used_at = now
+    return api_key
+
+
+def workspace_list_for_user(*, user):
+    return Workspace.objects.for_user(user).order_by("name")
+
+
+def membership_get(*, user, workspace_id) -> Membership | None:
+    return (
+        Membership.objects.select_related("workspace", "user")
+        .filter(user=user, workspace_id=workspace_id)
+        .first()
+    )
+
+
+def membership_list(*, workspace):
+    return Membership.objects.filter(workspace=workspace).select_related("user").order_by("user__username")
+
+
+def agent_list(*, principal: Principal):
+    agents = scope_to_principal(Agent.objects.all(), principal, agent_field=None)
+    if principal.agent is not None:
+        agents = agents.filter(pk=principal.agent.pk)
+    return agents.order_by("slug")
+
+
+def agent_get(*, principal: Principal, slug: str) -> Agent:
+    agent = agent_list(principal=principal).filter(slug=slug).first()
+    if agent is None:
+        raise NotFoundError(f"Agent '{slug}' not found.")
+    return agent
+
+
+def api_key_list(*, workspace):
+    return ApiKey.objects.filter(workspace=workspace).select_related("agent").order_by("-created_at")
+
+
+def provider_credential_get(*, workspace, purpose: str) -> dict | None:
+    """The workspace's endpoint for `purpose` with its key decrypted, else the settings' one."""
+    credential = ProviderCredential.objects.filter(workspace=workspace, purpose=purpose).first()
+    if credential is not None:
+        return {
+            "base_url": credential.base_url,
+            "model": credential.model,
+            "api_key": decrypt(credential.api_key_encrypted),
+        }
+    if purpose == ProviderCredential.Purpose.CHAT and settings.LLM_BASE_URL:
+        return {
+            "base_url": settings.LLM_BASE_URL,
+            "model": settings.LLM_MODEL,
+            "api_key": settings.LLM_API_KEY,
+        }
+    if purpose == ProviderCredential.Purpose.EMBEDDING and settings.EMBEDDING_BASE_URL:
+        return {
+            "base_url": settings.EMBEDDING_BASE_URL,
+            "model": settings.EMBEDDING_MODEL,
+            "api_key": settings.EMBEDDING_API_KEY,
+        }
+    return None
+
+
+def readiness_check() -> dict:
+    """Database, broker and worker heartbeat status for /readyz."""
+    checks = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = {"ok": True}
+    except Exception as exc:
+        checks["database"] = {"ok": False, "error": str(exc)[:200]}
+
+    try:
+        from memory_project.celery import app
+
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        checks["broker"] = {"ok": True}
+    except Exception as exc:
+        checks["broker"] = {"ok": False, "error": str(exc)[:200]}
+
+    checks["worker"] = {"ok": False}
+    if checks["database"]["ok"]:
+        latest = WorkerHeartbeat.objects.order_by("-beat_at").first()
+        if latest is not None:
+            age = (timezone.now() - latest.beat_at).total_seconds()
+            checks["worker"] = {
+                "ok": age <= settings.WORKER_HEARTBEAT_MAX_AGE_SECONDS,
+                "worker": latest.worker,
+                "last_heartbeat_seconds_ago": round(age, 1),
+            }
+    return checks

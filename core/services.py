@@ -1,0 +1,163 @@
+import secrets
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from core.errors import ApplicationError, ConflictError
+from core.lib.crypto import encrypt
+from core.memory_settings import memory_settings_validate
+from core.models import Agent, ApiKey, AuditEvent, Membership, ProviderCredential, WorkerHeartbeat, Workspace
+from core.selectors import api_key_hash
+
+WORKSPACE_EXISTS = "A workspace with this name already exists."
+AGENT_EXISTS = "An agent with this slug already exists in the workspace."
+
+
+def workspace_create(*, name: str) -> Workspace:
+    workspace = Workspace(name=name)
+    workspace.full_clean(validate_unique=False, validate_constraints=False)
+    try:
+        with transaction.atomic():
+            workspace.save()
+    except IntegrityError as exc:
+        raise ConflictError(WORKSPACE_EXISTS) from exc
+    return workspace
+
+
+def membership_set(*, workspace: Workspace, user, role: str) -> Membership:
+    if role not in Membership.Role.values:
+        raise ApplicationError(f"Unknown role '{role}'.", fields={"role": ["Unknown role."]})
+    membership, _ = Membership.objects.update_or_create(
+        workspace=workspace, user=user, defaults={"role": role}
+    )
+    return membership
+
+
+def membership_remove(*, membership: Membership) -> None:
+    membership.delete()
+
+
+def operator_create(*, workspace: Workspace, username: str, password: str, role: str, email: str = ""):
+    """Create (or update the password of) a Django user and make them a member."""
+    User = get_user_model()
+    with transaction.atomic():
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            user = User(username=username, email=email)
+        user.set_password(password)
+        user.save()
+        membership = membership_set(workspace=workspace, user=user, role=role)
+    return membership
+
+
+def agent_get_or_create(*, workspace: Workspace, slug: str, name: str = "") -> Agent:
+    agent = Agent(workspace=workspace, slug=slug, name=name or slug)
+    agent.full_clean(validate_unique=False, validate_constraints=False)
+    agent, _ = Agent.objects.get_or_create(workspace=workspace, slug=slug, defaults={"name": agent.name})
+    return agent
+
+
+def agent_register(*, workspace: Workspace, slug: str, name: str = "", memory_settings=None) -> Agent:
+    agent = Agent(
+        workspace=workspace,
+        slug=slug,
+        name=name or slug,
+        memory_settings=memory_settings_validate(memory_settings or {}),
+    )
+    agent.full_clean(validate_unique=False, validate_constraints=False)
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError as exc:
+        raise ConflictError(AGENT_EXISTS, fields={"slug": [AGENT_EXISTS]}) from exc
+    return agent
+
+
+def agent_update(*, agent: Agent, name: str | None = None, memory_settings=None) -> Agent:
+    if name is not None:
+        agent.name = name
+    if memory_settings is not None:
+        merged = {**agent.memory_settings, **memory_settings}
+        agent.memory_settings = memory_settings_validate({k: v for k, v in merged.items() if v is not None})
+    agent.full_clean(validate_unique=False, validate_constraints=False)
+    agent.save()
+    return agent
+
+
+def api_key_create(
+    *,
+    workspace: Workspace,
+    agent: Agent | None = None,
+    name: str = "",
+    read_only: bool = False,
+    expires_in_days: int | None = None,
+    created_by=None,
+) -> tuple[ApiKey, str]:
+    """Create a key; returns it with its secret, which is never stored or shown again."""
+    if expires_in_days is not None and expires_in_days <= 0:
+        raise ApplicationError(
+            "expires_in_days must be positive.", fields={"expires_in_days": ["Must be positive."]}
+        )
+    prefix = secrets.token_hex(6)
+    secret = f"mem_{prefix}_{secrets.token_urlsafe(32).replace('_', '-')}"
+    api_key = ApiKey.objects.create(
+        workspace=workspace,
+        agent=agent,
+        name=name,
+        prefix=prefix,
+        secret_hash=api_key_hash(secret),
+        read_only=read_only,
+        expires_at=timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None,
+        created_by=created_by,
+    )
+    return api_key, secret
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    # Compare-and-set: revoking twice keeps the first revocation time.
+    ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    api_key.refresh_from_db()
+    return api_key
+
+
+def api_keys_purge_expired(*, older_than_days: int = 30) -> int:
+    """Delete keys that expired or were revoked more than `older_than_days` ago."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    deleted, _ = ApiKey.objects.filter(revoked_at__lt=cutoff).delete()
+    expired, _ = ApiKey.objects.filter(expires_at__lt=cutoff).delete()
+    return deleted + expired
+
+
+def provider_credential_set(
+    *, workspace: Workspace, purpose: str, base_url: str, model: str, api_key: str | None = None
+) -> ProviderCredential:
+    """Create or replace the endpoint; `api_key=None` keeps the stored key."""
+    credential = ProviderCredential.objects.filter(workspace=workspace, purpose=purpose).first()
+    if credential is None:
+        credential = ProviderCredential(workspace=workspace, purpose=purpose)
+    credential.base_url = base_url
+    credential.model = model
+    if api_key is not None:
+        credential.api_key_encrypted = encrypt(api_key)
+    credential.full_clean(validate_unique=False, validate_constraints=False)
+    credential.save()
+    return credential
+
+
+def worker_heartbeat_record(*, worker: str) -> None:
+    WorkerHeartbeat.objects.update_or_create(worker=worker[:200], defaults={"beat_at": timezone.now()})
+
+
+def audit_record(
+    *, workspace, actor: str, action: str, entity_type: str, entity_id, changes=None
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        workspace=workspace,
+        actor=actor,
+        action=action,
+        entity_type=entity_type,
+        entity_id=str(entity_id),
+        changes=changes or {},
+    )

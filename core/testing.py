@@ -1,0 +1,55 @@
+"""Shared test base: personas owner, teammate and outsider, with API keys for each.
+
+Every tier's tests subclass `MemoryTestCase` so isolation is checked the same way everywhere.
+"""
+
+from django.test import TestCase
+from rest_framework.test import APIClient
+
+from core.models import Membership
+from core.services import agent_get_or_create, api_key_create, operator_create, workspace_create
+
+PASSWORD = "correct-horse-battery-staple"
+
+
+class MemoryTestCase(TestCase):
+    """Personas:
+
+    - owner: admin of `workspace`; `owner_key` is a workspace-wide writable key.
+    - teammate: editor of `workspace`; `agent_key` is bound to `agent`.
+    - viewer: viewer of `workspace`; `read_only_key` is a read-only workspace key.
+    - outsider: admin of `other_workspace`; `outsider_key` is their workspace key.
+    """
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.workspace = workspace_create(name="Acme")
+        cls.other_workspace = workspace_create(name="Globex")
+        cls.agent = agent_get_or_create(workspace=cls.workspace, slug="assistant")
+        cls.other_agent = agent_get_or_create(workspace=cls.workspace, slug="researcher")
+        cls.outsider_agent = agent_get_or_create(workspace=cls.other_workspace, slug="assistant")
+        cls.owner = operator_create(
+            workspace=cls.workspace, username="owner", password=PASSWORD, role=Membership.Role.ADMIN
+        ).user
+        cls.teammate = operator_create(
+            workspace=cls.workspace, username="teammate", password=PASSWORD, role=Membership.Role.EDITOR
+        ).user
+        cls.viewer = operator_create(
+            workspace=cls.workspace, username="viewer", password=PASSWORD, role=Membership.Role.VIEWER
+        ).user
+        cls.outsider = operator_create(
+            workspace=cls.other_workspace, username="outsider", password=PASSWORD, role=Membership.Role.ADMIN
+        ).user
+        cls.owner_api_key, cls.owner_key = api_key_create(workspace=cls.workspace, name="owner")
+        cls.agent_api_key, cls.agent_key = api_key_create(workspace=cls.workspace, agent=cls.agent)
+        cls.read_only_api_key, cls.read_only_key = api_key_create(workspace=cls.workspace, read_only=True)
+        cls.outsider_api_key, cls.outsider_key = api_key_create(workspace=cls.other_workspace)
+
+    def api(self, key: str | None = None) -> APIClient:
+        """An API client sending `key` (default: the owner's workspace key)."""
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key or self.owner_key}")
+        return client
+
+    def login(self, user) -> None:
+        self.client.force_login(user)

@@ -1,0 +1,63 @@
+from django.db import models
+from django.utils import timezone
+
+from core.models import TimeStampedModel, Workspace
+
+
+class MemoryUserQuerySet(models.QuerySet):
+    def for_workspace(self, workspace):
+        return self.filter(workspace=workspace)
+
+    def active(self):
+        """Users that have not been merged into another one."""
+        return self.filter(merged_into__isnull=True)
+
+
+class MemoryUser(TimeStampedModel):
+    """A person an agent talks to, across channels. Never named `User`: that is an operator."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memory_users")
+    canonical_id = models.CharField(max_length=255, help_text="For example telegram:12345.")
+    display_name = models.CharField(max_length=200, blank=True)
+    # Kept in step with the user-scope `user_preference` facts by facts.services.
+    preferences = models.JSONField(default=dict, blank=True)
+    merged_into = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="merged_from"
+    )
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    objects = MemoryUserQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "canonical_id"], name="identities_user_canonical")
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "-last_seen_at"], name="identities_user_recent"),
+        ]
+
+    def __str__(self):
+        return self.display_name or self.canonical_id
+
+
+class ChannelIdentity(TimeStampedModel):
+    """How a person appears on one channel (telegram, email, slack, web, ...)."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    memory_user = models.ForeignKey(MemoryUser, on_delete=models.CASCADE, related_name="identities")
+    channel = models.CharField(max_length=50)
+    external_id = models.CharField(max_length=255)
+    profile = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["channel", "external_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "channel", "external_id"], name="identities_channel_external"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.channel}:{self.external_id}"

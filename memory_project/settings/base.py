@@ -1,0 +1,226 @@
+"""Settings shared by every environment. Values come from the environment (see README)."""
+
+from datetime import timedelta
+from pathlib import Path
+
+from celery.schedules import crontab
+
+from memory_project.env import (
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(env_str("MEMORY_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-insecure-8c1f0e8b3b9a4f7f9d2e6a1c5b7d3e0f-change-me")
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "template_partials",
+    "core",
+    "identities",
+    "threads",
+    "facts",
+    "episodes",
+    "procedures",
+    "checkpoints",
+    "browser",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "core.middleware.ApiBodyLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "memory_project.urls"
+WSGI_APPLICATION = "memory_project.wsgi.application"
+ASGI_APPLICATION = "memory_project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# The embedded server listens on a unix socket in its data directory (no TCP port).
+EMBEDDED_POSTGRES_DIR = VAR_DIR / "postgres"
+EMBEDDED_VALKEY_DIR = VAR_DIR / "valkey"
+EMBEDDED_VALKEY_SOCKET = EMBEDDED_VALKEY_DIR / "valkey.sock"
+DATABASE_URL = env_str(
+    "DATABASE_URL",
+    f"postgresql://postgres@/memory?host={EMBEDDED_POSTGRES_DIR / 'data'}",
+)
+DATABASES = {"default": database_from_url(DATABASE_URL)}
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"redis+socket://{EMBEDDED_VALKEY_SOCKET}")
+CACHE_URL = env_str("CACHE_URL", f"unix://{EMBEDDED_VALKEY_SOCKET}?db=1")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": CACHE_URL,
+        "TIMEOUT": 300,
+    }
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+# WhiteNoise warns on every start when the directory is missing; collectstatic fills it.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/memories/"
+LOGOUT_REDIRECT_URL = "login"
+
+# Requests to /api/ with a larger body are refused with 413 before they are read.
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 5 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["core.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["core.permissions.HasApiKey"],
+    "DEFAULT_THROTTLE_CLASSES": ["core.throttling.ApiKeyRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api_key": env_str("API_THROTTLE_RATE", "6000/min")},
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Memory server API",
+    "DESCRIPTION": (
+        "Durable, isolated, searchable memory for AI agents. Authenticate with "
+        "`Authorization: Bearer <api key>`; every object is scoped to the key's workspace."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "APPEND_COMPONENTS": {"securitySchemes": {"ApiKeyAuth": {"type": "http", "scheme": "bearer"}}},
+    "SECURITY": [{"ApiKeyAuth": []}],
+}
+
+# Celery: tasks are thin wrappers over services; limits and retries live here.
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
+CELERY_TASK_DEFAULT_RETRY_DELAY = 5
+CELERY_TASK_ANNOTATIONS = {"*": {"max_retries": 5}}
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ALWAYS_EAGER = False
+# Each app adds its periodic tasks here (name -> schedule entry).
+CELERY_BEAT_SCHEDULE = {
+    "core-worker-heartbeat": {
+        "task": "core.tasks.worker_heartbeat_task",
+        "schedule": timedelta(seconds=30),
+    },
+    "core-api-keys-purge-expired": {
+        "task": "core.tasks.api_keys_purge_expired_task",
+        "schedule": crontab(minute=17, hour=3),
+    },
+}
+# /readyz reports unready when the last worker heartbeat is older than this.
+WORKER_HEARTBEAT_MAX_AGE_SECONDS = env_int("WORKER_HEARTBEAT_MAX_AGE_SECONDS", 120)
+
+# Provider credentials are encrypted with this key (Fernet, derived with SHA-256).
+FIELD_ENCRYPTION_KEY = env_str("FIELD_ENCRYPTION_KEY", SECRET_KEY)
+
+# Memory defaults; each agent's memory_settings override them (core.memory_settings).
+MEMORY_DEFAULTS = {
+    "recent_messages": env_int("MEMORY_RECENT_MESSAGES", 20),
+    "token_limit": env_int("MEMORY_TOKEN_LIMIT", 2000),
+    "compaction_threshold": env_float("MEMORY_COMPACTION_THRESHOLD", 0.5),
+    "model_context_window": env_int("MEMORY_MODEL_CONTEXT_WINDOW", 128000),
+    "semantic_recall": env_bool("MEMORY_SEMANTIC_RECALL", False),
+    "semantic_recall_top_k": env_int("MEMORY_SEMANTIC_RECALL_TOP_K", 5),
+    "episodic_memory": env_bool("MEMORY_EPISODIC", True),
+    "auto_inject": env_bool("MEMORY_AUTO_INJECT", True),
+    "auto_inject_top_k": env_int("MEMORY_AUTO_INJECT_TOP_K", 12),
+    "dedupe_threshold": env_float("MEMORY_DEDUPE_THRESHOLD", 0.86),
+    "retention_days": env_int("MEMORY_RETENTION_DAYS", 0),
+}
+
+# OpenAI-compatible endpoints used when a workspace has no credentials of its own.
+LLM_BASE_URL = env_str("LLM_BASE_URL", "")
+LLM_MODEL = env_str("LLM_MODEL", "")
+LLM_API_KEY = env_str("LLM_API_KEY", "")
+LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 30.0)
+EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", "")
+EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "")
+EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"embedded_postgres": {"level": "WARNING"}},
+}

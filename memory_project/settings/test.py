@@ -1,0 +1,27 @@
+"""Test settings: a throwaway embedded PostgreSQL unless DATABASE_URL names a server."""
+
+import os
+import tempfile
+
+from core.lib.embedded import start_throwaway_postgres
+
+if not os.environ.get("DATABASE_URL"):
+    os.environ["DATABASE_URL"] = start_throwaway_postgres(tempfile.mkdtemp(prefix="memory-test-pg-"))
+
+from .base import *  # noqa: F403
+
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Tasks run inline in unit tests; core/tests/test_worker.py runs a real worker on a real broker.
+CELERY_TASK_ALWAYS_EAGER = True
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_BROKER_URL = "memory://"
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {"api_key": "100000/min"},
+}
+STORAGES = {
+    **STORAGES,  # noqa: F405
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

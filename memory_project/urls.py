@@ -1,0 +1,42 @@
+from django.contrib import admin
+from django.http import JsonResponse
+from django.urls import include, path
+from django.views import defaults
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from core.apis import healthz, readyz
+from core.errors import error_body
+
+api_v1 = [
+    path("", include("core.urls")),
+    path("", include("identities.urls")),
+    path("", include("threads.urls")),
+    path("", include("facts.urls")),
+    path("", include("episodes.urls")),
+    path("", include("procedures.urls")),
+    path("", include("checkpoints.urls")),
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("api/v1/", include((api_v1, "api"))),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path("memories/", include("browser.urls")),
+]
+
+
+def handler404(request, exception=None):
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("not_found", "Not found."), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def handler500(request):
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("server_error", "Internal server error."), status=500)
+    return defaults.server_error(request)
