@@ -1,0 +1,69 @@
+"""A small client for OpenAI-compatible chat endpoints (compaction, extraction).
+
+`chat_complete` raises `LLMUnavailable` when neither the workspace nor the settings name
+an endpoint, so callers fall back to their deterministic method; `LLMError` covers
+transport failures and malformed answers, which callers retry.
+"""
+
+import json
+
+import httpx
+from django.conf import settings
+
+from core.models import ProviderCredential
+from core.selectors import provider_credential_get
+
+
+class LLMUnavailable(Exception):
+    """No chat endpoint is configured."""
+
+
+class LLMError(Exception):
+    """The endpoint failed or answered with something unusable."""
+
+
+def chat_endpoint(*, workspace) -> dict | None:
+    return provider_credential_get(workspace=workspace, purpose=ProviderCredential.Purpose.CHAT)
+
+
+def chat_complete(
+    *,
+    workspace,
+    messages: list[dict],
+    json_response: bool = False,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+) -> str:
+    """Send `messages` to the workspace's chat endpoint and return the reply's text."""
+    endpoint = chat_endpoint(workspace=workspace)
+    if endpoint is None:
+        raise LLMUnavailable("No OpenAI-compatible chat endpoint is configured.")
+    payload: dict = {"model": endpoint["model"], "messages": messages, "temperature": temperature}
+    if max_tokens:
+        payload["max_tokens"] = max_tokens
+    if json_response:
+        payload["response_format"] = {"type": "json_object"}
+    headers = {"Authorization": f"Bearer {endpoint['api_key']}"} if endpoint["api_key"] else {}
+    url = endpoint["base_url"].rstrip("/") + "/chat/completions"
+    try:
+        response = httpx.post(url, json=payload, headers=headers, timeout=settings.LLM_TIMEOUT_SECONDS)
+        response.raise_for_status()
+        body = response.json()
+        return body["choices"][0]["message"]["content"] or ""
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise LLMError(f"Chat endpoint failed: {exc}") from exc
+
+
+def chat_complete_json(*, workspace, messages: list[dict], **kwargs) -> dict:
+    """Like chat_complete, parsing the reply as a JSON object (fences tolerated)."""
+    text = chat_complete(workspace=workspace, messages=messages, json_response=True, **kwargs).strip()
+    if text.startswith("```"):
+        text = text.strip("`")
+        text = text[text.find("{") :]
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise LLMError("Chat endpoint did not answer with JSON.") from exc
+    if not isinstance(value, dict):
+        raise LLMError("Chat endpoint answered with JSON that is not an object.")
+    return value
