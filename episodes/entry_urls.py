@@ -1,0 +1,3 @@
+app_name = "episodic_entries"
+
+urlpatterns = []
