@@ -16,6 +16,7 @@ api_v1 = [
     path("", include("episodes.entry_urls")),
     path("", include("procedures.urls")),
     path("", include("checkpoints.urls")),
+    path("", include("runtime.urls")),
 ]
 
 urlpatterns = [

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "episodes",
     "procedures",
     "checkpoints",
+    "runtime",
     "browser",
 ]
 
