@@ -208,6 +208,12 @@ MEMORY_DEFAULTS = {
     "retention_days": env_int("MEMORY_RETENTION_DAYS", 0),
 }
 
+# Global memory (facts, procedures): see docs/global-memory.md.
+# A fact value larger than this (JSON-encoded, bytes) is refused with 400.
+FACTS_VALUE_MAX_BYTES = env_int("FACTS_VALUE_MAX_BYTES", 16 * 1024)
+# Confidence half-life in days for facts not confirmed since; applied at read time. 0: off.
+FACTS_CONFIDENCE_HALF_LIFE_DAYS = env_float("FACTS_CONFIDENCE_HALF_LIFE_DAYS", 0.0)
+
 # OpenAI-compatible endpoints used when a workspace has no credentials of its own.
 LLM_BASE_URL = env_str("LLM_BASE_URL", "")
 LLM_MODEL = env_str("LLM_MODEL", "")
