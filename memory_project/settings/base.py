@@ -91,6 +91,8 @@ DATABASES = {"default": database_from_url(DATABASE_URL)}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Django 6.0 behaviour now: a scheme-less URL typed into a form means https.
+FORMS_URLFIELD_ASSUME_HTTPS = True
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"redis+socket://{EMBEDDED_VALKEY_SOCKET}")
 CACHE_URL = env_str("CACHE_URL", f"unix://{EMBEDDED_VALKEY_SOCKET}?db=1")
