@@ -1,3 +1,21 @@
+from django.urls import include, path
+
+from browser.views import shell, workspace_admin
+
 app_name = "memories"
 
-urlpatterns = []
+workspace_urls = [
+    path("", shell.workspace_home, name="workspace"),
+    path("members/", workspace_admin.members, name="members"),
+    path("members/add/", workspace_admin.member_create, name="member-add"),
+    path("members/<uuid:membership_id>/role/", workspace_admin.member_role, name="member-role"),
+    path("members/<uuid:membership_id>/remove/", workspace_admin.member_delete, name="member-remove"),
+    path("api-keys/", workspace_admin.api_keys, name="api-keys"),
+    path("api-keys/create/", workspace_admin.api_key_new, name="api-key-create"),
+    path("api-keys/<uuid:api_key_id>/revoke/", workspace_admin.api_key_revoke_view, name="api-key-revoke"),
+]
+
+urlpatterns = [
+    path("", shell.memories_home, name="home"),
+    path("<uuid:workspace_id>/", include(workspace_urls)),
+]

@@ -1,0 +1,27 @@
+"""Full page or fragment: the one place that picks what an htmx request gets back."""
+
+from django.contrib import messages
+from django.shortcuts import render
+from django_htmx.http import trigger_client_event
+
+
+def render_page(request, template: str, context: dict, *, partials: dict[str, str] | None = None, status=200):
+    """The whole page, or for htmx the partial registered for the request's HX-Target.
+
+    History restores (the back button after the htmx cache is gone) always get the whole
+    page, since htmx swaps the response into <body>.
+    """
+    if request.htmx and not request.htmx.history_restore_request and partials:
+        name = partials.get(request.htmx.target or "", partials.get("*"))
+        if name:
+            return render(request, f"{template}#{name}", context, status=status)
+    return render(request, template, context, status=status)
+
+
+def toast(request, response, message: str, *, level: str = "success"):
+    """Tell the operator what a write did: an htmx event, or a flash message after a redirect."""
+    if request.htmx:
+        trigger_client_event(response, "toast", {"message": message, "level": level})
+    else:
+        messages.add_message(request, messages.ERROR if level == "error" else messages.SUCCESS, message)
+    return response

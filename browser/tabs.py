@@ -1,0 +1,31 @@
+"""The memory tabs, in display order. A tab shows once its URL is registered."""
+
+from django.urls import NoReverseMatch, reverse
+
+TABS = [
+    ("facts", "Facts", "memories:facts"),
+    ("episodes", "Episodes", "memories:episodes"),
+    ("entries", "Episodic entries", "memories:entries"),
+    ("threads", "Threads", "memories:threads"),
+    ("checkpoints", "Checkpoints", "memories:checkpoints"),
+    ("procedures", "Procedures", "memories:procedures"),
+    ("users", "Users", "memories:users"),
+]
+
+
+def tab_links(workspace_id, active: str | None) -> list[dict]:
+    links = []
+    for slug, label, url_name in TABS:
+        try:
+            url = reverse(url_name, kwargs={"workspace_id": workspace_id})
+        except NoReverseMatch:
+            continue
+        links.append({"slug": slug, "label": label, "url": url, "active": slug == active})
+    return links
+
+
+def first_tab_url(workspace_id) -> str:
+    links = tab_links(workspace_id, None)
+    if links:
+        return links[0]["url"]
+    return reverse("memories:members", kwargs={"workspace_id": workspace_id})

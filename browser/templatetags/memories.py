@@ -1,0 +1,98 @@
+"""Small presentation helpers shared by every tab."""
+
+import json
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+from django.utils.timesince import timesince
+
+register = template.Library()
+
+# Values longer than this are cut in tables; the whole value sits behind a <details>.
+PREVIEW_CHARS = 120
+
+
+@register.filter
+def reltime(value):
+    """`<time>` with a relative label ("3 hours ago") and the exact UTC time on hover."""
+    if not value:
+        return mark_safe('<span class="muted">—</span>')
+    now = timezone.now()
+    label = f"{timesince(value, now)} ago" if value <= now else f"in {timesince(now, value)}"
+    # timesince uses non-breaking spaces; keep the label on one line in narrow columns anyway.
+    label = label.split(",")[0]
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        value.isoformat(),
+        value.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        label,
+    )
+
+
+def _as_text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@register.filter
+def as_text(value) -> str:
+    """JSON values as compact JSON, strings as themselves."""
+    return _as_text(value)
+
+
+@register.filter
+def pretty(value) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2, default=str)
+
+
+@register.filter
+def expandable(value, limit=PREVIEW_CHARS):
+    """A short preview; longer values open in a <details> so tables stay one line per row."""
+    text = _as_text(value)
+    limit = int(limit)
+    if len(text) <= limit:
+        return format_html('<span class="value">{}</span>', text)
+    return format_html(
+        '<details class="expand"><summary><span class="value">{}…</span></summary>'
+        '<pre class="value-full">{}</pre></details>',
+        text[:limit],
+        pretty(value),
+    )
+
+
+@register.simple_tag(takes_context=True)
+def tab_url(context, name, **kwargs):
+    """A URL in the current workspace: {% tab_url 'memories:facts' %}."""
+    from django.urls import reverse
+
+    operator = context["request"].operator
+    return reverse(name, kwargs={"workspace_id": operator.workspace.pk, **kwargs})
+
+
+@register.simple_tag(takes_context=True)
+def memory_tabs(context):
+    from browser.tabs import tab_links
+
+    operator = context["request"].operator
+    return tab_links(operator.workspace.pk, context.get("tab"))
+
+
+@register.simple_tag(takes_context=True)
+def switch_url(context, workspace):
+    """The same page in another workspace when it is a list page, else that workspace's home."""
+    from django.urls import NoReverseMatch, reverse
+
+    match = context["request"].resolver_match
+    if match is not None and set(match.kwargs) == {"workspace_id"}:
+        try:
+            return reverse(f"{match.namespace}:{match.url_name}", kwargs={"workspace_id": workspace.pk})
+        except NoReverseMatch:
+            pass
+    return reverse("memories:workspace", kwargs={"workspace_id": workspace.pk})
