@@ -1,1 +1,150 @@
+import re
 
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from core.models import Agent, TimeStampedModel, Workspace
+
+_KEY_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
+def key_normalize(key: str) -> str:
+    """`Local-Time_zone` -> `local time zone`: spaces, underscores and hyphens are equivalent."""
+    return _KEY_SEPARATORS.sub(" ", key).strip().lower()
+
+
+class FactQuerySet(models.QuerySet):
+    def for_workspace(self, workspace):
+        return self.filter(workspace=workspace)
+
+    def current(self):
+        """The open version of each key: history rows have a `valid_to`."""
+        return self.filter(valid_to__isnull=True)
+
+    def visible_in(self, *, agent=None, memory_user=None, thread=None):
+        """Facts an agent sees while talking to `memory_user` in `thread`: every scope that applies."""
+        condition = Q(scope=Fact.Scope.GLOBAL)
+        if agent is not None:
+            condition |= Q(scope=Fact.Scope.AGENT, agent=agent)
+        if memory_user is not None:
+            condition |= Q(scope=Fact.Scope.USER, memory_user=memory_user)
+        if thread is not None:
+            condition |= Q(scope=Fact.Scope.SESSION, thread=thread)
+        return self.filter(condition)
+
+
+class Fact(TimeStampedModel):
+    """One version of a key's value in one scope. Values are never overwritten in place.
+
+    A new value closes the current version (`valid_to`, `superseded_by`) and opens a new
+    one, so the history of a key is the chain of its versions.
+    """
+
+    class FactType(models.TextChoices):
+        USER_PREFERENCE = "user_preference", "User preference"
+        WORLD_KNOWLEDGE = "world_knowledge", "World knowledge"
+        SELF_KNOWLEDGE = "self_knowledge", "Self knowledge"
+        CORRECTION = "correction", "Correction"
+        RELATIONSHIP = "relationship", "Relationship"
+
+    class Scope(models.TextChoices):
+        SESSION = "session", "Session (one thread)"
+        USER = "user", "User (one memory user)"
+        AGENT = "agent", "Agent"
+        GLOBAL = "global", "Global (whole workspace)"
+
+    class Source(models.TextChoices):
+        API = "api", "API"
+        AGENT_TOOL = "agent_tool", "Agent tool"
+        OPERATOR = "operator", "Operator"
+        EXTRACTION = "extraction", "Extraction"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="facts")
+    scope = models.CharField(max_length=10, choices=Scope.choices)
+    # The scope's reference: session -> thread (agent and memory user copied from it so
+    # agent-bound keys and erasure find the row), user -> memory_user, agent -> agent.
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="facts")
+    memory_user = models.ForeignKey(
+        "identities.MemoryUser", null=True, blank=True, on_delete=models.CASCADE, related_name="facts"
+    )
+    thread = models.ForeignKey(
+        "threads.Thread", null=True, blank=True, on_delete=models.CASCADE, related_name="facts"
+    )
+    key = models.CharField(max_length=255)
+    # key_normalize(key); the trigram index on it serves fuzzy key search.
+    key_normalized = models.CharField(max_length=255, editable=False)
+    value = models.JSONField()
+    # Normalized key words plus the value as text; full-text search reads its GIN index.
+    search_text = models.TextField(blank=True, editable=False)
+    fact_type = models.CharField(max_length=20, choices=FactType.choices, default=FactType.WORLD_KNOWLEDGE)
+    confidence = models.FloatField(default=0.8)
+    times_confirmed = models.PositiveIntegerField(default=0)
+    times_contradicted = models.PositiveIntegerField(default=0)
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.API)
+    source_message = models.ForeignKey(
+        "threads.Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    source_episode = models.ForeignKey(
+        "episodes.Episode", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    evidence = models.TextField(blank=True)
+    valid_from = models.DateTimeField(default=timezone.now)
+    valid_to = models.DateTimeField(null=True, blank=True)
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    # Start of the confidence half-life clock: creation, then every confirmation.
+    last_confirmed_at = models.DateTimeField(default=timezone.now)
+    access_count = models.PositiveIntegerField(default=0)
+    last_accessed_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.CharField(max_length=200, blank=True)
+
+    objects = FactQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-confidence", "-valid_from"]
+        constraints = [
+            # One open version per key and scope reference. NULLS NOT DISTINCT makes two
+            # global rows (all references NULL) collide as they should. The column order
+            # serves fact_lookup: every scope branch is an equality prefix of this index.
+            models.UniqueConstraint(
+                fields=["workspace", "key", "scope", "memory_user", "agent", "thread"],
+                condition=Q(valid_to__isnull=True),
+                nulls_distinct=False,
+                name="facts_current_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(confidence__gte=0) & Q(confidence__lte=1), name="facts_confidence_range"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(scope="session", thread__isnull=False)
+                    | Q(scope="user", memory_user__isnull=False, thread__isnull=True)
+                    | Q(scope="agent", agent__isnull=False, memory_user__isnull=True, thread__isnull=True)
+                    | Q(scope="global", agent__isnull=True, memory_user__isnull=True, thread__isnull=True)
+                ),
+                name="facts_scope_reference",
+            ),
+        ]
+        indexes = [
+            # Fuzzy key search: `%` / `<%` and ILIKE '%...%' on the normalized key.
+            GinIndex(fields=["key_normalized"], opclasses=["gin_trgm_ops"], name="facts_key_trgm"),
+            # Must compile to the same expression as selectors' SearchVector to be used.
+            GinIndex(SearchVector("search_text", config="english"), name="facts_search_fts"),
+            models.Index(
+                fields=["workspace", "memory_user", "-valid_from"],
+                condition=Q(valid_to__isnull=True),
+                name="facts_user",
+            ),
+            models.Index(fields=["workspace", "key", "-valid_from"], name="facts_key_history"),
+        ]
+
+    def __str__(self):
+        return f"{self.key} ({self.scope})"
+
+    @property
+    def is_current(self) -> bool:
+        return self.valid_to is None

@@ -1,0 +1,18 @@
+import factory
+
+from facts.models import Fact, key_normalize
+from facts.services import fact_search_text
+
+
+class FactFactory(factory.django.DjangoModelFactory):
+    """A current global fact unless told otherwise; prefer fact_remember in behaviour tests."""
+
+    class Meta:
+        model = Fact
+
+    scope = Fact.Scope.GLOBAL
+    key = factory.Sequence(lambda n: f"key_{n}")
+    key_normalized = factory.LazyAttribute(lambda o: key_normalize(o.key))
+    value = "value"
+    search_text = factory.LazyAttribute(lambda o: fact_search_text(o.key, o.value))
+    confidence = 0.9

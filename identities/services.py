@@ -1,0 +1,386 @@
+"""Writes of memory users: identify, update, merge and erase (the right to erasure)."""
+
+import re
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Min, Q
+from django.utils import timezone
+
+from core.access import Principal, scope_to_principal
+from core.errors import ApplicationError, ConflictError, NotFoundError
+from core.models import AuditEvent
+from core.services import audit_record
+from identities.models import ChannelIdentity, MemoryUser
+
+CHANNEL_INVALID = (
+    "A channel is 1-50 lowercase letters, digits, '_', '-' or '.' (telegram, email, slack, web)."
+)
+EXTERNAL_ID_REQUIRED = "An external id is required (1-255 characters)."
+PROFILE_NOT_OBJECT = "A profile must be a JSON object."
+CANONICAL_ID_REQUIRED = "A canonical id is required (1-255 characters)."
+CANONICAL_ID_TAKEN = "Another memory user of this workspace has this canonical id."
+IDENTITY_TAKEN = "This channel identity belongs to another memory user."
+MERGE_INTO_SELF = "A memory user cannot be merged into itself."
+MERGE_INTO_MERGED = "The target was itself merged into another user; merge into that one instead."
+MERGE_SOURCE_MERGED_ELSEWHERE = "The source was already merged into another user."
+MERGE_ACROSS_WORKSPACES = "Both memory users must belong to the same workspace."
+MEMORY_USERS_NOT_FOUND = "Some of these memory users do not exist."
+
+_CHANNEL = re.compile(r"^[a-z0-9_.\-]{1,50}$")
+# Profile keys that name the person, in order of preference, used for display_name.
+_NAME_KEYS = ("display_name", "name", "full_name", "username")
+
+
+@dataclass(frozen=True)
+class IdentifyResult:
+    memory_user: MemoryUser
+    created: bool
+    identity: ChannelIdentity
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    target: MemoryUser
+    counts: dict
+    already_merged: bool = False
+
+
+def _invalid(field: str, message: str) -> ApplicationError:
+    return ApplicationError(message, fields={field: [message]})
+
+
+def _channel_validate(channel, external_id) -> tuple[str, str]:
+    channel = (channel or "").strip().lower() if isinstance(channel, str) else ""
+    if not _CHANNEL.match(channel):
+        raise _invalid("channel", CHANNEL_INVALID)
+    external_id = str(external_id).strip() if external_id is not None else ""
+    if not external_id or len(external_id) > 255:
+        raise _invalid("external_id", EXTERNAL_ID_REQUIRED)
+    return channel, external_id
+
+
+def _profile_name(profile: dict) -> str:
+    for name in _NAME_KEYS:
+        value = profile.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:200]
+    return ""
+
+
+def memory_user_create(
+    *, workspace, canonical_id: str, display_name: str = "", identities=(), actor: str = "system"
+) -> MemoryUser:
+    """Create a memory user with optional channel identities ({channel, external_id, profile})."""
+    canonical_id = (canonical_id or "").strip()
+    if not canonical_id or len(canonical_id) > 255:
+        raise _invalid("canonical_id", CANONICAL_ID_REQUIRED)
+    cleaned = [
+        (*_channel_validate(i.get("channel"), i.get("external_id")), i.get("profile") or {})
+        for i in identities
+    ]
+    try:
+        with transaction.atomic():
+            memory_user = MemoryUser.objects.create(
+                workspace=workspace, canonical_id=canonical_id, display_name=(display_name or "")[:200]
+            )
+            for channel, external_id, profile in cleaned:
+                ChannelIdentity.objects.create(
+                    workspace=workspace,
+                    memory_user=memory_user,
+                    channel=channel,
+                    external_id=external_id,
+                    profile=profile,
+                )
+            audit_record(
+                workspace=workspace,
+                actor=actor,
+                action=AuditEvent.Action.CREATE,
+                entity_type="memory_user",
+                entity_id=memory_user.pk,
+                changes={
+                    "canonical_id": canonical_id,
+                    "identities": [f"{channel}:{external_id}" for channel, external_id, _ in cleaned],
+                },
+            )
+    except IntegrityError:
+        if MemoryUser.objects.filter(workspace=workspace, canonical_id=canonical_id).exists():
+            raise ConflictError(CANONICAL_ID_TAKEN, fields={"canonical_id": [CANONICAL_ID_TAKEN]})
+        raise ConflictError(IDENTITY_TAKEN, fields={"identities": [IDENTITY_TAKEN]})
+    return memory_user
+
+
+def memory_user_identify(
+    *, workspace, channel: str, external_id, profile: dict | None = None, actor: str = "system"
+) -> IdentifyResult:
+    """Find or create the person behind (channel, external_id) and record that they were seen.
+
+    An identity of a merged user resolves to the user it was merged into. A new person gets
+    canonical_id `<channel>:<external_id>`. The profile is merged into the identity's
+    profile; a name in it fills an empty display_name. Safe under concurrency: a racing
+    creation is resolved by the unique constraints and retried as a lookup.
+    """
+    from identities.selectors import memory_user_resolve_merged
+
+    channel, external_id = _channel_validate(channel, external_id)
+    if profile is not None and not isinstance(profile, dict):
+        raise _invalid("profile", PROFILE_NOT_OBJECT)
+    profile = profile or {}
+    for attempt in range(2):
+        try:
+            with transaction.atomic():
+                identity = (
+                    ChannelIdentity.objects.select_for_update()
+                    .select_related("memory_user")
+                    .filter(workspace=workspace, channel=channel, external_id=external_id)
+                    .first()
+                )
+                created = identity is None
+                if created:
+                    memory_user = _memory_user_for_new_identity(
+                        workspace=workspace, channel=channel, external_id=external_id, profile=profile
+                    )
+                    identity = ChannelIdentity.objects.create(
+                        workspace=workspace,
+                        memory_user=memory_user,
+                        channel=channel,
+                        external_id=external_id,
+                        profile=profile,
+                    )
+                    audit_record(
+                        workspace=workspace,
+                        actor=actor,
+                        action=AuditEvent.Action.CREATE,
+                        entity_type="memory_user",
+                        entity_id=memory_user.pk,
+                        changes={"identify": f"{channel}:{external_id}"},
+                    )
+                else:
+                    memory_user = memory_user_resolve_merged(memory_user=identity.memory_user)
+                    if profile and {**identity.profile, **profile} != identity.profile:
+                        identity.profile = {**identity.profile, **profile}
+                        identity.save(update_fields=["profile", "updated_at"])
+                now = timezone.now()
+                update = {"last_seen_at": now}
+                name = _profile_name(profile)
+                if name and not memory_user.display_name:
+                    update["display_name"] = name
+                MemoryUser.objects.filter(pk=memory_user.pk).update(**update)
+                for attr, value in update.items():
+                    setattr(memory_user, attr, value)
+            return IdentifyResult(memory_user=memory_user, created=created, identity=identity)
+        except IntegrityError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _memory_user_for_new_identity(*, workspace, channel, external_id, profile) -> MemoryUser:
+    canonical_id = f"{channel}:{external_id}"
+    existing = MemoryUser.objects.filter(workspace=workspace, canonical_id=canonical_id).first()
+    if existing is not None:
+        # The canonical id exists without this identity (created by the API, or its identity
+        # was deleted): the same person.
+        from identities.selectors import memory_user_resolve_merged
+
+        return memory_user_resolve_merged(memory_user=existing)
+    return MemoryUser.objects.create(
+        workspace=workspace, canonical_id=canonical_id, display_name=_profile_name(profile)
+    )
+
+
+def memory_user_update(
+    *, memory_user: MemoryUser, actor: str, display_name: str | None = None, canonical_id: str | None = None
+) -> MemoryUser:
+    changes = {}
+    if display_name is not None and display_name != memory_user.display_name:
+        changes["display_name"] = {"from": memory_user.display_name, "to": display_name[:200]}
+        memory_user.display_name = display_name[:200]
+    if canonical_id is not None:
+        canonical_id = canonical_id.strip()
+        if not canonical_id or len(canonical_id) > 255:
+            raise _invalid("canonical_id", CANONICAL_ID_REQUIRED)
+        if canonical_id != memory_user.canonical_id:
+            changes["canonical_id"] = {"from": memory_user.canonical_id, "to": canonical_id}
+            memory_user.canonical_id = canonical_id
+    if not changes:
+        return memory_user
+    try:
+        with transaction.atomic():
+            memory_user.save(update_fields=[*changes, "updated_at"])
+            audit_record(
+                workspace=memory_user.workspace,
+                actor=actor,
+                action=AuditEvent.Action.UPDATE,
+                entity_type="memory_user",
+                entity_id=memory_user.pk,
+                changes=changes,
+            )
+    except IntegrityError:
+        raise ConflictError(CANONICAL_ID_TAKEN, fields={"canonical_id": [CANONICAL_ID_TAKEN]})
+    return memory_user
+
+
+def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> MergeResult:
+    """Move everything of `source` to `target` in one transaction, and mark the source.
+
+    Moves channel identities, threads, episodes, episodic entries and facts. Two current
+    user-scope facts with the same key: the newer (valid_from) stays current, the older is
+    closed and superseded by it, so it stays in the key's history. Users previously merged
+    into the source are re-pointed at the target (chains stay one hop). The source keeps
+    `merged_into` and no longer appears in lists; identifying with one of its identities
+    returns the target.
+
+    Idempotent: merging a source already merged into this target changes nothing.
+    """
+    from episodes.models import Episode, EpisodicEntry
+    from facts.models import Fact
+    from facts.services import memory_user_preferences_sync
+    from threads.models import Thread
+
+    if source.workspace_id != target.workspace_id:
+        raise NotFoundError(MERGE_ACROSS_WORKSPACES, fields={"target": [MERGE_ACROSS_WORKSPACES]})
+    if source.pk == target.pk:
+        raise _invalid("target", MERGE_INTO_SELF)
+    with transaction.atomic():
+        # Lock both rows in a stable order so two crossing merges cannot deadlock.
+        locked = {
+            u.pk: u
+            for u in MemoryUser.objects.select_for_update()
+            .filter(pk__in=[source.pk, target.pk])
+            .order_by("pk")
+        }
+        source, target = locked[source.pk], locked[target.pk]
+        if source.merged_into_id == target.pk:
+            return MergeResult(target=target, counts={}, already_merged=True)
+        if target.merged_into_id is not None:
+            raise _invalid("target", MERGE_INTO_MERGED)
+        if source.merged_into_id is not None:
+            raise _invalid("source", MERGE_SOURCE_MERGED_ELSEWHERE)
+
+        now = timezone.now()
+        counts = {}
+        # Facts first: closing the losing versions must happen before they move, or the
+        # partial unique index on current versions would reject the move.
+        source_current = {
+            f.key: f
+            for f in Fact.objects.select_for_update().filter(
+                memory_user=source, scope=Fact.Scope.USER, valid_to__isnull=True
+            )
+        }
+        conflicts = 0
+        if source_current:
+            for kept in Fact.objects.select_for_update().filter(
+                memory_user=target, scope=Fact.Scope.USER, valid_to__isnull=True, key__in=list(source_current)
+            ):
+                other = source_current[kept.key]
+                newer, older = (other, kept) if other.valid_from > kept.valid_from else (kept, other)
+                Fact.objects.filter(pk=older.pk).update(
+                    valid_to=now, superseded_by=newer, times_contradicted=older.times_contradicted + 1
+                )
+                conflicts += 1
+        counts["facts"] = Fact.objects.filter(memory_user=source).update(memory_user=target, updated_at=now)
+        counts["fact_conflicts"] = conflicts
+        counts["identities"] = ChannelIdentity.objects.filter(memory_user=source).update(
+            memory_user=target, updated_at=now
+        )
+        counts["threads"] = Thread.objects.filter(memory_user=source).update(memory_user=target)
+        counts["episodes"] = Episode.objects.filter(memory_user=source).update(memory_user=target)
+        counts["episodic_entries"] = EpisodicEntry.objects.filter(memory_user=source).update(
+            memory_user=target
+        )
+        counts["merged_users"] = MemoryUser.objects.filter(merged_into=source).update(merged_into=target)
+
+        span = MemoryUser.objects.filter(pk__in=[source.pk, target.pk]).aggregate(
+            first=Min("first_seen_at"), last=Max("last_seen_at")
+        )
+        target.first_seen_at, target.last_seen_at = span["first"], span["last"]
+        if not target.display_name and source.display_name:
+            target.display_name = source.display_name
+        target.save(update_fields=["first_seen_at", "last_seen_at", "display_name", "updated_at"])
+        source.merged_into = target
+        source.save(update_fields=["merged_into", "updated_at"])
+        memory_user_preferences_sync(memory_user_ids=[target.pk, source.pk])
+        target.refresh_from_db(fields=["preferences"])
+        audit_record(
+            workspace=target.workspace,
+            actor=actor,
+            action=AuditEvent.Action.MERGE,
+            entity_type="memory_user",
+            entity_id=source.pk,
+            changes={"into": str(target.pk), "counts": counts},
+        )
+    return MergeResult(target=target, counts=counts)
+
+
+def _memory_users_erase(*, workspace, ids: list, actor: str) -> dict:
+    """Delete the users in `ids`, the users merged into them, and everything they own."""
+    from episodes.models import Episode, EpisodicEntry
+    from facts.models import Fact
+    from threads.models import Message, Thread
+
+    # Merged users are the same person; their data was moved, but their rows and audit
+    # trail still name them.
+    all_ids = set(ids)
+    frontier = set(ids)
+    while frontier:
+        frontier = (
+            set(MemoryUser.objects.filter(merged_into__in=frontier).values_list("pk", flat=True)) - all_ids
+        )
+        all_ids |= frontier
+    all_ids = list(all_ids)
+    # Session facts of a thread linked to the user after the fact was written carry no user.
+    owned_facts = Q(memory_user__in=all_ids) | Q(thread__memory_user__in=all_ids)
+    counts = {
+        "memory_users": len(all_ids),
+        "identities": ChannelIdentity.objects.filter(memory_user__in=all_ids).count(),
+        "threads": Thread.objects.filter(memory_user__in=all_ids).count(),
+        "messages": Message.objects.filter(thread__memory_user__in=all_ids).count(),
+        "facts": Fact.objects.filter(owned_facts).count(),
+        "episodes": Episode.objects.filter(memory_user__in=all_ids).count(),
+        "episodic_entries": EpisodicEntry.objects.filter(memory_user__in=all_ids).count(),
+    }
+    # Explicit deletes in dependency order, each one statement-sized, rather than relying on
+    # the collector to discover every cascade.
+    Fact.objects.filter(owned_facts).delete()
+    EpisodicEntry.objects.filter(memory_user__in=all_ids).delete()
+    Episode.objects.filter(memory_user__in=all_ids).delete()
+    Message.objects.filter(thread__memory_user__in=all_ids).delete()
+    Thread.objects.filter(memory_user__in=all_ids).delete()
+    ChannelIdentity.objects.filter(memory_user__in=all_ids).delete()
+    MemoryUser.objects.filter(merged_into__in=all_ids).update(merged_into=None)
+    MemoryUser.objects.filter(pk__in=all_ids).delete()
+    for memory_user_id in all_ids:
+        # Counts only: the audit trail of an erasure must not keep the erased data.
+        audit_record(
+            workspace=workspace,
+            actor=actor,
+            action=AuditEvent.Action.ERASE,
+            entity_type="memory_user",
+            entity_id=memory_user_id,
+            changes={"counts": counts} if memory_user_id in ids else {"erased_with": [str(i) for i in ids]},
+        )
+    return counts
+
+
+def memory_user_erase(*, memory_user: MemoryUser, actor: str) -> dict:
+    """The right to erasure: delete the person and everything that belongs to them
+    (threads with their messages, user- and session-scope facts, episodes, episodic entries,
+    channel identities, users merged into them) in one transaction. Returns the counts,
+    which an ERASE audit event also records."""
+    with transaction.atomic():
+        return _memory_users_erase(workspace=memory_user.workspace, ids=[memory_user.pk], actor=actor)
+
+
+def memory_user_batch_delete(*, principal: Principal, ids, actor: str | None = None) -> dict:
+    """Erase every memory user in `ids`, or nothing: an unknown id is a 404."""
+    ids = list(dict.fromkeys(ids))
+    with transaction.atomic():
+        found = list(
+            scope_to_principal(MemoryUser.objects.all(), principal, agent_field=None)
+            .filter(pk__in=ids)
+            .values_list("pk", flat=True)
+        )
+        if len(found) != len(ids):
+            raise NotFoundError(MEMORY_USERS_NOT_FOUND, fields={"ids": ["Unknown id."]})
+        return _memory_users_erase(workspace=principal.workspace, ids=found, actor=actor or principal.actor)

@@ -1,0 +1,125 @@
+"""Reads of procedures, and `procedure_match`: which procedures fire for a goal."""
+
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from core.access import Principal
+from core.errors import NotFoundError
+from facts.filters import filterset_apply, text_search
+from procedures.filters import ProcedureFilter
+from procedures.models import Procedure
+
+PROCEDURE_NOT_FOUND = "Procedure not found."
+# Conditions are evaluated in Python over the active procedures in scope; a workspace with
+# thousands of procedures is still a single indexed fetch of small rows.
+MATCH_CANDIDATE_LIMIT = 5000
+
+
+def procedure_scope(principal: Principal):
+    """Workspace procedures; an agent-bound key sees its agent's and the workspace-wide ones."""
+    queryset = Procedure.objects.filter(workspace=principal.workspace)
+    if principal.agent is not None:
+        queryset = queryset.filter(Q(agent__isnull=True) | Q(agent=principal.agent))
+    return queryset
+
+
+def procedure_get(*, principal: Principal, procedure_id) -> Procedure:
+    procedure = procedure_scope(principal).select_related("agent", "parent").filter(pk=procedure_id).first()
+    if procedure is None:
+        raise NotFoundError(PROCEDURE_NOT_FOUND)
+    return procedure
+
+
+def procedure_list(*, principal: Principal, filters=None):
+    queryset = procedure_scope(principal).select_related("agent", "parent")
+    return filterset_apply(ProcedureFilter, filters, queryset)
+
+
+def procedure_search(*, workspace, query: str, agent=None, limit: int = 10) -> list:
+    """Active procedures usable by `agent` whose text matches `query`, most used first."""
+    queryset = Procedure.objects.filter(workspace=workspace).active().for_agent(agent)
+    return list(
+        text_search(queryset, query)
+        .select_related("agent", "parent")
+        .order_by("-success_count", "-times_used", "name")[:limit]
+    )
+
+
+@dataclass(frozen=True)
+class ProcedureMatch:
+    procedure: Procedure
+    score: float
+    matched: list
+
+
+def _phrases_in(goal: str, phrases: list) -> list:
+    return [p for p in phrases if p.lower() in goal]
+
+
+def _conditions_fire(conditions: dict, *, goal: str, agent_slug: str | None, context: dict):
+    """(fires, score, matched condition names). The score rewards specific conditions:
+    each matched goal phrase 2, each satisfied agent/channel/context condition 1."""
+    score = 0.0
+    matched = []
+    if "goal_contains" in conditions:
+        hits = _phrases_in(goal, conditions["goal_contains"])
+        if not hits:
+            return False, 0, []
+        score += 2 * len(hits)
+        matched.append("goal_contains")
+    if "goal_contains_all" in conditions:
+        if len(_phrases_in(goal, conditions["goal_contains_all"])) != len(conditions["goal_contains_all"]):
+            return False, 0, []
+        score += 2 * len(conditions["goal_contains_all"])
+        matched.append("goal_contains_all")
+    if "goal_excludes" in conditions and _phrases_in(goal, conditions["goal_excludes"]):
+        return False, 0, []
+    if "agents" in conditions:
+        if agent_slug not in conditions["agents"]:
+            return False, 0, []
+        score += 1
+        matched.append("agents")
+    if "channels" in conditions:
+        if context.get("channel") not in conditions["channels"]:
+            return False, 0, []
+        score += 1
+        matched.append("channels")
+    for key, expected in (conditions.get("context") or {}).items():
+        if context.get(key) != expected:
+            return False, 0, []
+        score += 1
+        matched.append(f"context.{key}")
+    return True, score, matched
+
+
+def procedure_match(
+    *, workspace, goal: str, agent=None, context: dict | None = None, limit: int = 10
+) -> list:
+    """Active procedures usable by `agent` whose trigger conditions fire for `goal` and
+    `context`, best first: condition score, then Laplace-smoothed success rate
+    ((successes + 1) / (finished runs + 2)), then times used."""
+    goal = (goal or "").lower()
+    context = context or {}
+    agent_slug = agent.slug if agent is not None else context.get("agent")
+    candidates = (
+        Procedure.objects.filter(workspace=workspace)
+        .active()
+        .for_agent(agent)
+        .select_related("agent", "parent")
+        .order_by("-times_used")[:MATCH_CANDIDATE_LIMIT]
+    )
+    matches = []
+    for procedure in candidates:
+        fires, score, matched = _conditions_fire(
+            procedure.trigger_conditions or {}, goal=goal, agent_slug=agent_slug, context=context
+        )
+        if fires:
+            matches.append(ProcedureMatch(procedure=procedure, score=score, matched=matched))
+
+    def rank(match: ProcedureMatch):
+        p = match.procedure
+        smoothed = (p.success_count + 1) / (p.success_count + p.failure_count + 2)
+        return (-match.score, -smoothed, -p.times_used, p.name)
+
+    return sorted(matches, key=rank)[:limit]

@@ -1,0 +1,287 @@
+"""Writes of procedures: create (taught, learned or evolved), edit, record runs, delete.
+
+Trigger conditions (every key optional; all present keys must hold for a procedure to fire):
+
+    {
+      "goal_contains":     ["deploy", "release"],  # any phrase occurs in the goal (case-insensitive)
+      "goal_contains_all": ["staging"],            # every phrase occurs in the goal
+      "goal_excludes":     ["rollback"],           # no phrase occurs in the goal
+      "agents":            ["assistant"],          # the calling agent's slug is one of these
+      "channels":          ["telegram", "slack"],  # context.channel is one of these
+      "context":           {"env": "prod"}         # context[key] == value for each key
+    }
+
+A string is accepted wherever a list of phrases is expected. `{}` fires for every goal.
+"""
+
+import json
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from core.access import Principal
+from core.errors import ApplicationError, ConflictError, NotFoundError
+from core.models import AuditEvent
+from core.services import audit_record
+from procedures.models import Procedure
+
+PROCEDURE_CONTENT_MAX_BYTES = 256 * 1024
+
+PROCEDURE_NAME_REQUIRED = "A procedure needs a name (1-200 characters)."
+PROCEDURE_TYPE_UNKNOWN = "Unknown procedure_type."
+PROCEDURE_CONTENT_REQUIRED = "A procedure needs content."
+PROCEDURE_CONTENT_TOO_LARGE = f"Content is larger than the limit of {PROCEDURE_CONTENT_MAX_BYTES} bytes."
+PROCEDURE_ORIGIN_UNKNOWN = "Unknown origin."
+PROCEDURE_NAME_TAKEN = "A procedure with this name and version already exists for this agent."
+PROCEDURE_LEARNED_NEEDS_EPISODES = "A self-learned procedure names the episodes it was learned from."
+PROCEDURE_EPISODES_UNKNOWN = "Some of these episodes do not exist."
+PROCEDURE_PARENT_WORKSPACE = "The parent procedure belongs to another workspace."
+PROCEDURE_DURATION_NEGATIVE = "duration_ms cannot be negative."
+PROCEDURES_NOT_FOUND = "Some of these procedures do not exist."
+TRIGGER_NOT_OBJECT = "trigger_conditions must be a JSON object."
+TRIGGER_UNKNOWN_KEY = "Unknown condition '{key}'."
+TRIGGER_PHRASES = "'{key}' is a list of non-empty strings."
+TRIGGER_CONTEXT = "'context' is an object of expected values."
+
+PHRASE_KEYS = ("goal_contains", "goal_contains_all", "goal_excludes", "agents", "channels")
+TRIGGER_KEYS = (*PHRASE_KEYS, "context")
+
+
+def _invalid(field: str, message: str) -> ApplicationError:
+    return ApplicationError(message, fields={field: [message]})
+
+
+def trigger_conditions_validate(conditions) -> dict:
+    """Check conditions against the schema in the module docstring; return them normalized
+    (phrase lists as lists of stripped strings)."""
+    if conditions is None:
+        return {}
+    if not isinstance(conditions, dict):
+        raise _invalid("trigger_conditions", TRIGGER_NOT_OBJECT)
+    cleaned = {}
+    for key, value in conditions.items():
+        if key not in TRIGGER_KEYS:
+            raise _invalid("trigger_conditions", TRIGGER_UNKNOWN_KEY.format(key=key))
+        if key == "context":
+            if not isinstance(value, dict):
+                raise _invalid("trigger_conditions", TRIGGER_CONTEXT)
+            cleaned[key] = value
+            continue
+        phrases = [value] if isinstance(value, str) else value
+        if not isinstance(phrases, list) or not all(isinstance(p, str) and p.strip() for p in phrases):
+            raise _invalid("trigger_conditions", TRIGGER_PHRASES.format(key=key))
+        cleaned[key] = [p.strip() for p in phrases]
+    return cleaned
+
+
+def _content_validate(content):
+    if content is None or content == "":
+        raise _invalid("content", PROCEDURE_CONTENT_REQUIRED)
+    try:
+        size = len(json.dumps(content, ensure_ascii=False).encode())
+    except (TypeError, ValueError):
+        raise _invalid("content", PROCEDURE_CONTENT_REQUIRED)
+    if size > PROCEDURE_CONTENT_MAX_BYTES:
+        raise _invalid("content", PROCEDURE_CONTENT_TOO_LARGE)
+    return content
+
+
+def procedure_search_text(*, name: str, description: str, trigger_conditions: dict, content) -> str:
+    phrases = " ".join(
+        p for key in ("goal_contains", "goal_contains_all") for p in trigger_conditions.get(key, [])
+    )
+    body = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    # The body is capped: the name, description and phrases carry the meaning for search.
+    return f"{name} {description} {phrases} {body[:20000]}"
+
+
+def procedure_create(
+    *,
+    workspace,
+    name: str = "",
+    procedure_type: str,
+    content,
+    agent=None,
+    description: str = "",
+    trigger_conditions: dict | None = None,
+    origin: str | None = None,
+    source_episode_ids=(),
+    parent: Procedure | None = None,
+    actor: str = "system",
+) -> Procedure:
+    """Create a procedure.
+
+    With a `parent` it is an evolution: it takes the parent's name (unless given), the next
+    version number of that name, origin "evolved", and the parent is deactivated so only the
+    newest version fires in match. A self-learned procedure must name existing episodes.
+    """
+    from episodes.models import Episode
+
+    if parent is not None and parent.workspace_id != workspace.pk:
+        raise NotFoundError(PROCEDURE_PARENT_WORKSPACE, fields={"parent": [PROCEDURE_PARENT_WORKSPACE]})
+    name = (name or (parent.name if parent else "")).strip()
+    if not name or len(name) > 200:
+        raise _invalid("name", PROCEDURE_NAME_REQUIRED)
+    if procedure_type not in Procedure.ProcedureType.values:
+        raise _invalid("procedure_type", PROCEDURE_TYPE_UNKNOWN)
+    origin = origin or (Procedure.Origin.EVOLVED if parent else Procedure.Origin.HUMAN)
+    if origin not in Procedure.Origin.values:
+        raise _invalid("origin", PROCEDURE_ORIGIN_UNKNOWN)
+    content = _content_validate(content)
+    conditions = trigger_conditions_validate(trigger_conditions)
+    episode_ids = list(dict.fromkeys(source_episode_ids or ()))
+    if origin == Procedure.Origin.SELF_LEARNED and not episode_ids:
+        raise _invalid("source_episode_ids", PROCEDURE_LEARNED_NEEDS_EPISODES)
+    if episode_ids and Episode.objects.filter(workspace=workspace, pk__in=episode_ids).count() != len(
+        episode_ids
+    ):
+        raise _invalid("source_episode_ids", PROCEDURE_EPISODES_UNKNOWN)
+    if agent is None and parent is not None:
+        agent = parent.agent
+    try:
+        with transaction.atomic():
+            version = 1
+            if parent is not None:
+                latest = Procedure.objects.filter(workspace=workspace, agent=agent, name=name).aggregate(
+                    v=Max("version")
+                )["v"]
+                version = (latest or 0) + 1
+                Procedure.objects.filter(pk=parent.pk).update(is_active=False, updated_at=timezone.now())
+            procedure = Procedure.objects.create(
+                workspace=workspace,
+                agent=agent,
+                name=name,
+                description=description or "",
+                trigger_conditions=conditions,
+                procedure_type=procedure_type,
+                content=content,
+                origin=origin,
+                source_episode_ids=episode_ids,
+                parent=parent,
+                version=version,
+                search_text=procedure_search_text(
+                    name=name, description=description or "", trigger_conditions=conditions, content=content
+                ),
+                created_by=actor,
+            )
+            audit_record(
+                workspace=workspace,
+                actor=actor,
+                action=AuditEvent.Action.CREATE,
+                entity_type="procedure",
+                entity_id=procedure.pk,
+                changes={
+                    "name": name,
+                    "version": version,
+                    "origin": origin,
+                    "parent": str(parent.pk) if parent else None,
+                },
+            )
+    except IntegrityError:
+        raise ConflictError(PROCEDURE_NAME_TAKEN, fields={"name": [PROCEDURE_NAME_TAKEN]})
+    return procedure
+
+
+PROCEDURE_EDITABLE = ("name", "description", "trigger_conditions", "procedure_type", "content", "is_active")
+
+
+def procedure_update(*, procedure: Procedure, actor: str, **fields) -> Procedure:
+    """Edit a procedure in place (audited). To keep the old version, evolve it instead
+    (procedure_create with `parent`)."""
+    unknown = set(fields) - set(PROCEDURE_EDITABLE)
+    if unknown:
+        raise ApplicationError(
+            "Unknown field.", fields={name: ["Unknown field."] for name in sorted(unknown)}
+        )
+    if "name" in fields:
+        fields["name"] = (fields["name"] or "").strip()
+        if not fields["name"] or len(fields["name"]) > 200:
+            raise _invalid("name", PROCEDURE_NAME_REQUIRED)
+    if "procedure_type" in fields and fields["procedure_type"] not in Procedure.ProcedureType.values:
+        raise _invalid("procedure_type", PROCEDURE_TYPE_UNKNOWN)
+    if "content" in fields:
+        _content_validate(fields["content"])
+    if "trigger_conditions" in fields:
+        fields["trigger_conditions"] = trigger_conditions_validate(fields["trigger_conditions"])
+    if "description" in fields:
+        fields["description"] = fields["description"] or ""
+    changed = {name: value for name, value in fields.items() if getattr(procedure, name) != value}
+    if not changed:
+        return procedure
+    for name, value in changed.items():
+        setattr(procedure, name, value)
+    procedure.search_text = procedure_search_text(
+        name=procedure.name,
+        description=procedure.description,
+        trigger_conditions=procedure.trigger_conditions,
+        content=procedure.content,
+    )
+    try:
+        with transaction.atomic():
+            procedure.save(update_fields=[*changed, "search_text", "updated_at"])
+            audit_record(
+                workspace=procedure.workspace,
+                actor=actor,
+                action=AuditEvent.Action.UPDATE,
+                entity_type="procedure",
+                entity_id=procedure.pk,
+                changes={"fields": sorted(changed)},
+            )
+    except IntegrityError:
+        raise ConflictError(PROCEDURE_NAME_TAKEN, fields={"name": [PROCEDURE_NAME_TAKEN]})
+    return procedure
+
+
+def procedure_record_run(*, procedure: Procedure, success: bool, duration_ms: int | None = None) -> Procedure:
+    """Count one use. A single UPDATE with F expressions, so concurrent runs never lose a count."""
+    if duration_ms is not None and duration_ms < 0:
+        raise _invalid("duration_ms", PROCEDURE_DURATION_NEGATIVE)
+    update = {
+        "times_used": F("times_used") + 1,
+        "last_used_at": timezone.now(),
+        "success_count" if success else "failure_count": F("success_count" if success else "failure_count")
+        + 1,
+    }
+    if duration_ms is not None:
+        update["total_duration_ms"] = F("total_duration_ms") + duration_ms
+        update["timed_runs"] = F("timed_runs") + 1
+    Procedure.objects.filter(pk=procedure.pk).update(**update)
+    procedure.refresh_from_db()
+    return procedure
+
+
+def _procedures_delete(*, workspace, ids: list, actor: str) -> dict:
+    # Evolved children keep existing; their `parent` becomes NULL (SET NULL).
+    children = Procedure.objects.filter(parent__in=ids).exclude(pk__in=ids).count()
+    deleted, _ = Procedure.objects.filter(pk__in=ids).delete()
+    AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(
+                workspace=workspace,
+                actor=actor,
+                action=AuditEvent.Action.DELETE,
+                entity_type="procedure",
+                entity_id=str(pk),
+            )
+            for pk in ids
+        ]
+    )
+    return {"procedures": deleted, "children_unlinked": children}
+
+
+def procedure_delete(*, procedure: Procedure, actor: str) -> dict:
+    with transaction.atomic():
+        return _procedures_delete(workspace=procedure.workspace, ids=[procedure.pk], actor=actor)
+
+
+def procedure_batch_delete(*, principal: Principal, ids, actor: str | None = None) -> dict:
+    """Delete every procedure in `ids`, or nothing: an id the principal cannot see is a 404."""
+    from procedures.selectors import procedure_scope
+
+    ids = list(dict.fromkeys(ids))
+    with transaction.atomic():
+        found = list(procedure_scope(principal).filter(pk__in=ids).values_list("pk", flat=True))
+        if len(found) != len(ids):
+            raise NotFoundError(PROCEDURES_NOT_FOUND, fields={"ids": ["Unknown id."]})
+        return _procedures_delete(workspace=principal.workspace, ids=found, actor=actor or principal.actor)
