@@ -59,7 +59,9 @@ class LiveProcess:
 
     def start(self, timeout: float = 60.0) -> "LiveProcess":
         log = open(self.log_path, "wb")  # noqa: SIM115 - owned by the child for its lifetime
-        self.process = subprocess.Popen(self.command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            self.command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -70,7 +72,8 @@ class LiveProcess:
             except httpx.HTTPError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"{self.command[:3]} did not answer within {timeout}s:\n{self.log_path.read_text()[-4000:]}")
+        log_tail = self.log_path.read_text()[-4000:]
+        raise RuntimeError(f"{self.command[:3]} did not answer within {timeout}s:\n{log_tail}")
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

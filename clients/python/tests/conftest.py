@@ -31,7 +31,13 @@ def workspace_keys(transactional_db):
     _, key = api_key_create(workspace=workspace, name="client tests")
     _, agent_key = api_key_create(workspace=workspace, agent=agent)
     _, read_only_key = api_key_create(workspace=workspace, read_only=True)
-    return {"workspace": workspace, "agent": agent, "key": key, "agent_key": agent_key, "read_only_key": read_only_key}
+    return {
+        "workspace": workspace,
+        "agent": agent,
+        "key": key,
+        "agent_key": agent_key,
+        "read_only_key": read_only_key,
+    }
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ FAST_RETRY = RetryPolicy(max_attempts=3, backoff=0.01, max_backoff=0.05)
 
 def test_invalid_key_raises_authentication_error(live_server_url, workspace_keys):
     """A wrong key maps the server's 401 body to AuthenticationError with its code."""
-    with MemoryClient(live_server_url, "mem_nope_nope") as client, pytest.raises(AuthenticationError) as caught:
+    client = MemoryClient(live_server_url, "mem_nope_nope")
+    with client, pytest.raises(AuthenticationError) as caught:
         client.agents.list()
     assert caught.value.status_code == 401
     assert caught.value.code == "not_authenticated"
@@ -78,6 +79,9 @@ def test_async_client_and_paginate(async_client_factory):
     asyncio.run(scenario())
 
 
+_HOP_HEADERS = ("host", "content-length", "transfer-encoding", "connection", "content-encoding")
+
+
 class _FlakyProxy:
     """Forwards to the live server, but answers the first `failures` matching requests with 503
     or drops the connection after forwarding (the response is lost, the write happened)."""
@@ -108,8 +112,9 @@ class _FlakyProxy:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                response = httpx.request(self.command, proxy.upstream + self.path, headers=headers, content=body)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+                url = proxy.upstream + self.path
+                response = httpx.request(self.command, url, headers=headers, content=body)
                 if failing and proxy.mode == "drop":
                     proxy.failures -= 1
                     self.close_connection = True
@@ -117,7 +122,7 @@ class _FlakyProxy:
                     return
                 self.send_response(response.status_code)
                 for key, value in response.headers.items():
-                    if key.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                    if key.lower() not in _HOP_HEADERS:
                         self.send_header(key, value)
                 self.send_header("Content-Length", str(len(response.content)))
                 self.end_headers()
@@ -158,6 +163,6 @@ def test_non_idempotent_post_is_not_retried_after_503(live_server_url, workspace
 
 
 def test_connection_refused_is_retried_then_reported():
-    with MemoryClient("http://127.0.0.1:9", "mem_x_y", retry=FAST_RETRY) as client:
-        with pytest.raises(TransportError):
-            client.transport.send(Request("POST", "agents/", json={"slug": "x"}))
+    client = MemoryClient("http://127.0.0.1:9", "mem_x_y", retry=FAST_RETRY)
+    with client, pytest.raises(TransportError):
+        client.transport.send(Request("POST", "agents/", json={"slug": "x"}))
