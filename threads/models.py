@@ -1,7 +1,13 @@
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from core.models import Agent, TimeStampedModel, Workspace
+
+
+class ThreadQuerySet(models.QuerySet):
+    def for_workspace(self, workspace):
+        return self.filter(workspace=workspace)
 
 
 class Thread(TimeStampedModel):
@@ -18,6 +24,29 @@ class Thread(TimeStampedModel):
     title = models.CharField(max_length=300, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     last_activity_at = models.DateTimeField(default=timezone.now)
+    # The model the agent talks to in this thread; picks the context window for compaction.
+    model = models.CharField(max_length=200, blank=True)
+    # Per-thread message counter: appends take the row lock while bumping it, which both
+    # orders messages and serializes concurrent appends (so "newest leaf" is well defined).
+    message_seq = models.BigIntegerField(default=0)
+    message_count = models.IntegerField(default=0)
+
+    # Rolling compaction: a cumulative summary of the branch up to (and including) summary_upto.
+    summary = models.TextField(blank=True)
+    summary_upto_id = models.UUIDField(null=True, blank=True)
+    summary_upto_depth = models.IntegerField(null=True, blank=True)
+    # The summary's own size, and the branch token total (`Message.branch_tokens`) it replaces.
+    summary_tokens = models.IntegerField(default=0)
+    summary_covers_tokens = models.BigIntegerField(default=0)
+    summary_method = models.CharField(max_length=20, blank=True)
+    compacted_at = models.DateTimeField(null=True, blank=True)
+    compaction_error = models.TextField(blank=True)
+    # Lease of the compaction in progress (compare-and-set; an expired lease may be taken over).
+    compaction_lease_until = models.DateTimeField(null=True, blank=True)
+    # Set when a compaction is enqueued, so appends past the threshold enqueue it once.
+    compaction_requested_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ThreadQuerySet.as_manager()
 
     class Meta:
         ordering = ["-last_activity_at"]
@@ -27,13 +56,27 @@ class Thread(TimeStampedModel):
                 name="threads_identity",
             ),
             models.Index(fields=["workspace", "-last_activity_at"], name="threads_recent"),
+            models.Index(fields=["agent", "last_activity_at"], name="threads_agent_activity"),
         ]
 
     def __str__(self):
         return self.title or f"Thread {self.pk}"
 
 
+class MessageQuerySet(models.QuerySet):
+    def for_workspace(self, workspace):
+        return self.filter(workspace=workspace)
+
+
 class Message(TimeStampedModel):
+    """One chat message; `parent` links form the regeneration tree.
+
+    `depth`, `jump_id`/`jump_depth` and `branch_tokens` are computed on write so the history
+    window never loads the thread: `jump` is a skew-binary ancestor pointer (Myers, 1983),
+    which finds the ancestor at any depth in O(log n) steps, and `branch_tokens` is the
+    token total from the root to this message, so a branch's size is one subtraction.
+    """
+
     class Role(models.TextChoices):
         SYSTEM = "system", "System"
         USER = "user", "User"
@@ -44,13 +87,117 @@ class Message(TimeStampedModel):
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField(blank=True)
+    # DO_NOTHING in Python: deleting a whole thread is one fast DELETE; services that delete
+    # part of a thread detach children first (the database constraint is deferred).
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+        "self", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="children"
     )
     metadata = models.JSONField(default=dict, blank=True)
 
+    seq = models.BigIntegerField(default=0)
+    depth = models.IntegerField(default=0)
+    jump_id = models.UUIDField(null=True, blank=True)
+    jump_depth = models.IntegerField(default=0)
+    token_count = models.IntegerField(default=0)
+    branch_tokens = models.BigIntegerField(default=0)
+
+    node_id = models.CharField(max_length=100, blank=True)
+    author_agent = models.CharField(max_length=100, blank=True)
+    delegation_id = models.CharField(max_length=100, blank=True)
+    name = models.CharField(max_length=100, blank=True)
+    # [{"id", "name", "arguments" (a JSON string)}]
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=100, blank=True)
+    # References only, never bytes: [{"type", "transfer_method", "file_id"|"url", "belongs_to", ...}]
+    files = models.JSONField(default=list, blank=True)
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    # A tool result over THREADS_TOOL_RESULT_ARCHIVE_CHARS: the window sends a reference instead.
+    archived = models.BooleanField(default=False)
+
+    objects = MessageQuerySet.as_manager()
+
     class Meta:
         ordering = ["created_at"]
+        indexes = [
+            models.Index(fields=["thread", "node_id", "-seq"], name="threads_message_newest"),
+            models.Index(fields=["thread", "seq"], name="threads_message_seq"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="threads_message_idempotency",
+            ),
+        ]
 
     def __str__(self):
         return f"{self.role}: {self.content[:60]}"
+
+
+class ThreadPlan(models.Model):
+    """One version of a thread's plan; every update adds a version, none is overwritten."""
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="plans")
+    version = models.IntegerField()
+    plan = models.JSONField(default=dict)
+    actor = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "version"], name="threads_plan_version"),
+        ]
+
+    def __str__(self):
+        return f"Plan v{self.version} of {self.thread_id}"
+
+
+class RunSnapshot(models.Model):
+    """The latest agent tree of one run, to rebuild visible progress after a reconnect."""
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="run_snapshots")
+    run_id = models.CharField(max_length=200)
+    snapshot = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "run_id"], name="threads_snapshot_run"),
+        ]
+
+    def __str__(self):
+        return f"Run {self.run_id} of {self.thread_id}"
+
+
+class IterationLog(models.Model):
+    """One attempt at a task: the retry history a client appends to a sub-agent briefing."""
+
+    class Outcome(models.TextChoices):
+        SUCCESS = "success", "Success"
+        FAILURE = "failure", "Failure"
+        RETRY = "retry", "Retry"
+        SKIPPED = "skipped", "Skipped"
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="iterations")
+    task_key = models.CharField(max_length=200)
+    attempt = models.IntegerField()
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    error = models.TextField(blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["thread", "task_key", "attempt"], name="threads_iteration_task")]
+
+    def __str__(self):
+        return f"{self.task_key} #{self.attempt}: {self.outcome}"

@@ -188,6 +188,14 @@ CELERY_BEAT_SCHEDULE = {
         "task": "core.tasks.api_keys_purge_expired_task",
         "schedule": crontab(minute=17, hour=3),
     },
+    "threads-purge-expired": {
+        "task": "threads.tasks.threads_purge_expired_task",
+        "schedule": crontab(minute=31, hour="*/6"),
+    },
+    "checkpoints-prune": {
+        "task": "checkpoints.tasks.checkpoints_prune_task",
+        "schedule": crontab(minute=43),
+    },
 }
 # /readyz reports unready when the last worker heartbeat is older than this.
 WORKER_HEARTBEAT_MAX_AGE_SECONDS = env_int("WORKER_HEARTBEAT_MAX_AGE_SECONDS", 120)
@@ -215,6 +223,33 @@ MEMORY_DEFAULTS = {
 FACTS_VALUE_MAX_BYTES = env_int("FACTS_VALUE_MAX_BYTES", 16 * 1024)
 # Confidence half-life in days for facts not confirmed since; applied at read time. 0: off.
 FACTS_CONFIDENCE_HALF_LIFE_DAYS = env_float("FACTS_CONFIDENCE_HALF_LIFE_DAYS", 0.0)
+
+# Conversation memory (threads/, docs/threads.md).
+TOKEN_COUNTER = env_str("TOKEN_COUNTER", "core.lib.tokens.BpeTokenCounter")
+TOKEN_ENCODING = env_str("TOKEN_ENCODING", "cl100k_base")
+THREADS_MAX_CONTENT_CHARS = env_int("THREADS_MAX_CONTENT_CHARS", 200_000)
+THREADS_MAX_BATCH = env_int("THREADS_MAX_BATCH", 500)
+THREADS_TOOL_RESULT_ARCHIVE_CHARS = env_int("THREADS_TOOL_RESULT_ARCHIVE_CHARS", 8_000)
+THREADS_TOOL_RESULT_PREVIEW_CHARS = env_int("THREADS_TOOL_RESULT_PREVIEW_CHARS", 400)
+THREADS_SUMMARY_MAX_TOKENS = env_int("THREADS_SUMMARY_MAX_TOKENS", 1_000)
+THREADS_COMPACTION_MAX_MESSAGES = env_int("THREADS_COMPACTION_MAX_MESSAGES", 400)
+THREADS_RETENTION_BATCH = env_int("THREADS_RETENTION_BATCH", 200)
+# Context windows by model name; a thread's `model` picks its row, else the agent's setting.
+THREADS_MODEL_CONTEXT_WINDOWS = {
+    "gpt-4o": 128_000,
+    "gpt-4o-mini": 128_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4.1-mini": 1_047_576,
+    "gpt-3.5-turbo": 16_385,
+    "claude-3-5-sonnet": 200_000,
+    "claude-sonnet-4": 200_000,
+    "llama-3.1-8b-instruct": 128_000,
+    "qwen2.5-7b-instruct": 32_768,
+}
+# Checkpoints: keep the newest N per (thread, namespace) and/or drop those older than N days (0: off).
+CHECKPOINTS_KEEP_LAST = env_int("CHECKPOINTS_KEEP_LAST", 100)
+CHECKPOINTS_TTL_DAYS = env_int("CHECKPOINTS_TTL_DAYS", 0)
+CHECKPOINTS_PRUNE_BATCH = env_int("CHECKPOINTS_PRUNE_BATCH", 5_000)
 
 # OpenAI-compatible endpoints used when a workspace has no credentials of its own.
 LLM_BASE_URL = env_str("LLM_BASE_URL", "")

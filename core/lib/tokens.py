@@ -1,0 +1,95 @@
+"""Token counting, offline by default and pluggable.
+
+The default counter uses `bpe-openai`, which bundles OpenAI's cl100k and o200k encodings
+and produces tiktoken's ids without downloading anything at run time (tiktoken itself
+fetches its encodings on first use, which this deployment cannot do).
+
+Another counter (a provider's own tokenizer, a cheaper heuristic) is configured with the
+`TOKEN_COUNTER` setting: a dotted path to a class with `count(text, *, model=None) -> int`.
+"""
+
+import json
+from functools import lru_cache
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+# OpenAI's chat format spends about this many tokens per message on role and separators.
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+class BpeTokenCounter:
+    """Counts with a bundled OpenAI encoding; the model picks o200k or cl100k when known."""
+
+    def __init__(self, encoding: str | None = None):
+        self.default_encoding = encoding or getattr(settings, "TOKEN_ENCODING", "cl100k_base")
+
+    @staticmethod
+    @lru_cache(maxsize=8)
+    def _encoding(name: str):
+        import bpe_openai
+
+        return bpe_openai.get_encoding(name)
+
+    @staticmethod
+    @lru_cache(maxsize=256)
+    def _encoding_name_for_model(model: str) -> str | None:
+        import bpe_openai
+
+        try:
+            return bpe_openai.encoding_name_for_model(model)
+        except Exception:
+            return None
+
+    def encoding_for(self, model: str | None):
+        name = self._encoding_name_for_model(model) if model else None
+        return self._encoding(name or self.default_encoding)
+
+    def count(self, text: str, *, model: str | None = None) -> int:
+        if not text:
+            return 0
+        # disallowed_special=() counts "<|endoftext|>" typed by a user as text instead of raising.
+        return len(self.encoding_for(model).encode(text, disallowed_special=()))
+
+
+class CharacterTokenCounter:
+    """A fast estimate (4 characters per token) for deployments that prefer speed to accuracy."""
+
+    def __init__(self, chars_per_token: float = 4.0):
+        self.chars_per_token = chars_per_token
+
+    def count(self, text: str, *, model: str | None = None) -> int:
+        if not text:
+            return 0
+        return max(1, round(len(text) / self.chars_per_token))
+
+
+@lru_cache(maxsize=4)
+def _counter_for(path: str):
+    return import_string(path)()
+
+
+def token_counter():
+    """The configured counter (`TOKEN_COUNTER`, default `BpeTokenCounter`)."""
+    return _counter_for(getattr(settings, "TOKEN_COUNTER", "core.lib.tokens.BpeTokenCounter"))
+
+
+def count_tokens(text: str, *, model: str | None = None) -> int:
+    return token_counter().count(text, model=model)
+
+
+def count_message_tokens(
+    *, content: str = "", tool_calls: list | None = None, name: str = "", model: str | None = None
+) -> int:
+    """Tokens one chat message costs: its text, its tool calls' names and arguments, overhead."""
+    counter = token_counter()
+    total = MESSAGE_OVERHEAD_TOKENS + counter.count(content or "", model=model)
+    if name:
+        total += counter.count(name, model=model)
+    for call in tool_calls or ():
+        total += counter.count(call.get("name", ""), model=model)
+        arguments = call.get("arguments", "")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        total += counter.count(arguments, model=model) + MESSAGE_OVERHEAD_TOKENS
+    return total

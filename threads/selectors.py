@@ -1,0 +1,382 @@
+"""Every read of conversation memory, including the history window sent to a model."""
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from django.conf import settings
+from django.db import connection
+
+from core.access import Principal, scope_to_principal
+from core.errors import ApplicationError, NotFoundError
+from core.memory_settings import memory_settings_for
+from threads.filters import ThreadFilter
+from threads.lib.tree import ancestor_at_depth
+from threads.models import IterationLog, Message, RunSnapshot, Thread, ThreadPlan
+
+THREAD_NOT_FOUND = "Thread not found."
+MESSAGE_NOT_FOUND = "Message not found."
+LEAF_UNKNOWN = "Unknown leaf message for this thread."
+FILES_MODES = ("include", "omit")
+SYSTEM_AS_MODES = ("system", "user")
+SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+# Extra rows fetched past max_messages so a tool call whose results straddle the limit is whole.
+WINDOW_SLACK_ROWS = 32
+
+
+def thread_scoped_queryset(*, principal: Principal):
+    return scope_to_principal(Thread.objects.all(), principal)
+
+
+def thread_get(*, principal: Principal, thread_id) -> Thread:
+    thread = (
+        thread_scoped_queryset(principal=principal)
+        .select_related("agent", "memory_user", "workspace")
+        .filter(pk=thread_id)
+        .first()
+    )
+    if thread is None:
+        raise NotFoundError(THREAD_NOT_FOUND)
+    return thread
+
+
+def thread_list(*, principal: Principal, filters=None):
+    queryset = thread_scoped_queryset(principal=principal).select_related("agent", "memory_user")
+    filterset = ThreadFilter(filters or {}, queryset=queryset, workspace=principal.workspace)
+    if not filterset.is_valid():
+        raise ApplicationError("Invalid filters.", fields=dict(filterset.errors))
+    return filterset.qs.order_by("-last_activity_at", "-id")
+
+
+def message_list(*, thread: Thread, node: str | None = None):
+    queryset = Message.objects.filter(thread=thread)
+    if node is not None:
+        queryset = queryset.filter(node_id=node)
+    return queryset.order_by("seq")
+
+
+def message_get(*, thread: Thread, message_id) -> Message:
+    message = Message.objects.filter(thread=thread, pk=message_id).first()
+    if message is None:
+        raise NotFoundError(MESSAGE_NOT_FOUND)
+    return message
+
+
+def thread_plan_get(*, thread: Thread) -> ThreadPlan:
+    plan = ThreadPlan.objects.filter(thread=thread).order_by("-version").first()
+    if plan is None:
+        raise NotFoundError("This thread has no plan yet.")
+    return plan
+
+
+def thread_plan_versions(*, thread: Thread):
+    return ThreadPlan.objects.filter(thread=thread).order_by("-version")
+
+
+def run_snapshot_get(*, thread: Thread, run_id: str) -> RunSnapshot:
+    snapshot = RunSnapshot.objects.filter(thread=thread, run_id=run_id).first()
+    if snapshot is None:
+        raise NotFoundError("No snapshot for this run.")
+    return snapshot
+
+
+def iteration_log_list(*, thread: Thread, task_key: str | None = None):
+    queryset = IterationLog.objects.filter(thread=thread)
+    if task_key:
+        queryset = queryset.filter(task_key=task_key)
+    return queryset.order_by("at", "id")
+
+
+# --- the history window ------------------------------------------------------------------------
+
+_WALK_COLUMNS = (
+    "id",
+    "parent_id",
+    "depth",
+    "role",
+    "content",
+    "content_chars",
+    "token_count",
+    "branch_tokens",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "files",
+    "node_id",
+    "delegation_id",
+    "archived",
+    "created_at",
+)
+
+# Walks parent links from `start` towards the root, one primary-key lookup per step, and
+# stops at `stop` depth (the summary's end). PostgreSQL evaluates a recursive CTE lazily,
+# so the outer LIMIT ends the walk as soon as enough rows passed the filters: a window
+# never reads more of the branch than it returns (plus filtered-out rows).
+_WALK_SQL = """
+WITH RECURSIVE walk AS (
+    SELECT {select}, 0 AS steps
+    FROM threads_message m WHERE m.id = %(start)s AND m.depth > %(stop)s
+  UNION ALL
+    SELECT {select}, w.steps + 1
+    FROM walk w JOIN threads_message m ON m.id = w.parent_id
+    WHERE m.depth > %(stop)s AND w.steps < %(cap)s
+)
+SELECT {columns} FROM walk WHERE {where} LIMIT %(limit)s
+"""
+_SELECT = (
+    "m.id, m.parent_id, m.depth, m.role, "
+    "CASE WHEN m.archived THEN left(m.content, %(preview)s) ELSE m.content END AS content, "
+    "length(m.content) AS content_chars, m.token_count, m.branch_tokens, m.tool_calls, m.tool_call_id, "
+    "m.name, m.files, m.node_id, m.delegation_id, m.archived, m.created_at"
+)
+# A walk never takes more steps than this, whatever the filters skip.
+WALK_MAX_STEPS = 100_000
+
+
+def _json(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def branch_walk(
+    *,
+    start_id,
+    stop_depth: int = -1,
+    limit: int,
+    node: str | None = None,
+    delegation: str | None = None,
+    full_content: bool = False,
+) -> list[dict]:
+    """Messages of the branch ending at `start_id`, newest first, deeper than `stop_depth`.
+
+    `node` keeps only that node's messages ("" keeps the main conversation); `delegation`
+    drops other delegations' tool calls and tool results.
+    """
+    where = ["TRUE"]
+    params = {
+        "start": start_id,
+        "stop": stop_depth,
+        "cap": WALK_MAX_STEPS,
+        "limit": limit,
+        "preview": 10**9 if full_content else settings.THREADS_TOOL_RESULT_PREVIEW_CHARS,
+    }
+    if node is not None:
+        where.append("node_id = %(node)s")
+        params["node"] = node
+    if delegation is not None:
+        where.append(
+            "NOT (delegation_id <> '' AND delegation_id <> %(delegation)s "
+            "AND (role = 'tool' OR jsonb_array_length(tool_calls) > 0))"
+        )
+        params["delegation"] = delegation
+    sql = _WALK_SQL.format(select=_SELECT, columns=", ".join(_WALK_COLUMNS), where=" AND ".join(where))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = [dict(zip(_WALK_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
+    for row in rows:
+        row["tool_calls"] = _json(row["tool_calls"]) or []
+        row["files"] = _json(row["files"]) or []
+    return rows
+
+
+@dataclass
+class HistoryWindow:
+    """What to send to the model, and how it was cut.
+
+    `messages` are chat-format dicts (role, content, tool_calls, tool_call_id, name, files),
+    the summary first when applied; `message_ids` are the ids of the stored messages
+    included, oldest first (the summary and recalled messages are not among them).
+    """
+
+    messages: list[dict]
+    message_ids: list[str]
+    tokens: int
+    summary_applied: bool
+    cut_count: int
+    recalled: list[dict] = field(default_factory=list)
+    leaf_id: str | None = None
+    summary_id: str | None = None
+    max_tokens: int = 0
+    max_messages: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _chat_message(row: dict, *, thread_id, files: str) -> dict:
+    from threads.services import archived_reference
+
+    content = row["content"] or ""
+    if row["archived"]:
+        # The walk returned only the preview; the reference is rebuilt from it.
+        content = archived_reference(
+            message_id=row["id"], thread_id=thread_id, content=content, length=row["content_chars"]
+        )
+    message = {"role": row["role"], "content": content}
+    if row["tool_calls"]:
+        message["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in row["tool_calls"]
+        ]
+    if row["tool_call_id"]:
+        message["tool_call_id"] = row["tool_call_id"]
+    if row["name"]:
+        message["name"] = row["name"]
+    if files == "include" and row["files"]:
+        message["files"] = row["files"]
+    return message
+
+
+def _units(rows: list[dict]) -> list[list[dict]]:
+    """Group newest-first rows so a tool call and its results are one unit.
+
+    A run of tool results belongs to the assistant message just older than them; a run
+    whose call is not among the rows (cut off, or filtered) is dropped, so the window never
+    starts with an orphan tool result.
+    """
+    units, pending = [], []
+    for row in rows:
+        if row["role"] == "tool":
+            pending.append(row)
+            continue
+        if pending:
+            call_ids = {c["id"] for c in row["tool_calls"]}
+            if row["role"] == "assistant" and all(r["tool_call_id"] in call_ids for r in pending):
+                units.append([*pending, row])
+            else:
+                units.append([row])
+            pending = []
+        else:
+            units.append([row])
+    return units
+
+
+def _window_assemble(*, summary: dict | None, recalled: list[dict], recent: list[dict]) -> list[dict]:
+    """The one place the window's sections are ordered: summary, recalled, recent."""
+    return ([summary] if summary else []) + list(recalled) + list(recent)
+
+
+def message_history_window(
+    *,
+    thread: Thread,
+    leaf=None,
+    node: str | None = None,
+    max_tokens: int | None = None,
+    max_messages: int | None = None,
+    delegation: str | None = None,
+    files: str = "include",
+    system_as: str = "system",
+) -> HistoryWindow:
+    """The messages to send to the model for the branch ending at `leaf`.
+
+    1. The branch is found by walking parent links from `leaf` (default: the newest message
+       of the scope), so regenerated answers on other branches are left out.
+    2. `node` restricts the window to that node's messages (Dify's node memory); otherwise
+       only the main conversation (messages without a node) is used.
+    3. The newest messages that fit both `max_tokens` and `max_messages` (defaults: the
+       agent's `token_limit` and `recent_messages`) are kept; a tool call and its results
+       stay together, and the newest unit is always included even when it alone is larger.
+    4. The compaction summary comes first, as a system message (or a user message with a
+       stable id when `system_as="user"`), when it covers older messages of this branch;
+       its tokens count against `max_tokens`.
+
+    Reads a handful of rows, never the whole thread: one query for the leaf, one
+    O(log n) ancestor lookup for the summary, one bounded walk.
+    """
+    if files not in FILES_MODES:
+        raise ApplicationError(
+            "files must be include or omit.", fields={"files": ["Must be include or omit."]}
+        )
+    if system_as not in SYSTEM_AS_MODES:
+        raise ApplicationError(
+            "system_as must be system or user.", fields={"system_as": ["Must be system or user."]}
+        )
+    agent_settings = memory_settings_for(thread.agent)
+    max_tokens = agent_settings.token_limit if max_tokens is None else max_tokens
+    max_messages = agent_settings.recent_messages if max_messages is None else max_messages
+    scope = node or ""
+
+    if leaf:
+        leaf_row = Message.objects.filter(thread=thread, pk=leaf).values("id", "depth").first()
+        if leaf_row is None:
+            raise ApplicationError(LEAF_UNKNOWN, fields={"leaf": [LEAF_UNKNOWN]})
+    else:
+        leaf_row = (
+            Message.objects.filter(thread=thread, node_id=scope)
+            .order_by("-seq")
+            .values("id", "depth")
+            .first()
+        )
+    empty = HistoryWindow(
+        messages=[],
+        message_ids=[],
+        tokens=0,
+        summary_applied=False,
+        cut_count=0,
+        max_tokens=max_tokens,
+        max_messages=max_messages,
+    )
+    if leaf_row is None:
+        return empty
+
+    summary_message, summary_tokens, stop_depth, summary_id = None, 0, -1, None
+    if (
+        not scope
+        and thread.summary
+        and thread.summary_upto_id
+        and thread.summary_upto_depth is not None
+        and leaf_row["depth"] > thread.summary_upto_depth
+        and ancestor_at_depth(start_id=leaf_row["id"], target_depth=thread.summary_upto_depth)
+        == thread.summary_upto_id
+    ):
+        stop_depth = thread.summary_upto_depth
+        summary_tokens = thread.summary_tokens
+        summary_id = f"summary-{thread.pk}"
+        if system_as == "user":
+            summary_message = {"id": summary_id, "role": "user", "content": SUMMARY_PREFIX + thread.summary}
+        else:
+            summary_message = {"role": "system", "content": SUMMARY_PREFIX + thread.summary}
+
+    rows = branch_walk(
+        start_id=leaf_row["id"],
+        stop_depth=stop_depth,
+        limit=max_messages + WINDOW_SLACK_ROWS,
+        node=scope,
+        delegation=delegation,
+    )
+    budget = max_tokens - summary_tokens
+    chosen: list[dict] = []
+    used = 0
+    for unit in _units(rows):
+        unit_tokens = sum(r["token_count"] for r in unit)
+        if chosen and (len(chosen) + len(unit) > max_messages or used + unit_tokens > budget):
+            break
+        chosen.extend(unit)
+        used += unit_tokens
+    if not chosen:
+        return HistoryWindow(
+            messages=[summary_message] if summary_message else [],
+            message_ids=[],
+            tokens=summary_tokens if summary_message else 0,
+            summary_applied=summary_message is not None,
+            cut_count=0,
+            leaf_id=str(leaf_row["id"]),
+            summary_id=summary_id,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
+        )
+    chosen.reverse()
+    oldest_depth = chosen[0]["depth"]
+    cut_count = max(0, oldest_depth - (stop_depth + 1))
+    recent = [_chat_message(row, thread_id=thread.pk, files=files) for row in chosen]
+    recalled: list[dict] = []
+    return HistoryWindow(
+        messages=_window_assemble(summary=summary_message, recalled=recalled, recent=recent),
+        message_ids=[str(row["id"]) for row in chosen],
+        tokens=used + (summary_tokens if summary_message else 0),
+        summary_applied=summary_message is not None,
+        cut_count=cut_count,
+        recalled=recalled,
+        leaf_id=str(leaf_row["id"]),
+        summary_id=summary_id,
+        max_tokens=max_tokens,
+        max_messages=max_messages,
+    )

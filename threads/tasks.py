@@ -1,0 +1,23 @@
+from celery import shared_task
+
+from core.llm import LLMError
+from threads.services import thread_compact, threads_purge_expired
+
+
+# Idempotent (a lease and a compare-and-set on the summary), so acks_late and retries are safe;
+# a failing summarizer is retried with exponential backoff while the previous summary stays.
+@shared_task(
+    acks_late=True,
+    autoretry_for=(LLMError,),
+    retry_backoff=10,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=6,
+)
+def thread_compact_task(thread_id: str):
+    return thread_compact(thread_id=thread_id)
+
+
+@shared_task(acks_late=True)
+def threads_purge_expired_task():
+    return threads_purge_expired()
