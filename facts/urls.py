@@ -1,3 +1,16 @@
+from django.urls import path
+
+from facts import apis
+
 app_name = "facts"
 
-urlpatterns = []
+urlpatterns = [
+    path("facts/", apis.FactListApi.as_view(), name="list"),
+    path("facts/lookup/", apis.FactLookupApi.as_view(), name="lookup"),
+    path("facts/remember/", apis.FactRememberApi.as_view(), name="remember"),
+    path("facts/batch-delete/", apis.FactBatchDeleteApi.as_view(), name="batch-delete"),
+    path("facts/<uuid:fact_id>/", apis.FactDetailApi.as_view(), name="detail"),
+    path("facts/<uuid:fact_id>/history/", apis.FactHistoryApi.as_view(), name="history"),
+    path("recall/", apis.RecallApi.as_view(), name="recall"),
+    path("tools/", apis.ToolsApi.as_view(), name="tools"),
+]

@@ -1,0 +1,342 @@
+from django.db import transaction
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.access import require_write
+from core.errors import NotFoundError
+from core.pagination import paginate
+from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from facts.filters import FactFilter
+from facts.models import Fact
+from facts.selectors import (
+    MEMORY_TYPES,
+    fact_get,
+    fact_history,
+    fact_list,
+    fact_lookup,
+    memory_context_resolve,
+    recall,
+    with_effective_confidence,
+)
+from facts.services import fact_batch_delete, fact_delete, fact_remember, fact_touch, fact_update
+from facts.tools import tool_schemas
+
+SOURCE_MESSAGE_NOT_FOUND = "Message not found."
+SOURCE_EPISODE_NOT_FOUND = "Episode not found."
+FACT_NOT_FOUND_FOR_KEY = "No fact with this key is visible in this context."
+
+
+class FactOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    key = serializers.CharField()
+    value = serializers.JSONField()
+    scope = serializers.CharField()
+    fact_type = serializers.CharField()
+    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    memory_user = serializers.UUIDField(source="memory_user_id", allow_null=True)
+    thread = serializers.UUIDField(source="thread_id", allow_null=True)
+    confidence = serializers.FloatField()
+    effective_confidence = serializers.SerializerMethodField(
+        help_text="Confidence after the optional half-life decay (equal to confidence when it is off)."
+    )
+    times_confirmed = serializers.IntegerField()
+    times_contradicted = serializers.IntegerField()
+    source = serializers.CharField()
+    source_message = serializers.UUIDField(source="source_message_id", allow_null=True)
+    source_episode = serializers.UUIDField(source="source_episode_id", allow_null=True)
+    evidence = serializers.CharField()
+    valid_from = serializers.DateTimeField()
+    valid_to = serializers.DateTimeField(allow_null=True)
+    is_current = serializers.BooleanField()
+    superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
+    access_count = serializers.IntegerField()
+    last_accessed_at = serializers.DateTimeField(allow_null=True)
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+    def get_effective_confidence(self, fact) -> float:
+        return round(getattr(fact, "effective_confidence", fact.confidence), 6)
+
+
+class ContextInputSerializer(StrictSerializer):
+    agent = serializers.SlugField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        help_text="Agent slug (implied by an agent-bound key).",
+    )
+    memory_user = serializers.UUIDField(required=False, allow_null=True)
+    thread = serializers.UUIDField(required=False, allow_null=True)
+
+
+class RememberInputSerializer(ContextInputSerializer):
+    key = serializers.CharField(max_length=255)
+    value = serializers.JSONField()
+    scope = serializers.ChoiceField(choices=Fact.Scope.choices)
+    fact_type = serializers.ChoiceField(choices=Fact.FactType.choices, default=Fact.FactType.WORLD_KNOWLEDGE)
+    confidence = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
+    source = serializers.ChoiceField(
+        choices=[Fact.Source.API, Fact.Source.AGENT_TOOL, Fact.Source.EXTRACTION], default=Fact.Source.API
+    )
+    source_message = serializers.UUIDField(required=False, allow_null=True)
+    source_episode = serializers.UUIDField(required=False, allow_null=True)
+    evidence = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
+    overwrite = serializers.BooleanField(default=True)
+
+
+class RememberOutputSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=["created", "confirmed", "superseded", "skipped"])
+    fact = FactOutputSerializer()
+    previous = serializers.UUIDField(allow_null=True, help_text="The version this one superseded.")
+
+
+def _remember(request, data) -> tuple[dict, int]:
+    from episodes.models import Episode
+    from threads.models import Message
+
+    principal = request.user
+    require_write(principal)
+    context = memory_context_resolve(
+        principal=principal,
+        agent=data.get("agent") or None,
+        memory_user=data.get("memory_user"),
+        thread=data.get("thread"),
+        create_agent=True,
+    )
+    source_message = source_episode = None
+    if data.get("source_message"):
+        source_message = Message.objects.filter(
+            workspace=principal.workspace, pk=data["source_message"]
+        ).first()
+        if source_message is None:
+            raise NotFoundError(
+                SOURCE_MESSAGE_NOT_FOUND, fields={"source_message": [SOURCE_MESSAGE_NOT_FOUND]}
+            )
+    if data.get("source_episode"):
+        source_episode = Episode.objects.filter(
+            workspace=principal.workspace, pk=data["source_episode"]
+        ).first()
+        if source_episode is None:
+            raise NotFoundError(
+                SOURCE_EPISODE_NOT_FOUND, fields={"source_episode": [SOURCE_EPISODE_NOT_FOUND]}
+            )
+    result = fact_remember(
+        workspace=principal.workspace,
+        key=data["key"],
+        value=data["value"],
+        scope=data["scope"],
+        fact_type=data["fact_type"],
+        agent=context.agent,
+        memory_user=context.memory_user,
+        thread=context.thread,
+        confidence=data.get("confidence"),
+        source=data["source"],
+        source_message=source_message,
+        source_episode=source_episode,
+        evidence=data.get("evidence", ""),
+        overwrite=data["overwrite"],
+        actor=principal.actor,
+    )
+    body = RememberOutputSerializer(
+        {
+            "outcome": result.outcome,
+            "fact": result.fact,
+            "previous": result.previous.pk if result.previous else None,
+        }
+    ).data
+    return body, status.HTTP_201_CREATED if result.outcome in (
+        "created",
+        "superseded",
+    ) else status.HTTP_200_OK
+
+
+class FactListApi(APIView):
+    """List facts (current versions unless `current=false|all`) or remember one."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter(name, str) for name in FactFilter.base_filters],
+        responses=FactOutputSerializer(many=True),
+        operation_id="facts_list",
+    )
+    def get(self, request):
+        return paginate(
+            queryset=fact_list(principal=request.user, filters=request.query_params),
+            serializer_class=FactOutputSerializer,
+            request=request,
+            view=self,
+        )
+
+    @extend_schema(
+        request=RememberInputSerializer,
+        responses={201: RememberOutputSerializer, 200: RememberOutputSerializer},
+    )
+    def post(self, request):
+        serializer = RememberInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        body, code = _remember(request, serializer.validated_data)
+        return Response(body, status=code)
+
+
+class FactRememberApi(APIView):
+    """The `remember` tool: same value confirms, a different one supersedes (or is skipped
+    with overwrite=false)."""
+
+    @extend_schema(
+        request=RememberInputSerializer,
+        responses={201: RememberOutputSerializer, 200: RememberOutputSerializer},
+    )
+    def post(self, request):
+        serializer = RememberInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        body, code = _remember(request, serializer.validated_data)
+        return Response(body, status=code)
+
+
+class FactLookupApi(APIView):
+    """The current value of a key from the most specific scope: session, user, agent, global."""
+
+    class FilterSerializer(ContextInputSerializer):
+        key = serializers.CharField(max_length=255)
+
+    @extend_schema(parameters=[FilterSerializer], responses=FactOutputSerializer)
+    def get(self, request):
+        serializer = self.FilterSerializer(data=request.query_params.dict())
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        context = memory_context_resolve(
+            principal=request.user,
+            agent=data.get("agent") or None,
+            memory_user=data.get("memory_user"),
+            thread=data.get("thread"),
+        )
+        fact = fact_lookup(
+            workspace=context.workspace,
+            key=data["key"],
+            agent=context.agent,
+            memory_user=context.memory_user,
+            thread=context.thread,
+        )
+        if fact is None:
+            raise NotFoundError(FACT_NOT_FOUND_FOR_KEY)
+        fact_touch(fact_ids=[fact.pk])
+        fact = with_effective_confidence(Fact.objects.filter(pk=fact.pk)).select_related("agent").get()
+        return Response(FactOutputSerializer(fact).data)
+
+
+class FactDetailApi(APIView):
+    class InputSerializer(StrictSerializer):
+        value = serializers.JSONField(required=False, help_text="A new value supersedes this version.")
+        fact_type = serializers.ChoiceField(choices=Fact.FactType.choices, required=False)
+        confidence = serializers.FloatField(required=False, min_value=0, max_value=1)
+        evidence = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
+
+    @extend_schema(responses=FactOutputSerializer)
+    def get(self, request, fact_id):
+        fact = fact_get(principal=request.user, fact_id=fact_id)
+        return Response(FactOutputSerializer(fact).data)
+
+    @extend_schema(request=InputSerializer, responses=FactOutputSerializer)
+    def patch(self, request, fact_id):
+        fact = fact_get(principal=request.user, fact_id=fact_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        fact = fact_update(fact=fact, actor=request.user.actor, **serializer.validated_data)
+        return Response(FactOutputSerializer(fact_get(principal=request.user, fact_id=fact.pk)).data)
+
+    @extend_schema(responses={200: serializers.DictField(child=serializers.IntegerField())})
+    def delete(self, request, fact_id):
+        fact = fact_get(principal=request.user, fact_id=fact_id)
+        return Response(fact_delete(fact=fact, actor=request.user.actor))
+
+
+class FactHistoryApi(APIView):
+    """Every version of this fact's key in its scope, newest first."""
+
+    @extend_schema(responses=FactOutputSerializer(many=True))
+    def get(self, request, fact_id):
+        fact = fact_get(principal=request.user, fact_id=fact_id)
+        return paginate(
+            queryset=fact_history(fact=fact),
+            serializer_class=FactOutputSerializer,
+            request=request,
+            view=self,
+        )
+
+
+class FactBatchDeleteApi(APIView):
+    """Delete all the listed facts or none (404 when one is not visible to the key)."""
+
+    @extend_schema(
+        request=BatchDeleteInputSerializer,
+        responses={200: serializers.DictField(child=serializers.IntegerField())},
+    )
+    def post(self, request):
+        serializer = BatchDeleteInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        counts = fact_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
+        return Response(counts)
+
+
+class RecallOutputSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(choices=["list", "key", "fuzzy", "query"])
+    facts = FactOutputSerializer(many=True)
+    procedures = serializers.ListField(child=serializers.DictField())
+    episodes = serializers.ListField(child=serializers.DictField())
+
+
+class RecallApi(APIView):
+    """The `recall` tool: list, look up, fuzzy-match or search what the agent remembers."""
+
+    read_only_safe = True
+
+    class InputSerializer(ContextInputSerializer):
+        key = serializers.CharField(max_length=255, required=False, allow_blank=True)
+        query = serializers.CharField(max_length=1000, required=False, allow_blank=True)
+        memory_type = serializers.ChoiceField(choices=MEMORY_TYPES, default="all")
+        limit = serializers.IntegerField(min_value=1, max_value=100, default=10)
+        min_confidence = serializers.FloatField(min_value=0, max_value=1, default=0.5)
+
+    @extend_schema(request=InputSerializer, responses=RecallOutputSerializer)
+    def post(self, request):
+        from episodes.apis import EpisodeOutputSerializer
+        from procedures.apis import ProcedureOutputSerializer
+
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        context = memory_context_resolve(
+            principal=request.user,
+            agent=data.get("agent") or None,
+            memory_user=data.get("memory_user"),
+            thread=data.get("thread"),
+        )
+        result = recall(
+            context=context,
+            key=data.get("key") or None,
+            query=data.get("query") or None,
+            memory_type=data["memory_type"],
+            limit=data["limit"],
+            min_confidence=data["min_confidence"],
+        )
+        if result.facts and request.user.can_write:
+            # Read-only keys may recall; only writable keys leave access statistics behind.
+            transaction.on_commit(lambda ids=[f.pk for f in result.facts]: fact_touch(fact_ids=ids))
+        return Response(
+            {
+                "mode": result.mode,
+                "facts": FactOutputSerializer(result.facts, many=True).data,
+                "procedures": ProcedureOutputSerializer(result.procedures, many=True).data,
+                "episodes": EpisodeOutputSerializer(result.episodes, many=True).data,
+            }
+        )
+
+
+class ToolsApi(APIView):
+    """OpenAI-style function schemas for recall, remember and identify_user, ready to hand
+    to a model unchanged."""
+
+    @extend_schema(responses={200: serializers.ListField(child=serializers.DictField())})
+    def get(self, request):
+        return Response(tool_schemas())

@@ -1,0 +1,193 @@
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.access import agent_resolve
+from core.pagination import paginate
+from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from identities.filters import MemoryUserFilter
+from identities.selectors import memory_user_context, memory_user_get, memory_user_list
+from identities.services import (
+    memory_user_batch_delete,
+    memory_user_create,
+    memory_user_erase,
+    memory_user_identify,
+    memory_user_merge,
+    memory_user_update,
+)
+
+COUNTS = serializers.DictField(child=serializers.IntegerField())
+
+
+class ChannelIdentityOutputSerializer(serializers.Serializer):
+    channel = serializers.CharField()
+    external_id = serializers.CharField()
+    profile = serializers.JSONField()
+
+
+class MemoryUserOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    canonical_id = serializers.CharField()
+    display_name = serializers.CharField()
+    preferences = serializers.JSONField(help_text="Cached from the user-scope user_preference facts.")
+    merged_into = serializers.UUIDField(source="merged_into_id", allow_null=True)
+    identities = ChannelIdentityOutputSerializer(many=True, source="identities.all")
+    thread_count = serializers.IntegerField(default=0)
+    message_count = serializers.IntegerField(default=0)
+    first_seen_at = serializers.DateTimeField()
+    last_seen_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField()
+
+
+class IdentityInputSerializer(StrictSerializer):
+    channel = serializers.CharField(max_length=50)
+    external_id = serializers.CharField(max_length=255)
+    profile = serializers.DictField(required=False)
+
+
+class MemoryUserListApi(APIView):
+    class InputSerializer(StrictSerializer):
+        canonical_id = serializers.CharField(max_length=255)
+        display_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        identities = IdentityInputSerializer(many=True, required=False)
+
+    @extend_schema(
+        parameters=[OpenApiParameter(name, str) for name in MemoryUserFilter.base_filters],
+        responses=MemoryUserOutputSerializer(many=True),
+        operation_id="memory_users_list",
+    )
+    def get(self, request):
+        return paginate(
+            queryset=memory_user_list(principal=request.user, filters=request.query_params),
+            serializer_class=MemoryUserOutputSerializer,
+            request=request,
+            view=self,
+        )
+
+    @extend_schema(request=InputSerializer, responses={201: MemoryUserOutputSerializer})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        memory_user = memory_user_create(
+            workspace=request.user.workspace, actor=request.user.actor, **serializer.validated_data
+        )
+        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user.pk)
+        return Response(MemoryUserOutputSerializer(memory_user).data, status=status.HTTP_201_CREATED)
+
+
+class MemoryUserIdentifyApi(APIView):
+    """The `identify_user` tool: find or create the person behind a channel identity and
+    return what is known about them."""
+
+    class InputSerializer(StrictSerializer):
+        channel = serializers.CharField(max_length=50)
+        external_id = serializers.CharField(max_length=255)
+        profile = serializers.DictField(required=False)
+        agent = serializers.SlugField(
+            max_length=100, required=False, allow_blank=True, help_text="Limit recent episodes to this agent."
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        created = serializers.BooleanField()
+        memory_user = MemoryUserOutputSerializer()
+        facts = serializers.ListField(child=serializers.DictField())
+        preferences = serializers.JSONField()
+        episodes = serializers.ListField(child=serializers.DictField())
+
+    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 201: OutputSerializer})
+    def post(self, request):
+        from episodes.apis import EpisodeOutputSerializer
+        from facts.apis import FactOutputSerializer
+
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        slug = data.get("agent")
+        agent = (
+            agent_resolve(request.user, slug, create=False)
+            if slug or request.user.agent is not None
+            else None
+        )
+        result = memory_user_identify(
+            workspace=request.user.workspace,
+            channel=data["channel"],
+            external_id=data["external_id"],
+            profile=data.get("profile"),
+            actor=request.user.actor,
+        )
+        memory_user = memory_user_get(principal=request.user, memory_user_id=result.memory_user.pk)
+        context = memory_user_context(memory_user=memory_user, agent=agent)
+        body = {
+            "created": result.created,
+            "memory_user": MemoryUserOutputSerializer(memory_user).data,
+            "facts": FactOutputSerializer(context["facts"], many=True).data,
+            "preferences": context["preferences"],
+            "episodes": EpisodeOutputSerializer(context["episodes"], many=True).data,
+        }
+        return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+
+
+class MemoryUserDetailApi(APIView):
+    class InputSerializer(StrictSerializer):
+        display_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        canonical_id = serializers.CharField(max_length=255, required=False)
+
+    @extend_schema(responses=MemoryUserOutputSerializer)
+    def get(self, request, memory_user_id):
+        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
+        return Response(MemoryUserOutputSerializer(memory_user).data)
+
+    @extend_schema(request=InputSerializer, responses=MemoryUserOutputSerializer)
+    def patch(self, request, memory_user_id):
+        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        memory_user_update(memory_user=memory_user, actor=request.user.actor, **serializer.validated_data)
+        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
+        return Response(MemoryUserOutputSerializer(memory_user).data)
+
+    @extend_schema(
+        responses={200: COUNTS}, description="Right to erasure: deletes everything of this person."
+    )
+    def delete(self, request, memory_user_id):
+        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
+        return Response(memory_user_erase(memory_user=memory_user, actor=request.user.actor))
+
+
+class MemoryUserMergeApi(APIView):
+    """Merge this user (the source) into `target`. Idempotent."""
+
+    class InputSerializer(StrictSerializer):
+        target = serializers.UUIDField()
+
+    class OutputSerializer(serializers.Serializer):
+        target = MemoryUserOutputSerializer()
+        counts = COUNTS
+        already_merged = serializers.BooleanField()
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    def post(self, request, memory_user_id):
+        source = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        target = memory_user_get(principal=request.user, memory_user_id=serializer.validated_data["target"])
+        result = memory_user_merge(source=source, target=target, actor=request.user.actor)
+        target = memory_user_get(principal=request.user, memory_user_id=result.target.pk)
+        return Response(
+            {
+                "target": MemoryUserOutputSerializer(target).data,
+                "counts": result.counts,
+                "already_merged": result.already_merged,
+            }
+        )
+
+
+class MemoryUserBatchDeleteApi(APIView):
+    @extend_schema(request=BatchDeleteInputSerializer, responses={200: COUNTS})
+    def post(self, request):
+        serializer = BatchDeleteInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return Response(
+            memory_user_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
+        )

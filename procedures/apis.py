@@ -1,0 +1,178 @@
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.access import agent_resolve
+from core.pagination import paginate
+from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from procedures.filters import ProcedureFilter
+from procedures.models import Procedure
+from procedures.selectors import procedure_get, procedure_list, procedure_match
+from procedures.services import (
+    procedure_batch_delete,
+    procedure_create,
+    procedure_delete,
+    procedure_record_run,
+    procedure_update,
+)
+
+COUNTS = serializers.DictField(child=serializers.IntegerField())
+
+
+class ProcedureOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    name = serializers.CharField()
+    description = serializers.CharField()
+    trigger_conditions = serializers.JSONField()
+    procedure_type = serializers.CharField()
+    content = serializers.JSONField()
+    origin = serializers.CharField()
+    source_episode_ids = serializers.ListField(child=serializers.UUIDField())
+    parent = serializers.UUIDField(source="parent_id", allow_null=True)
+    version = serializers.IntegerField()
+    is_active = serializers.BooleanField()
+    times_used = serializers.IntegerField()
+    success_count = serializers.IntegerField()
+    failure_count = serializers.IntegerField()
+    success_rate = serializers.FloatField(allow_null=True)
+    average_duration_ms = serializers.FloatField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class ProcedureListApi(APIView):
+    class InputSerializer(StrictSerializer):
+        agent = serializers.SlugField(
+            max_length=100, required=False, allow_blank=True, help_text="Omit for a workspace-wide procedure."
+        )
+        name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        description = serializers.CharField(required=False, allow_blank=True)
+        trigger_conditions = serializers.JSONField(required=False)
+        procedure_type = serializers.ChoiceField(choices=Procedure.ProcedureType.choices)
+        content = serializers.JSONField()
+        origin = serializers.ChoiceField(choices=Procedure.Origin.choices, required=False)
+        source_episode_ids = serializers.ListField(
+            child=serializers.UUIDField(), required=False, max_length=1000
+        )
+        parent = serializers.UUIDField(required=False, allow_null=True, help_text="Evolve this procedure.")
+
+    @extend_schema(
+        parameters=[OpenApiParameter(name, str) for name in ProcedureFilter.base_filters],
+        responses=ProcedureOutputSerializer(many=True),
+        operation_id="procedures_list",
+    )
+    def get(self, request):
+        return paginate(
+            queryset=procedure_list(principal=request.user, filters=request.query_params),
+            serializer_class=ProcedureOutputSerializer,
+            request=request,
+            view=self,
+        )
+
+    @extend_schema(request=InputSerializer, responses={201: ProcedureOutputSerializer})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        slug = data.pop("agent", None)
+        agent = agent_resolve(request.user, slug) if slug or request.user.agent is not None else None
+        parent_id = data.pop("parent", None)
+        parent = procedure_get(principal=request.user, procedure_id=parent_id) if parent_id else None
+        procedure = procedure_create(
+            workspace=request.user.workspace, agent=agent, parent=parent, actor=request.user.actor, **data
+        )
+        return Response(ProcedureOutputSerializer(procedure).data, status=status.HTTP_201_CREATED)
+
+
+class ProcedureDetailApi(APIView):
+    class InputSerializer(StrictSerializer):
+        name = serializers.CharField(max_length=200, required=False)
+        description = serializers.CharField(required=False, allow_blank=True)
+        trigger_conditions = serializers.JSONField(required=False)
+        procedure_type = serializers.ChoiceField(choices=Procedure.ProcedureType.choices, required=False)
+        content = serializers.JSONField(required=False)
+        is_active = serializers.BooleanField(required=False)
+
+    @extend_schema(responses=ProcedureOutputSerializer)
+    def get(self, request, procedure_id):
+        procedure = procedure_get(principal=request.user, procedure_id=procedure_id)
+        return Response(ProcedureOutputSerializer(procedure).data)
+
+    @extend_schema(request=InputSerializer, responses=ProcedureOutputSerializer)
+    def patch(self, request, procedure_id):
+        procedure = procedure_get(principal=request.user, procedure_id=procedure_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        procedure = procedure_update(
+            procedure=procedure, actor=request.user.actor, **serializer.validated_data
+        )
+        return Response(ProcedureOutputSerializer(procedure).data)
+
+    @extend_schema(responses={200: COUNTS})
+    def delete(self, request, procedure_id):
+        procedure = procedure_get(principal=request.user, procedure_id=procedure_id)
+        return Response(procedure_delete(procedure=procedure, actor=request.user.actor))
+
+
+class ProcedureMatchApi(APIView):
+    """Procedures whose trigger conditions fire for a goal and context, best first."""
+
+    read_only_safe = True
+
+    class InputSerializer(StrictSerializer):
+        goal = serializers.CharField(max_length=5000)
+        agent = serializers.SlugField(max_length=100, required=False, allow_blank=True)
+        context = serializers.DictField(required=False, help_text='e.g. {"channel": "telegram"}.')
+        limit = serializers.IntegerField(min_value=1, max_value=100, default=10)
+
+    class OutputSerializer(serializers.Serializer):
+        score = serializers.FloatField()
+        matched = serializers.ListField(child=serializers.CharField())
+        procedure = ProcedureOutputSerializer()
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer(many=True))
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        slug = data.get("agent")
+        agent = (
+            agent_resolve(request.user, slug, create=False)
+            if slug or request.user.agent is not None
+            else None
+        )
+        matches = procedure_match(
+            workspace=request.user.workspace,
+            goal=data["goal"],
+            agent=agent,
+            context=data.get("context"),
+            limit=data["limit"],
+        )
+        return Response({"results": self.OutputSerializer(matches, many=True).data})
+
+
+class ProcedureRunApi(APIView):
+    """Record one use of a procedure (atomic counters)."""
+
+    class InputSerializer(StrictSerializer):
+        success = serializers.BooleanField()
+        duration_ms = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+
+    @extend_schema(request=InputSerializer, responses=ProcedureOutputSerializer)
+    def post(self, request, procedure_id):
+        procedure = procedure_get(principal=request.user, procedure_id=procedure_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        procedure = procedure_record_run(procedure=procedure, **serializer.validated_data)
+        return Response(ProcedureOutputSerializer(procedure).data)
+
+
+class ProcedureBatchDeleteApi(APIView):
+    @extend_schema(request=BatchDeleteInputSerializer, responses={200: COUNTS})
+    def post(self, request):
+        serializer = BatchDeleteInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return Response(procedure_batch_delete(principal=request.user, ids=serializer.validated_data["ids"]))
