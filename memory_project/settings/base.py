@@ -30,6 +30,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    # Trigram lookups (`trigram_word_similar`) used by fuzzy fact key search.
+    "django.contrib.postgres",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
