@@ -1,5 +1,6 @@
 """Forms of the browser: they parse input; the services decide."""
 
+import json
 import uuid
 
 from django import forms
@@ -62,3 +63,78 @@ class ApiKeyCreateForm(forms.Form):
     def __init__(self, *args, agents, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["agent"].queryset = agents
+
+
+VALUE_NOT_JSON = "This is not valid JSON. Untick “Value is JSON” to store it as text."
+
+
+class JSONTextField(forms.CharField):
+    """A JSON document typed in a textarea; empty means 'no change' (None)."""
+
+    widget = forms.Textarea(attrs={"rows": 4, "spellcheck": "false"})
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value in ("", None):
+            return None
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise forms.ValidationError("This is not valid JSON.")
+
+    def prepare_value(self, value):
+        if value is None or isinstance(value, str):
+            return value
+        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+def json_initial(value) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+class FactEditForm(forms.Form):
+    value = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}))
+    value_is_json = forms.BooleanField(required=False, label="Value is JSON")
+    fact_type = forms.ChoiceField(label="Type")
+    confidence = forms.FloatField(min_value=0, max_value=1, widget=forms.NumberInput(attrs={"step": "0.05"}))
+    evidence = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, **kwargs):
+        from facts.models import Fact
+
+        super().__init__(*args, **kwargs)
+        self.fields["fact_type"].choices = Fact.FactType.choices
+
+    @staticmethod
+    def initial_for(fact):
+        is_text = isinstance(fact.value, str)
+        return {
+            "value": fact.value if is_text else json_initial(fact.value),
+            "value_is_json": not is_text,
+            "fact_type": fact.fact_type,
+            "confidence": fact.confidence,
+            "evidence": fact.evidence,
+        }
+
+    def clean(self):
+        cleaned = super().clean()
+        if "value" in cleaned and cleaned.get("value_is_json"):
+            try:
+                cleaned["value"] = json.loads(cleaned["value"])
+            except ValueError:
+                self.add_error("value", VALUE_NOT_JSON)
+        return cleaned
+
+    def update(self, principal, fact):
+        """A changed value opens a new version (fact_update returns it); the rest edits in place."""
+        from facts.services import fact_update
+
+        data = self.cleaned_data
+        return fact_update(
+            fact=fact,
+            actor=principal.actor,
+            value=data["value"],
+            fact_type=data["fact_type"],
+            confidence=data["confidence"],
+            evidence=data["evidence"],
+        )

@@ -1,11 +1,15 @@
 from django.urls import include, path
 
-from browser.views import shell, workspace_admin
+from browser.views import facts, shell, workspace_admin
 
 app_name = "memories"
 
 workspace_urls = [
     path("", shell.workspace_home, name="workspace"),
+    path("facts/", facts.facts_tab, name="facts"),
+    path("facts/delete/", facts.facts_delete, name="facts-delete"),
+    path("facts/<uuid:pk>/", facts.fact_detail, name="fact"),
+    path("facts/<uuid:pk>/edit/", facts.fact_edit, name="fact-edit"),
     path("members/", workspace_admin.members, name="members"),
     path("members/add/", workspace_admin.member_create, name="member-add"),
     path("members/<uuid:membership_id>/role/", workspace_admin.member_role, name="member-role"),

@@ -96,3 +96,67 @@ def switch_url(context, workspace):
         except NoReverseMatch:
             pass
     return reverse("memories:workspace", kwargs={"workspace_id": workspace.pk})
+
+
+@register.simple_tag(takes_context=True)
+def sort_th(context, key, label, css=""):
+    """A sortable column header: a link (href + hx-get) that toggles the direction."""
+    listing = context.get("listing")
+    request = context["request"]
+    if listing is None:
+        return format_html('<th scope="col" class="{}">{}</th>', css, label)
+    query = request.GET.copy()
+    query["sort"] = listing.next_sort(key)
+    query.pop("page", None)
+    url = f"{context['list_url']}?{query.urlencode()}"
+    state = listing.sort_state(key)
+    aria = {"asc": "ascending", "desc": "descending"}.get(state, "none")
+    return format_html(
+        '<th scope="col" class="{}" aria-sort="{}"><a class="sort" data-dir="{}" href="{}" hx-get="{}" '
+        'hx-target="#results" hx-push-url="true">{}</a></th>',
+        css,
+        aria,
+        state,
+        url,
+        url,
+        label,
+    )
+
+
+@register.simple_tag(takes_context=True)
+def page_url(context, number):
+    query = context["request"].GET.copy()
+    query["page"] = number
+    return f"{context['list_url']}?{query.urlencode()}"
+
+
+@register.filter
+def page_window(page, radius=2):
+    """Page numbers around the current one, with None where a gap is shown."""
+    last = page.paginator.num_pages
+    numbers = sorted({1, last, *range(max(1, page.number - radius), min(last, page.number + radius) + 1)})
+    out, previous = [], 0
+    for number in numbers:
+        if number - previous > 1:
+            out.append(None)
+        out.append(number)
+        previous = number
+    return out
+
+
+@register.filter
+def get_item(mapping, key):
+    return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.simple_tag(takes_context=True)
+def item_url(context, name, pk):
+    """URL of a row in another tab of this workspace, or "" while that tab does not exist."""
+    from django.urls import NoReverseMatch, reverse
+
+    if not pk:
+        return ""
+    try:
+        return reverse(name, kwargs={"workspace_id": context["request"].operator.workspace.pk, "pk": pk})
+    except NoReverseMatch:
+        return ""

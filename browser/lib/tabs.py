@@ -1,0 +1,233 @@
+"""The shape every memory tab shares: list, row detail, inline edit, batch delete.
+
+A tab is declared once as a `TabSpec` naming its tier's selectors, services, FilterSet and
+edit form; the functions below are the bodies of its views. They parse input, call one
+selector or service, and render the page or the partial htmx asked for. Partials follow one
+naming scheme in the tab's template: `<slug>-panel`, `<slug>-results`, `<item>-row`,
+`<item>-row-edit`, `<item>-detail` and `<item>-edit`.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django import forms
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from browser.forms import BatchDeleteForm
+from browser.lib.listing import Sort, paginate_sorted
+from browser.lib.rendering import render_page, toast
+from core.errors import ApplicationError, NotFoundError
+
+
+@dataclass(frozen=True)
+class TabSpec:
+    slug: str  # URL segment and plural partial prefix: "facts"
+    item: str  # singular partial prefix and the row's context name: "fact"
+    noun: str  # "fact"
+    noun_plural: str  # "facts"
+    template: str
+    filterset: type
+    list: Callable  # (principal, filters) -> QuerySet
+    get: Callable  # (principal, pk) -> object, raising NotFoundError
+    sorts: list[Sort]
+    default_sort: str
+    batch_delete: Callable | None = None  # (principal, ids) -> dict of counts
+    edit_form: type | None = None  # a form with `initial_for(obj)` and `update(principal, obj)`
+    detail_context: Callable | None = None  # (principal, obj) -> dict
+    # Filters the page renders itself: sorting is a column header, not a form field.
+    filter_exclude: tuple = ("ordering",)
+    extra_context: dict = field(default_factory=dict)
+
+    def url(self, request, suffix: str = "") -> str:
+        return reverse(
+            f"memories:{self.slug}{suffix}", kwargs={"workspace_id": request.operator.workspace.pk}
+        )
+
+
+def _get_or_404(spec: TabSpec, principal, pk):
+    try:
+        return spec.get(principal, pk)
+    except NotFoundError:
+        raise Http404(f"No such {spec.noun}.")
+
+
+def _filter_fields(spec: TabSpec, request):
+    """The FilterSet's form (the API's own filters), described for the filter bar template."""
+    filterset = spec.filterset(request.GET)
+    form = filterset.form
+    fields = []
+    for bound in form:
+        if bound.name in spec.filter_exclude:
+            continue
+        formfield = bound.field
+        data = form.data
+        entry = {"name": bound.name, "label": bound.label, "id": f"filter-{bound.name}"}
+        if isinstance(formfield, forms.NullBooleanField):
+            entry.update(kind="select", choices=[("", "Any"), ("true", "Yes"), ("false", "No")])
+            entry["selected"] = [str(data.get(bound.name, "")).lower()]
+        elif isinstance(formfield, forms.ChoiceField):
+            choices = [(str(v), "Any" if v in ("", None) else label) for v, label in formfield.choices]
+            if isinstance(formfield, forms.MultipleChoiceField):
+                choices.insert(0, ("", "Any"))
+                selected = data.getlist(bound.name) if hasattr(data, "getlist") else []
+            else:
+                selected = [str(data.get(bound.name) or "")]
+            entry.update(kind="select", choices=choices, selected=selected)
+        else:
+            numeric = isinstance(formfield, forms.DecimalField | forms.FloatField | forms.IntegerField)
+            kind = "search" if bound.name == "q" else "input"
+            entry.update(
+                kind=kind, input_type="number" if numeric else "text", value=data.get(bound.name, "")
+            )
+            if isinstance(formfield, forms.DateTimeField):
+                entry["placeholder"] = "2025-01-31T09:00Z"
+            elif isinstance(formfield, forms.UUIDField):
+                entry["placeholder"] = "id"
+        fields.append(entry)
+    fields.sort(key=lambda entry: entry["kind"] != "search")
+    return fields
+
+
+def _base_context(spec: TabSpec, request) -> dict:
+    principal = request.operator.principal
+    return {
+        "spec": spec,
+        "tab": spec.slug,
+        "can_write": principal.can_write,
+        "list_url": spec.url(request),
+        "delete_url": spec.url(request, "-delete") if spec.batch_delete else None,
+        **spec.extra_context,
+    }
+
+
+def _results_context(spec: TabSpec, request) -> dict:
+    principal = request.operator.principal
+    context = _base_context(spec, request)
+    try:
+        queryset = spec.list(principal, request.GET)
+    except ApplicationError as exc:
+        context["filter_errors"] = exc.fields or {"": [exc.message]}
+        context["listing"] = None
+        return context
+    context["listing"] = paginate_sorted(request, queryset, sorts=spec.sorts, default=spec.default_sort)
+    context["filtered"] = any(
+        value for key, value in request.GET.items() if key not in ("sort", "page", "per_page")
+    )
+    return context
+
+
+def tab_list(request, spec: TabSpec):
+    context = _results_context(spec, request)
+    context["filters"] = _filter_fields(spec, request)
+    return render_page(
+        request,
+        spec.template,
+        {**context, "page": "list"},
+        partials={"main": f"{spec.slug}-panel", "results": f"{spec.slug}-results"},
+    )
+
+
+def tab_detail(request, spec: TabSpec, pk):
+    """The row's page; with HX-Target `row-<id>` (cancel of an inline edit) just its row."""
+    principal = request.operator.principal
+    obj = _get_or_404(spec, principal, pk)
+    context = {**_base_context(spec, request), spec.item: obj, "page": "detail"}
+    if spec.detail_context and request.htmx.target != f"row-{obj.pk}":
+        context.update(spec.detail_context(principal, obj))
+    return render_page(
+        request,
+        spec.template,
+        context,
+        partials={"main": f"{spec.item}-detail", f"row-{obj.pk}": f"{spec.item}-row"},
+    )
+
+
+def tab_edit(request, spec: TabSpec, pk):
+    """Inline edit: GET the edit row, POST it back. Errors re-render the edit row (200)."""
+    principal = request.operator.principal
+    obj = _get_or_404(spec, principal, pk)
+    Form = spec.edit_form
+    if request.method == "POST":
+        form = Form(request.POST)
+        if form.is_valid():
+            try:
+                updated = form.update(principal, obj)
+            except ApplicationError as exc:
+                for name, errors in exc.fields.items():
+                    for error in errors:
+                        form.add_error(name if name in form.fields else None, error)
+                if not exc.fields:
+                    form.add_error(None, exc.message)
+            else:
+                updated = _get_or_404(spec, principal, updated.pk)
+                message = f"Saved {spec.noun}."
+                if not request.htmx:
+                    toast(request, None, message)
+                    return redirect(_detail_url(spec, request, updated))
+                context = {**_base_context(spec, request), spec.item: updated, "page": "detail"}
+                response = render(request, f"{spec.template}#{spec.item}-row", context)
+                return toast(request, response, message)
+    else:
+        form = Form(initial=Form.initial_for(obj))
+    context = {**_base_context(spec, request), spec.item: obj, "form": form, "page": "edit"}
+    return render_page(
+        request,
+        spec.template,
+        context,
+        partials={f"row-{obj.pk}": f"{spec.item}-row-edit", "main": f"{spec.item}-edit"},
+    )
+
+
+def _detail_url(spec: TabSpec, request, obj) -> str:
+    return reverse(
+        f"memories:{spec.item}", kwargs={"workspace_id": request.operator.workspace.pk, "pk": obj.pk}
+    )
+
+
+def _deleted_message(spec: TabSpec, count: int, counts: dict) -> str:
+    message = f"Deleted {count} {spec.noun if count == 1 else spec.noun_plural}."
+    extra = [
+        f"{value} {name.replace('_', ' ')}"
+        for name, value in counts.items()
+        if isinstance(value, int) and value and name not in (spec.slug, spec.noun_plural.replace(" ", "_"))
+    ]
+    if extra:
+        message += " Also: " + ", ".join(extra) + "."
+    return message
+
+
+def tab_delete(request, spec: TabSpec):
+    """Batch delete (POST). Without JavaScript a confirmation page comes first; with htmx the
+    client confirms with the count, and the response is the re-rendered results."""
+    principal = request.operator.principal
+    form = BatchDeleteForm(request.POST)
+    list_url = spec.url(request)
+    query = request.GET.urlencode()
+    back = f"{list_url}?{query}" if query else list_url
+    if not form.is_valid():
+        message = " ".join(form.non_field_errors())
+        if not request.htmx:
+            toast(request, None, message, level="error")
+            return redirect(back)
+        return toast(request, _render_results(spec, request), message, level="error")
+    ids = form.cleaned_data["ids"]
+    if not request.htmx and not form.cleaned_data["confirmed"]:
+        context = {**_base_context(spec, request), "ids": ids, "back": back, "query": query}
+        return render(request, "memories/confirm_delete.html", context)
+    try:
+        counts = spec.batch_delete(principal, ids)
+    except ApplicationError as exc:
+        message, level = exc.message, "error"
+    else:
+        message, level = _deleted_message(spec, len(ids), counts), "success"
+    if not request.htmx:
+        toast(request, None, message, level=level)
+        return redirect(back)
+    return toast(request, _render_results(spec, request), message, level=level)
+
+
+def _render_results(spec: TabSpec, request):
+    context = {**_results_context(spec, request), "page": "list"}
+    return render(request, f"{spec.template}#{spec.slug}-results", context)
