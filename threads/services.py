@@ -107,15 +107,48 @@ def thread_resolve(
     with none of the three there is nothing to resolve by and a new thread is created.
     Concurrent resolves of the same conversation return the same thread (advisory lock).
     """
+    return thread_resolve_or_create(
+        workspace=workspace,
+        agent=agent,
+        memory_user=memory_user,
+        channel=channel,
+        channel_chat_id=channel_chat_id,
+        client_key=client_key,
+        title=title,
+        metadata=metadata,
+        model=model,
+    )[0]
+
+
+def thread_resolve_or_create(
+    *,
+    workspace,
+    agent: Agent,
+    memory_user=None,
+    channel: str = "",
+    channel_chat_id: str = "",
+    client_key: str = "",
+    title: str = "",
+    metadata=None,
+    model: str = "",
+) -> tuple[Thread, bool]:
+    """`thread_resolve`, also saying whether the thread was created."""
     memory_user = memory_user_canonical(memory_user)
     if memory_user is None and not channel_chat_id and not client_key:
-        return thread_create(
+        thread = thread_create(
             workspace=workspace, agent=agent, channel=channel, title=title, metadata=metadata, model=model
         )
+        return thread, True
     lookup = Q(workspace=workspace, agent=agent)
-    if memory_user is not None or channel_chat_id:
-        lookup &= Q(memory_user=memory_user, channel_chat_id=channel_chat_id or "")
-        identity = f"{agent.pk}:{memory_user.pk if memory_user else ''}:{channel_chat_id}"
+    if memory_user is not None:
+        # Threads of identities merged into this user continue too.
+        lookup &= Q(channel_chat_id=channel_chat_id or "") & (
+            Q(memory_user=memory_user) | Q(memory_user__merged_into=memory_user)
+        )
+        identity = f"{agent.pk}:{memory_user.pk}:{channel_chat_id}"
+    elif channel_chat_id:
+        lookup &= Q(memory_user__isnull=True, channel_chat_id=channel_chat_id)
+        identity = f"{agent.pk}::{channel_chat_id}"
     else:
         lookup &= Q(memory_user__isnull=True, channel_chat_id="", client_key=client_key)
         identity = f"{agent.pk}:key:{client_key}"
@@ -124,8 +157,8 @@ def thread_resolve(
             cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"threads:{identity}"])
         thread = Thread.objects.filter(lookup).order_by("-last_activity_at").first()
         if thread is not None:
-            return thread
-        return thread_create(
+            return thread, False
+        thread = thread_create(
             workspace=workspace,
             agent=agent,
             memory_user=memory_user,
@@ -136,6 +169,7 @@ def thread_resolve(
             metadata=metadata,
             model=model,
         )
+        return thread, True
 
 
 def thread_update(*, thread: Thread, actor: str = "system", **changes) -> Thread:
@@ -187,6 +221,25 @@ def thread_delete(*, thread: Thread, actor: str = "system") -> dict:
     return counts
 
 
+def threads_delete(*, ids, actor: str) -> dict:
+    """Delete threads by id with everything under them, auditing each; no scoping here."""
+    from core.models import Workspace
+
+    with transaction.atomic():
+        rows = list(Thread.objects.filter(pk__in=ids).select_for_update().values_list("pk", "workspace_id"))
+        counts = _threads_delete(Thread.objects.filter(pk__in=[pk for pk, _ in rows]))
+        for pk, workspace_id in rows:
+            audit_record(
+                workspace=Workspace(pk=workspace_id),
+                actor=actor,
+                action="delete",
+                entity_type="thread",
+                entity_id=pk,
+                changes={"batch": True},
+            )
+    return counts
+
+
 def thread_batch_delete(*, principal: Principal, ids) -> dict:
     """Delete the threads `ids`, all or nothing: one id outside the caller's scope is a 404."""
     from threads.selectors import thread_scoped_queryset
@@ -194,20 +247,12 @@ def thread_batch_delete(*, principal: Principal, ids) -> dict:
     require_write(principal)
     ids = list(dict.fromkeys(str(i) for i in ids))
     with transaction.atomic():
-        queryset = thread_scoped_queryset(principal=principal).filter(pk__in=ids)
-        found = list(queryset.select_for_update().values_list("pk", flat=True))
+        found = list(
+            thread_scoped_queryset(principal=principal).filter(pk__in=ids).values_list("pk", flat=True)
+        )
         if len(found) != len(ids):
             raise NotFoundError("Some threads were not found; nothing was deleted.")
-        counts = _threads_delete(Thread.objects.filter(pk__in=found))
-        for pk in found:
-            audit_record(
-                workspace=principal.workspace,
-                actor=principal.actor,
-                action="delete",
-                entity_type="thread",
-                entity_id=pk,
-                changes={"batch": True},
-            )
+        counts = threads_delete(ids=found, actor=principal.actor)
     return {"deleted": counts["threads"], **counts}
 
 
@@ -259,7 +304,8 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
 
     - `parent` defaults to the newest message of the same node scope (the batch chains);
       a regeneration names an earlier message as its parent.
-    - A message whose `idempotency_key` was stored before is returned, not duplicated.
+    - A message whose `idempotency_key` was stored before is returned, not duplicated
+      (its `duplicate` attribute is True; new messages have it False).
     - Any invalid message rejects the whole batch with per-message field errors
       (`messages[2].parent`), and nothing is stored.
     - Token counts, tree position and large-tool-result archiving are computed here, and a
@@ -362,7 +408,9 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
         result: list[Message] = []
         for index, m in enumerate(cleaned):
             if m["idempotency_key"] in existing_by_key:
-                result.append(existing_by_key[m["idempotency_key"]])
+                existing = existing_by_key[m["idempotency_key"]]
+                existing.duplicate = True
+                result.append(existing)
                 continue
             message_id = m["id"] or uuid.uuid4()
             if m["parent_given"]:
@@ -430,6 +478,7 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
                 idempotency_key=m["idempotency_key"],
                 archived=archived,
             )
+            message.duplicate = False
             created.append(message)
             result.append(message)
             row = {

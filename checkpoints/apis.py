@@ -1,0 +1,239 @@
+import base64
+import binascii
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from checkpoints.filters import CheckpointFilter
+from checkpoints.selectors import (
+    checkpoint_get,
+    checkpoint_latest,
+    checkpoint_list,
+    checkpoint_list_for_thread,
+)
+from checkpoints.services import (
+    checkpoint_batch_delete,
+    checkpoint_put,
+    checkpoint_thread_delete,
+    checkpoint_writes_put,
+)
+from core.access import require_write
+from core.pagination import paginate
+from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from threads.selectors import thread_get
+
+BASE64_INVALID = "Must be base64-encoded bytes."
+
+
+class Base64Field(serializers.CharField):
+    """Bytes on the wire as standard base64 text."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        text = super().to_internal_value(data)
+        try:
+            return base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise serializers.ValidationError(BASE64_INVALID)
+
+    def to_representation(self, value):
+        return base64.b64encode(bytes(value)).decode("ascii")
+
+
+class TypedValueSerializer(StrictSerializer):
+    type = serializers.CharField(max_length=50)
+    data = Base64Field()
+
+
+class PendingWriteOutputSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    task_path = serializers.CharField()
+    idx = serializers.IntegerField()
+    channel = serializers.CharField()
+    value = serializers.SerializerMethodField()
+
+    def get_value(self, write) -> dict:
+        return {"type": write.type, "data": base64.b64encode(bytes(write.data)).decode("ascii")}
+
+
+class CheckpointOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    thread_id = serializers.UUIDField()
+    checkpoint_ns = serializers.CharField()
+    checkpoint_id = serializers.CharField()
+    parent_checkpoint_id = serializers.CharField(allow_null=True)
+    checkpoint = serializers.SerializerMethodField()
+    metadata = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+
+    def get_checkpoint(self, obj) -> dict:
+        return {"type": obj.type, "data": base64.b64encode(bytes(obj.data)).decode("ascii")}
+
+
+class CheckpointWithWritesOutputSerializer(CheckpointOutputSerializer):
+    pending_writes = PendingWriteOutputSerializer(many=True, source="writes.all")
+
+
+NS_PARAMETER = OpenApiParameter("checkpoint_ns", str, description='Namespace (default: the root, "").')
+
+
+def _namespace(request) -> str:
+    return request.query_params.get("checkpoint_ns", "")
+
+
+class ThreadCheckpointListApi(APIView):
+    class InputSerializer(StrictSerializer):
+        checkpoint_ns = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+        checkpoint_id = serializers.CharField(max_length=255)
+        parent_checkpoint_id = serializers.CharField(max_length=255, required=False, allow_null=True)
+        checkpoint = TypedValueSerializer()
+        metadata = serializers.DictField(required=False, default=dict)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("checkpoint_ns", str, description="Namespace; absent lists every namespace."),
+            OpenApiParameter("before", str, description="Only checkpoints older than this checkpoint id."),
+            OpenApiParameter("metadata", str, description="JSON object the metadata must contain."),
+            OpenApiParameter("limit", int),
+        ],
+        responses=CheckpointWithWritesOutputSerializer(many=True),
+        operation_id="thread_checkpoints_list",
+    )
+    def get(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        return paginate(
+            queryset=checkpoint_list_for_thread(thread=thread, filters=request.query_params),
+            serializer_class=CheckpointWithWritesOutputSerializer,
+            request=request,
+            view=self,
+        )
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: CheckpointOutputSerializer, 200: CheckpointOutputSerializer},
+        description="Store a checkpoint; the same (checkpoint_ns, checkpoint_id) again replaces it (200).",
+    )
+    def put(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        checkpoint, created = checkpoint_put(
+            thread=thread,
+            checkpoint_ns=data["checkpoint_ns"],
+            checkpoint_id=data["checkpoint_id"],
+            parent_checkpoint_id=data.get("parent_checkpoint_id"),
+            type=data["checkpoint"]["type"],
+            data=data["checkpoint"]["data"],
+            metadata=data["metadata"],
+        )
+        return Response(
+            CheckpointOutputSerializer(checkpoint).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+    @extend_schema(responses={200: serializers.DictField()})
+    def delete(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        require_write(request.user)
+        return Response(checkpoint_thread_delete(thread=thread, actor=request.user.actor))
+
+
+class ThreadCheckpointLatestApi(APIView):
+    @extend_schema(parameters=[NS_PARAMETER], responses=CheckpointWithWritesOutputSerializer)
+    def get(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        checkpoint = checkpoint_latest(thread=thread, checkpoint_ns=_namespace(request))
+        return Response(CheckpointWithWritesOutputSerializer(checkpoint).data)
+
+
+class ThreadCheckpointDetailApi(APIView):
+    @extend_schema(parameters=[NS_PARAMETER], responses=CheckpointWithWritesOutputSerializer)
+    def get(self, request, thread_id, checkpoint_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        checkpoint = checkpoint_get(
+            thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=_namespace(request)
+        )
+        return Response(CheckpointWithWritesOutputSerializer(checkpoint).data)
+
+
+class ThreadCheckpointWritesApi(APIView):
+    class WriteSerializer(StrictSerializer):
+        idx = serializers.IntegerField(min_value=-(2**31), max_value=2**31 - 1)
+        channel = serializers.CharField(max_length=255)
+        value = TypedValueSerializer()
+
+    class InputSerializer(StrictSerializer):
+        checkpoint_ns = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+        task_id = serializers.CharField(max_length=255)
+        task_path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+        writes = serializers.ListField(allow_empty=False, max_length=10_000)
+
+    class OutputSerializer(serializers.Serializer):
+        stored = serializers.IntegerField(help_text="Writes that were new.")
+        pending_writes = PendingWriteOutputSerializer(many=True)
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    def put(self, request, thread_id, checkpoint_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        writes = self.WriteSerializer(data=serializer.validated_data["writes"], many=True)
+        if not writes.is_valid():
+            raise serializers.ValidationError({"writes": writes.errors})
+        data = serializer.validated_data
+        checkpoint = checkpoint_get(
+            thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=data["checkpoint_ns"], with_writes=False
+        )
+        stored = checkpoint_writes_put(
+            checkpoint=checkpoint,
+            task_id=data["task_id"],
+            task_path=data["task_path"],
+            writes=[
+                {
+                    "idx": w["idx"],
+                    "channel": w["channel"],
+                    "type": w["value"]["type"],
+                    "data": w["value"]["data"],
+                }
+                for w in writes.validated_data
+            ],
+        )
+        pending = checkpoint.writes.order_by("task_path", "task_id", "idx")
+        return Response(
+            {"stored": stored, "pending_writes": PendingWriteOutputSerializer(pending, many=True).data}
+        )
+
+
+class CheckpointListApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter(name, str) for name in CheckpointFilter.base_filters],
+        responses=CheckpointWithWritesOutputSerializer(many=True),
+        operation_id="checkpoints_list",
+    )
+    def get(self, request):
+        return paginate(
+            queryset=checkpoint_list(principal=request.user, filters=request.query_params),
+            serializer_class=CheckpointWithWritesOutputSerializer,
+            request=request,
+            view=self,
+        )
+
+
+class CheckpointBatchDeleteApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        deleted = serializers.IntegerField()
+        writes = serializers.IntegerField()
+
+    @extend_schema(request=BatchDeleteInputSerializer, responses=OutputSerializer)
+    def post(self, request):
+        serializer = BatchDeleteInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        counts = checkpoint_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
+        return Response(self.OutputSerializer(counts).data)

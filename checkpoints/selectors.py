@@ -1,0 +1,66 @@
+from django.db.models import Prefetch
+
+from checkpoints.filters import CheckpointFilter
+from checkpoints.models import Checkpoint, CheckpointWrite
+from core.access import Principal, scope_to_principal
+from core.errors import ApplicationError, NotFoundError
+from threads.models import Thread
+
+CHECKPOINT_NOT_FOUND = "Checkpoint not found."
+# A list returns at most this many checkpoints per request (LangGraph pages with `before`).
+LIST_MAX_LIMIT = 1_000
+
+
+def _with_writes(queryset):
+    return queryset.prefetch_related(
+        Prefetch("writes", queryset=CheckpointWrite.objects.order_by("task_path", "task_id", "idx"))
+    )
+
+
+def checkpoint_scoped_queryset(*, principal: Principal):
+    return scope_to_principal(Checkpoint.objects.all(), principal, agent_field="thread__agent")
+
+
+def checkpoint_latest(*, thread: Thread, checkpoint_ns: str = "") -> Checkpoint:
+    checkpoint = (
+        _with_writes(Checkpoint.objects.filter(thread=thread, checkpoint_ns=checkpoint_ns))
+        .order_by("-checkpoint_id")
+        .first()
+    )
+    if checkpoint is None:
+        raise NotFoundError(CHECKPOINT_NOT_FOUND)
+    return checkpoint
+
+
+def checkpoint_get(
+    *, thread: Thread, checkpoint_id: str, checkpoint_ns: str = "", with_writes: bool = True
+) -> Checkpoint:
+    queryset = Checkpoint.objects.filter(
+        thread=thread, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id
+    )
+    if with_writes:
+        queryset = _with_writes(queryset)
+    else:
+        queryset = queryset.defer("data")
+    checkpoint = queryset.first()
+    if checkpoint is None:
+        raise NotFoundError(CHECKPOINT_NOT_FOUND)
+    return checkpoint
+
+
+def _filtered(queryset, filters):
+    filterset = CheckpointFilter(filters or {}, queryset=queryset)
+    if not filterset.is_valid():
+        raise ApplicationError("Invalid filters.", fields=dict(filterset.errors))
+    return filterset.qs
+
+
+def checkpoint_list_for_thread(*, thread: Thread, filters=None):
+    """A thread's checkpoints, newest first; `checkpoint_ns` absent lists every namespace."""
+    queryset = Checkpoint.objects.filter(thread=thread)
+    return _with_writes(_filtered(queryset, filters)).order_by("-checkpoint_id", "checkpoint_ns")
+
+
+def checkpoint_list(*, principal: Principal, filters=None):
+    queryset = checkpoint_scoped_queryset(principal=principal)
+    return _with_writes(_filtered(queryset, filters)).order_by("-created_at", "-id")

@@ -1,0 +1,244 @@
+"""Writes of checkpoints and their pending writes (LangGraph's saver operations)."""
+
+import json
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from checkpoints.models import Checkpoint, CheckpointWrite
+from core.access import Principal, require_write
+from core.errors import ApplicationError, NotFoundError
+from core.services import audit_record
+from threads.models import Thread
+
+CHECKPOINT_ID_REQUIRED = "checkpoint_id is required."
+PARENT_IS_SELF = "A checkpoint cannot be its own parent."
+WRITES_REQUIRED = "Send at least one write."
+WRITE_IDX_DUPLICATE = "Each write of a task needs its own idx."
+CHECKPOINTS_NOT_FOUND = "Some checkpoints were not found; nothing was deleted."
+
+# Touching the thread on every put would cost a write per step; once a minute is enough
+# to keep an active thread away from the retention purge.
+THREAD_TOUCH_INTERVAL = timedelta(minutes=1)
+
+_UPSERT_SQL = """
+INSERT INTO checkpoints_checkpoint
+    (id, workspace_id, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+     type, data, metadata, created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
+    type = EXCLUDED.type,
+    data = EXCLUDED.data,
+    metadata = EXCLUDED.metadata,
+    updated_at = EXCLUDED.updated_at
+RETURNING id, created_at, (xmax = 0) AS inserted
+"""
+
+
+def checkpoint_put(
+    *,
+    thread: Thread,
+    checkpoint_id: str,
+    type: str,
+    data: bytes,
+    checkpoint_ns: str = "",
+    parent_checkpoint_id: str | None = None,
+    metadata: dict | None = None,
+) -> tuple[Checkpoint, bool]:
+    """Store a checkpoint; putting the same (namespace, id) again replaces it.
+
+    Returns (checkpoint, created). One statement (INSERT ... ON CONFLICT), so concurrent
+    puts of the same id never fail or duplicate.
+    """
+    if not checkpoint_id:
+        raise ApplicationError(CHECKPOINT_ID_REQUIRED, fields={"checkpoint_id": [CHECKPOINT_ID_REQUIRED]})
+    if parent_checkpoint_id == checkpoint_id:
+        raise ApplicationError(PARENT_IS_SELF, fields={"parent_checkpoint_id": [PARENT_IS_SELF]})
+    now = timezone.now()
+    metadata = metadata or {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _UPSERT_SQL,
+            [
+                uuid.uuid4(),
+                thread.workspace_id,
+                thread.pk,
+                checkpoint_ns,
+                checkpoint_id,
+                parent_checkpoint_id,
+                type,
+                bytes(data),
+                json.dumps(metadata),
+                now,
+                now,
+            ],
+        )
+        pk, created_at, inserted = cursor.fetchone()
+    Thread.objects.filter(pk=thread.pk, last_activity_at__lt=now - THREAD_TOUCH_INTERVAL).update(
+        last_activity_at=now
+    )
+    checkpoint = Checkpoint(
+        id=pk,
+        workspace_id=thread.workspace_id,
+        thread_id=thread.pk,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id,
+        parent_checkpoint_id=parent_checkpoint_id,
+        type=type,
+        data=bytes(data),
+        metadata=metadata,
+        created_at=created_at,
+        updated_at=now,
+    )
+    checkpoint._state.adding = False
+    return checkpoint, inserted
+
+
+def checkpoint_writes_put(
+    *, checkpoint: Checkpoint, task_id: str, task_path: str = "", writes: list[dict]
+) -> int:
+    """Store a task's pending writes; returns how many were new.
+
+    Idempotent per (checkpoint, task_id, idx): a retried task does not duplicate its writes.
+    As in LangGraph's savers, special writes (negative idx: errors, interrupts) replace the
+    stored value, while regular writes keep the first one stored.
+    """
+    if not writes:
+        raise ApplicationError(WRITES_REQUIRED, fields={"writes": [WRITES_REQUIRED]})
+    indexes = [w["idx"] for w in writes]
+    if len(set(indexes)) != len(indexes):
+        raise ApplicationError(WRITE_IDX_DUPLICATE, fields={"writes": [WRITE_IDX_DUPLICATE]})
+    rows = [
+        CheckpointWrite(
+            workspace_id=checkpoint.workspace_id,
+            checkpoint_id=checkpoint.pk,
+            task_id=task_id,
+            task_path=task_path,
+            idx=w["idx"],
+            channel=w["channel"],
+            type=w["type"],
+            data=bytes(w["data"]),
+        )
+        for w in writes
+    ]
+    regular = [r for r in rows if r.idx >= 0]
+    special = [r for r in rows if r.idx < 0]
+    with transaction.atomic():
+        before = CheckpointWrite.objects.filter(checkpoint_id=checkpoint.pk, task_id=task_id).count()
+        if regular:
+            CheckpointWrite.objects.bulk_create(regular, ignore_conflicts=True)
+        if special:
+            CheckpointWrite.objects.bulk_create(
+                special,
+                update_conflicts=True,
+                unique_fields=["checkpoint", "task_id", "idx"],
+                update_fields=["channel", "type", "data", "task_path"],
+            )
+        after = CheckpointWrite.objects.filter(checkpoint_id=checkpoint.pk, task_id=task_id).count()
+    return after - before
+
+
+def checkpoint_thread_delete(*, thread: Thread, actor: str = "system") -> dict:
+    """Delete all of a thread's checkpoints and their writes."""
+    with transaction.atomic():
+        _total, by_model = Checkpoint.objects.filter(thread=thread).delete()
+        counts = {
+            "deleted": by_model.get("checkpoints.Checkpoint", 0),
+            "writes": by_model.get("checkpoints.CheckpointWrite", 0),
+        }
+        if counts["deleted"]:
+            audit_record(
+                workspace=thread.workspace,
+                actor=actor,
+                action="delete",
+                entity_type="thread_checkpoints",
+                entity_id=thread.pk,
+                changes=counts,
+            )
+    return counts
+
+
+def checkpoints_delete(*, ids, actor: str) -> dict:
+    """Delete checkpoints by id with their writes, audited per workspace; no scoping here."""
+    from core.models import Workspace
+
+    with transaction.atomic():
+        rows = list(Checkpoint.objects.filter(pk__in=ids).values_list("pk", "workspace_id"))
+        _total, by_model = Checkpoint.objects.filter(pk__in=[pk for pk, _ in rows]).delete()
+        counts = {
+            "deleted": by_model.get("checkpoints.Checkpoint", 0),
+            "writes": by_model.get("checkpoints.CheckpointWrite", 0),
+        }
+        by_workspace: dict = {}
+        for pk, workspace_id in rows:
+            by_workspace.setdefault(workspace_id, []).append(str(pk))
+        for workspace_id, deleted_ids in by_workspace.items():
+            audit_record(
+                workspace=Workspace(pk=workspace_id),
+                actor=actor,
+                action="delete",
+                entity_type="checkpoints",
+                entity_id="batch",
+                changes={"ids": deleted_ids},
+            )
+    return counts
+
+
+def checkpoint_batch_delete(*, principal: Principal, ids) -> dict:
+    """Delete checkpoints by id, all or nothing: one id outside the caller's scope is a 404."""
+    from checkpoints.selectors import checkpoint_scoped_queryset
+
+    require_write(principal)
+    ids = list(dict.fromkeys(str(i) for i in ids))
+    with transaction.atomic():
+        found = list(
+            checkpoint_scoped_queryset(principal=principal).filter(pk__in=ids).values_list("pk", flat=True)
+        )
+        if len(found) != len(ids):
+            raise NotFoundError(CHECKPOINTS_NOT_FOUND)
+        return checkpoints_delete(ids=found, actor=principal.actor)
+
+
+_PRUNE_KEEP_LAST_SQL = """
+WITH ranked AS (
+    SELECT id, row_number() OVER (
+        PARTITION BY thread_id, checkpoint_ns ORDER BY checkpoint_id DESC
+    ) AS position
+    FROM checkpoints_checkpoint
+    WHERE thread_id IN (
+        SELECT thread_id FROM checkpoints_checkpoint
+        GROUP BY thread_id, checkpoint_ns HAVING count(*) > %(keep)s
+    )
+)
+SELECT id FROM ranked WHERE position > %(keep)s LIMIT %(batch)s
+"""
+
+
+def checkpoints_prune(*, keep_last: int | None = None, ttl_days: int | None = None, now=None) -> int:
+    """Apply retention: keep the newest `keep_last` per (thread, namespace), drop older than
+    `ttl_days`. Zero turns a rule off. Deletes in batches of CHECKPOINTS_PRUNE_BATCH."""
+    keep_last = settings.CHECKPOINTS_KEEP_LAST if keep_last is None else keep_last
+    ttl_days = settings.CHECKPOINTS_TTL_DAYS if ttl_days is None else ttl_days
+    batch = settings.CHECKPOINTS_PRUNE_BATCH
+    now = now or timezone.now()
+    deleted = 0
+    if ttl_days > 0:
+        cutoff = now - timedelta(days=ttl_days)
+        while True:
+            ids = list(Checkpoint.objects.filter(created_at__lt=cutoff).values_list("pk", flat=True)[:batch])
+            if not ids:
+                break
+            deleted += Checkpoint.objects.filter(pk__in=ids).delete()[1].get("checkpoints.Checkpoint", 0)
+    if keep_last > 0:
+        while True:
+            with connection.cursor() as cursor:
+                cursor.execute(_PRUNE_KEEP_LAST_SQL, {"keep": keep_last, "batch": batch})
+                ids = [row[0] for row in cursor.fetchall()]
+            if not ids:
+                break
+            deleted += Checkpoint.objects.filter(pk__in=ids).delete()[1].get("checkpoints.Checkpoint", 0)
+    return deleted

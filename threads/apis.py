@@ -1,0 +1,436 @@
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.access import agent_resolve, require_write
+from core.errors import NotFoundError
+from core.pagination import paginate
+from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from identities.models import MemoryUser
+from threads.filters import ThreadFilter
+from threads.selectors import (
+    iteration_log_list,
+    message_get,
+    message_history_window,
+    message_list,
+    run_snapshot_get,
+    thread_get,
+    thread_list,
+    thread_plan_get,
+    thread_plan_versions,
+)
+from threads.services import (
+    MEMORY_USER_UNKNOWN,
+    iteration_log_append,
+    run_snapshot_put,
+    thread_append_messages,
+    thread_batch_delete,
+    thread_compact_request,
+    thread_create,
+    thread_delete,
+    thread_messages_clear,
+    thread_plan_set,
+    thread_resolve_or_create,
+    thread_update,
+)
+
+
+def memory_user_lookup(*, principal, memory_user_id):
+    """A memory user of the caller's workspace, followed to its merge target; None for None."""
+    if memory_user_id is None:
+        return None
+    user = (
+        MemoryUser.objects.filter(workspace=principal.workspace, pk=memory_user_id)
+        .select_related("merged_into")
+        .first()
+    )
+    if user is None:
+        raise NotFoundError(MEMORY_USER_UNKNOWN, fields={"memory_user": [MEMORY_USER_UNKNOWN]})
+    return user
+
+
+class ThreadOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    agent = serializers.CharField(source="agent.slug")
+    memory_user = serializers.UUIDField(source="memory_user_id", allow_null=True)
+    channel = serializers.CharField()
+    channel_chat_id = serializers.CharField()
+    client_key = serializers.CharField()
+    title = serializers.CharField()
+    metadata = serializers.JSONField()
+    model = serializers.CharField()
+    message_count = serializers.IntegerField()
+    summary = serializers.SerializerMethodField()
+    last_activity_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    def get_summary(self, thread) -> dict | None:
+        if not thread.summary:
+            return None
+        return {
+            "text": thread.summary,
+            "upto_message_id": str(thread.summary_upto_id) if thread.summary_upto_id else None,
+            "tokens": thread.summary_tokens,
+            "method": thread.summary_method,
+            "compacted_at": thread.compacted_at,
+        }
+
+
+class MessageOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    thread_id = serializers.UUIDField()
+    parent_id = serializers.UUIDField(allow_null=True)
+    role = serializers.CharField()
+    content = serializers.CharField()
+    tool_calls = serializers.JSONField()
+    tool_call_id = serializers.CharField()
+    name = serializers.CharField()
+    files = serializers.JSONField()
+    node_id = serializers.CharField()
+    author_agent = serializers.CharField()
+    delegation_id = serializers.CharField()
+    metadata = serializers.JSONField()
+    idempotency_key = serializers.CharField()
+    token_count = serializers.IntegerField()
+    depth = serializers.IntegerField()
+    seq = serializers.IntegerField()
+    archived = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+
+
+class AppendedMessageOutputSerializer(MessageOutputSerializer):
+    duplicate = serializers.BooleanField(help_text="True when the idempotency key was seen before.")
+
+
+class ThreadListApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        # Documentation only: ThreadFilter validates the query string.
+        pass
+
+    class InputSerializer(StrictSerializer):
+        agent = serializers.SlugField(required=False, help_text="Agent slug; implied by an agent-bound key.")
+        memory_user = serializers.UUIDField(required=False, allow_null=True)
+        channel = serializers.CharField(max_length=50, required=False, allow_blank=True)
+        channel_chat_id = serializers.CharField(max_length=255, required=False, allow_blank=True)
+        client_key = serializers.CharField(max_length=255, required=False, allow_blank=True)
+        title = serializers.CharField(max_length=300, required=False, allow_blank=True)
+        metadata = serializers.DictField(required=False)
+        model = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        resolve = serializers.BooleanField(
+            default=False,
+            help_text="Return the existing thread of (agent, memory user, channel chat id) if any.",
+        )
+
+    @extend_schema(
+        parameters=[OpenApiParameter(name, str) for name in ThreadFilter.base_filters],
+        responses=ThreadOutputSerializer(many=True),
+        operation_id="threads_list",
+    )
+    def get(self, request):
+        return paginate(
+            queryset=thread_list(principal=request.user, filters=request.query_params),
+            serializer_class=ThreadOutputSerializer,
+            request=request,
+            view=self,
+        )
+
+    @extend_schema(
+        request=InputSerializer, responses={201: ThreadOutputSerializer, 200: ThreadOutputSerializer}
+    )
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        principal = request.user
+        agent = agent_resolve(principal, data.pop("agent", None))
+        memory_user = memory_user_lookup(principal=principal, memory_user_id=data.pop("memory_user", None))
+        resolve = data.pop("resolve")
+        if resolve:
+            thread, created = thread_resolve_or_create(
+                workspace=principal.workspace, agent=agent, memory_user=memory_user, **data
+            )
+        else:
+            thread = thread_create(
+                workspace=principal.workspace, agent=agent, memory_user=memory_user, **data
+            )
+            created = True
+        return Response(
+            ThreadOutputSerializer(thread).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+class ThreadDetailApi(APIView):
+    class InputSerializer(StrictSerializer):
+        title = serializers.CharField(max_length=300, required=False, allow_blank=True)
+        metadata = serializers.DictField(required=False)
+        model = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        channel = serializers.CharField(max_length=50, required=False, allow_blank=True)
+        client_key = serializers.CharField(max_length=255, required=False, allow_blank=True)
+
+    @extend_schema(responses=ThreadOutputSerializer)
+    def get(self, request, thread_id):
+        return Response(ThreadOutputSerializer(thread_get(principal=request.user, thread_id=thread_id)).data)
+
+    @extend_schema(request=InputSerializer, responses=ThreadOutputSerializer)
+    def patch(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        thread = thread_update(thread=thread, actor=request.user.actor, **serializer.validated_data)
+        return Response(ThreadOutputSerializer(thread).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        thread_delete(thread=thread, actor=request.user.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ThreadBatchDeleteApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        deleted = serializers.IntegerField()
+        threads = serializers.IntegerField()
+        messages = serializers.IntegerField()
+        checkpoints = serializers.IntegerField()
+
+    @extend_schema(request=BatchDeleteInputSerializer, responses=OutputSerializer)
+    def post(self, request):
+        serializer = BatchDeleteInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        counts = thread_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
+        return Response(self.OutputSerializer(counts).data)
+
+
+class MessageListApi(APIView):
+    class InputSerializer(StrictSerializer):
+        messages = serializers.ListField(child=serializers.DictField(), allow_empty=False)
+
+    class FilterSerializer(StrictSerializer):
+        node = serializers.CharField(max_length=100, required=False, allow_blank=True)
+        limit = serializers.IntegerField(required=False)
+        offset = serializers.IntegerField(required=False)
+
+    class AppendOutputSerializer(serializers.Serializer):
+        messages = AppendedMessageOutputSerializer(many=True)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("node", str, description="Only this node's messages.")],
+        responses=MessageOutputSerializer(many=True),
+        operation_id="thread_messages_list",
+    )
+    def get(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        return paginate(
+            queryset=message_list(thread=thread, node=params.validated_data.get("node")),
+            serializer_class=MessageOutputSerializer,
+            request=request,
+            view=self,
+        )
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: AppendOutputSerializer},
+        description='Append one message (send the message object) or a batch (`{"messages": [...]}`), '
+        "atomically.",
+    )
+    def post(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        body = request.data
+        if isinstance(body, dict) and "messages" in body and "role" not in body:
+            serializer = self.InputSerializer(data=body)
+            serializer.is_valid(raise_exception=True)
+            payload = serializer.validated_data["messages"]
+        elif isinstance(body, dict):
+            payload = [body]
+        else:
+            payload = body
+        stored = thread_append_messages(thread=thread, messages=payload, actor=request.user.actor)
+        created = any(not m.duplicate for m in stored)
+        return Response(
+            {"messages": AppendedMessageOutputSerializer(stored, many=True).data},
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+    @extend_schema(
+        parameters=[OpenApiParameter("node", str, required=True, description="The node to clear.")],
+        responses={200: serializers.DictField()},
+    )
+    def delete(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        require_write(request.user)
+        deleted = thread_messages_clear(
+            thread=thread, node_id=request.query_params.get("node", ""), actor=request.user.actor
+        )
+        return Response({"deleted": deleted})
+
+
+class MessageDetailApi(APIView):
+    @extend_schema(responses=MessageOutputSerializer)
+    def get(self, request, thread_id, message_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        return Response(MessageOutputSerializer(message_get(thread=thread, message_id=message_id)).data)
+
+
+class ToolResultDetailApi(APIView):
+    """An archived (or any) tool result, whole: the id the history window's reference names."""
+
+    @extend_schema(responses=MessageOutputSerializer)
+    def get(self, request, thread_id, message_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        message = message_get(thread=thread, message_id=message_id)
+        if message.role != "tool":
+            raise NotFoundError("Tool result not found.")
+        return Response(MessageOutputSerializer(message).data)
+
+
+class ThreadHistoryApi(APIView):
+    class FilterSerializer(StrictSerializer):
+        leaf = serializers.UUIDField(required=False)
+        node = serializers.CharField(max_length=100, required=False, allow_blank=True)
+        max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=10_000_000)
+        max_messages = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+        delegation = serializers.CharField(max_length=100, required=False)
+        files = serializers.ChoiceField(choices=["include", "omit"], default="include")
+        system_as = serializers.ChoiceField(choices=["system", "user"], default="system")
+
+    class OutputSerializer(serializers.Serializer):
+        messages = serializers.ListField(child=serializers.DictField())
+        message_ids = serializers.ListField(child=serializers.CharField())
+        tokens = serializers.IntegerField()
+        summary_applied = serializers.BooleanField()
+        summary_id = serializers.CharField(allow_null=True)
+        cut_count = serializers.IntegerField()
+        recalled = serializers.ListField(child=serializers.DictField())
+        leaf_id = serializers.CharField(allow_null=True)
+        max_tokens = serializers.IntegerField()
+        max_messages = serializers.IntegerField()
+
+    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer)
+    def get(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        window = message_history_window(thread=thread, **params.validated_data)
+        return Response(self.OutputSerializer(window.as_dict()).data)
+
+
+class ThreadCompactApi(APIView):
+    @extend_schema(request=None, responses={202: serializers.DictField()})
+    def post(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        thread_compact_request(thread=thread)
+        return Response({"status": "queued", "thread_id": str(thread.pk)}, status=status.HTTP_202_ACCEPTED)
+
+
+class PlanOutputSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    plan = serializers.JSONField()
+    actor = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class ThreadPlanApi(APIView):
+    class InputSerializer(StrictSerializer):
+        plan = serializers.JSONField()
+
+    @extend_schema(responses=PlanOutputSerializer)
+    def get(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        return Response(PlanOutputSerializer(thread_plan_get(thread=thread)).data)
+
+    @extend_schema(request=InputSerializer, responses={201: PlanOutputSerializer})
+    def put(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        version = thread_plan_set(
+            thread=thread, plan=serializer.validated_data["plan"], actor=request.user.actor
+        )
+        return Response(PlanOutputSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+class ThreadPlanVersionsApi(APIView):
+    @extend_schema(responses=PlanOutputSerializer(many=True))
+    def get(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        return paginate(
+            queryset=thread_plan_versions(thread=thread),
+            serializer_class=PlanOutputSerializer,
+            request=request,
+            view=self,
+        )
+
+
+class RunSnapshotApi(APIView):
+    class InputSerializer(StrictSerializer):
+        snapshot = serializers.JSONField()
+
+    class OutputSerializer(serializers.Serializer):
+        run_id = serializers.CharField()
+        snapshot = serializers.JSONField()
+        created_at = serializers.DateTimeField()
+        updated_at = serializers.DateTimeField()
+
+    @extend_schema(responses=OutputSerializer)
+    def get(self, request, thread_id, run_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        return Response(self.OutputSerializer(run_snapshot_get(thread=thread, run_id=run_id)).data)
+
+    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 201: OutputSerializer})
+    def put(self, request, thread_id, run_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        snapshot, created = run_snapshot_put(
+            thread=thread, run_id=run_id, snapshot=serializer.validated_data["snapshot"]
+        )
+        return Response(
+            self.OutputSerializer(snapshot).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+class IterationListApi(APIView):
+    class InputSerializer(StrictSerializer):
+        task = serializers.CharField(max_length=200)
+        outcome = serializers.ChoiceField(choices=["success", "failure", "retry", "skipped"])
+        error = serializers.CharField(required=False, allow_blank=True, max_length=20_000)
+        attempt = serializers.IntegerField(required=False, min_value=1)
+        detail = serializers.DictField(required=False)
+        at = serializers.DateTimeField(required=False)
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        task = serializers.CharField(source="task_key")
+        attempt = serializers.IntegerField()
+        outcome = serializers.CharField()
+        error = serializers.CharField()
+        detail = serializers.JSONField()
+        at = serializers.DateTimeField()
+
+    @extend_schema(
+        parameters=[OpenApiParameter("task", str, description="Only this task's attempts.")],
+        responses=OutputSerializer(many=True),
+    )
+    def get(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        return paginate(
+            queryset=iteration_log_list(thread=thread, task_key=request.query_params.get("task")),
+            serializer_class=self.OutputSerializer,
+            request=request,
+            view=self,
+        )
+
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
+    def post(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        log = iteration_log_append(thread=thread, task_key=data.pop("task"), **data)
+        return Response(self.OutputSerializer(log).data, status=status.HTTP_201_CREATED)
