@@ -1,0 +1,114 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.serializers import StrictSerializer
+from runtime.selectors import SECTIONS
+from runtime.services import ContextRequest, context_assemble
+
+# 2M tokens: the largest context window the memory settings accept.
+MAX_TOKEN_BUDGET = 2_000_000
+MAX_MESSAGE_CHARS = 100_000
+
+
+class SectionSerializer(serializers.Serializer):
+    text = serializers.CharField(help_text="The rendered block (stored text escaped), or empty.")
+    tokens = serializers.IntegerField()
+    cap = serializers.IntegerField(help_text="Tokens this block was allowed.")
+    items = serializers.ListField(child=serializers.DictField())
+    omitted = serializers.IntegerField(help_text="Candidates left out to stay within the cap.")
+
+
+class HistorySerializer(serializers.Serializer):
+    messages = serializers.ListField(
+        child=serializers.DictField(), help_text="Chat-format messages, oldest first."
+    )
+    message_ids = serializers.ListField(child=serializers.CharField())
+    tokens = serializers.IntegerField()
+    summary_applied = serializers.BooleanField()
+    summary_in_session_memory = serializers.BooleanField(
+        help_text="The compaction summary was moved into <session-memory> instead of a leading message."
+    )
+    cut_count = serializers.IntegerField()
+    recalled = serializers.ListField(child=serializers.DictField())
+    leaf_id = serializers.CharField(allow_null=True)
+
+
+class ContextOutputSerializer(serializers.Serializer):
+    agent = serializers.CharField()
+    memory_user = serializers.DictField(allow_null=True)
+    thread = serializers.UUIDField(allow_null=True)
+    appended_message = serializers.UUIDField(allow_null=True)
+    token_budget = serializers.IntegerField()
+    tokens = serializers.IntegerField(help_text="Total of every part; never more than token_budget.")
+    message_tokens = serializers.IntegerField(
+        help_text="Reserved for the incoming message when not appended."
+    )
+    allocation = serializers.DictField(child=serializers.IntegerField())
+    system_prompt = serializers.CharField()
+    user_profile = SectionSerializer()
+    session_memory = SectionSerializer()
+    memory = SectionSerializer()
+    procedures = SectionSerializer()
+    history = HistorySerializer()
+
+
+def context_result_data(result) -> dict:
+    context = result.context
+    user = context.memory_user
+    return {
+        "agent": context.agent.slug,
+        "memory_user": (
+            {"id": str(user.pk), "canonical_id": user.canonical_id, "display_name": user.display_name}
+            if user is not None
+            else None
+        ),
+        "thread": str(context.thread.pk) if context.thread is not None else None,
+        "appended_message": str(result.appended.pk) if result.appended is not None else None,
+        "token_budget": result.token_budget,
+        "tokens": result.tokens,
+        "message_tokens": result.message_tokens,
+        "allocation": result.allocation,
+        "system_prompt": result.system_prompt,
+        **{name: section.as_dict() for name, section in result.sections.items()},
+        "history": result.history,
+    }
+
+
+class ContextAssembleApi(APIView):
+    """`POST /api/v1/context/`: the whole context of one agent turn in one round trip."""
+
+    # Reading the context is allowed to read-only keys; `append` and identifying a new
+    # person are writes, which the service refuses for them.
+    read_only_safe = True
+
+    class InputSerializer(StrictSerializer):
+        agent = serializers.SlugField(required=False, help_text="Agent slug; implied by an agent-bound key.")
+        memory_user = serializers.UUIDField(required=False)
+        channel = serializers.CharField(required=False, max_length=50)
+        external_id = serializers.CharField(required=False, max_length=255)
+        profile = serializers.DictField(required=False)
+        thread = serializers.UUIDField(required=False)
+        channel_chat_id = serializers.CharField(required=False, max_length=255)
+        message = serializers.CharField(
+            required=False, allow_blank=True, max_length=MAX_MESSAGE_CHARS, trim_whitespace=False
+        )
+        token_budget = serializers.IntegerField(
+            required=False, default=4000, min_value=100, max_value=MAX_TOKEN_BUDGET
+        )
+        append = serializers.BooleanField(required=False, default=False)
+        idempotency_key = serializers.CharField(required=False, max_length=200)
+        node = serializers.CharField(required=False, max_length=100)
+        allocation = serializers.DictField(child=serializers.FloatField(), required=False)
+        include = serializers.ListField(
+            child=serializers.ChoiceField(choices=SECTIONS), required=False, allow_empty=False
+        )
+
+    @extend_schema(request=InputSerializer, responses={200: ContextOutputSerializer})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        result = context_assemble(principal=request.user, request=ContextRequest.from_validated(data))
+        return Response(context_result_data(result), status=status.HTTP_200_OK)

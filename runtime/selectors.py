@@ -1,0 +1,433 @@
+"""Reads behind context assembly: each block of the turn's context, built within a token cap.
+
+`context_build` is the one read an agent makes per turn. It never writes; the optional
+append of the incoming message happens in `runtime.services.context_assemble` first.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+from django.db.models import Case, IntegerField, Value, When
+
+from core.errors import ApplicationError
+from core.lib.tokens import count_message_tokens, count_tokens
+from core.memory_settings import memory_settings_for
+from facts.models import Fact
+from facts.selectors import MemoryContext, with_effective_confidence
+from runtime.rendering import escape_text, fit_block
+
+SECTIONS = ("user_profile", "session_memory", "memory", "procedures", "history")
+
+# The documented allocation (docs/runtime.md): each block may use at most this share of the
+# budget left after the incoming message; what a block leaves unused goes to the history.
+DEFAULT_ALLOCATION = {
+    "user_profile": 0.15,
+    "session_memory": 0.15,
+    "memory": 0.20,
+    "procedures": 0.10,
+}
+
+# Facts a block considers at most; a budget never fits more. 200 rows ~ 2 ms on the
+# (workspace, memory_user) partial index at 10,000 facts per person.
+FACT_CANDIDATES = 200
+PROCEDURE_CANDIDATES = 5
+# Characters of one item's value; a longer value is cut with an ellipsis.
+ITEM_VALUE_CHARS = 500
+PROCEDURE_CONTENT_CHARS = 800
+MIN_FACT_CONFIDENCE = 0.5
+
+USER_PROFILE_HEADER = "What is known about the person you are talking to (stored facts, most certain first):"
+SESSION_MEMORY_HEADER = "State of this conversation:"
+PROCEDURES_HEADER = "Procedures that apply to this request (follow them when relevant):"
+
+_PREFERENCES_FIRST = Case(
+    When(fact_type=Fact.FactType.USER_PREFERENCE, then=Value(0)),
+    default=Value(1),
+    output_field=IntegerField(),
+)
+
+
+@dataclass
+class Section:
+    text: str = ""
+    tokens: int = 0
+    cap: int = 0
+    items: list = field(default_factory=list)
+    omitted: int = 0
+    summary_included: bool = False
+    embedding_ms: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "tokens": self.tokens,
+            "cap": self.cap,
+            "items": self.items,
+            "omitted": self.omitted,
+        }
+
+
+def _fact_line(fact) -> str:
+    return f"- {escape_text(fact.key, limit=200)}: {escape_text(fact.value, limit=ITEM_VALUE_CHARS)}"
+
+
+def _fact_item(fact) -> dict:
+    return {
+        "id": str(fact.pk),
+        "key": fact.key,
+        "value": fact.value,
+        "fact_type": fact.fact_type,
+        "confidence": round(fact.effective_confidence, 4),
+    }
+
+
+def _current_facts(context: MemoryContext, **filters):
+    queryset = Fact.objects.filter(workspace=context.workspace, valid_to__isnull=True, **filters)
+    return with_effective_confidence(queryset).filter(effective_confidence__gte=MIN_FACT_CONFIDENCE)
+
+
+def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
+    """User-scope facts of the person: preferences first, then by confidence and recency.
+
+    `MemoryUser.preferences` is kept in step with the user-scope `user_preference` facts,
+    so the facts alone carry both without repeating a preference.
+    """
+    section = Section(cap=cap)
+    if context.memory_user is None or cap <= 0:
+        return section
+    facts = list(
+        _current_facts(context, scope=Fact.Scope.USER, memory_user=context.memory_user)
+        .annotate(preference_rank=_PREFERENCES_FIRST)
+        .order_by("preference_rank", "-effective_confidence", "-valid_from")[:FACT_CANDIDATES]
+    )
+    header = USER_PROFILE_HEADER
+    if context.memory_user.display_name:
+        header += f"\n- name: {escape_text(context.memory_user.display_name, limit=200)}"
+    lines = [_fact_line(f) for f in facts]
+    section.text, section.tokens, kept = fit_block("user-profile", header, lines, cap)
+    section.items = [_fact_item(f) for f in facts[:kept]]
+    section.omitted = len(facts) - kept
+    return section
+
+
+def _plan_lines(plan) -> list[str]:
+    if plan in (None, {}, []):
+        return []
+    return [f"- plan: {escape_text(plan, limit=4 * ITEM_VALUE_CHARS)}"]
+
+
+def context_session_memory(*, context: MemoryContext, cap: int, plan=None, summary: str = "") -> Section:
+    """The thread's plan, its compaction summary (when the history window applied it) and
+    its session-scope facts, in that order of priority."""
+    section = Section(cap=cap)
+    if context.thread is None or cap <= 0:
+        return section
+    facts = list(
+        _current_facts(context, scope=Fact.Scope.SESSION, thread=context.thread).order_by(
+            "-effective_confidence", "-valid_from"
+        )[:FACT_CANDIDATES]
+    )
+    lines = _plan_lines(plan)
+    fixed = len(lines)
+    if summary:
+        lines.append(f"- summary of earlier messages: {escape_text(summary)}")
+        fixed += 1
+    lines += [_fact_line(f) for f in facts]
+    section.text, section.tokens, kept = fit_block("session-memory", SESSION_MEMORY_HEADER, lines, cap)
+    section.summary_included = bool(summary) and kept >= fixed
+    kept_facts = max(0, kept - fixed)
+    section.items = [_fact_item(f) for f in facts[:kept_facts]]
+    section.omitted = len(lines) - kept
+    return section
+
+
+def _procedure_line(match) -> str:
+    procedure = match.procedure
+    text = f"- {escape_text(procedure.name, limit=200)} ({procedure.procedure_type})"
+    if procedure.description:
+        text += f": {escape_text(procedure.description, limit=ITEM_VALUE_CHARS)}"
+    text += f" | steps: {escape_text(procedure.content, limit=PROCEDURE_CONTENT_CHARS)}"
+    return text
+
+
+def context_procedures(*, context: MemoryContext, goal: str, channel: str = "", cap: int) -> Section:
+    """Procedures whose trigger conditions fire for the incoming message, best first."""
+    from procedures.selectors import procedure_match
+
+    section = Section(cap=cap)
+    if not goal or cap <= 0:
+        return section
+    match_context = {"channel": channel} if channel else {}
+    matches = procedure_match(
+        workspace=context.workspace,
+        goal=goal,
+        agent=context.agent,
+        context=match_context,
+        limit=PROCEDURE_CANDIDATES,
+    )
+    lines = [_procedure_line(m) for m in matches]
+    section.text, section.tokens, kept = fit_block("procedures", PROCEDURES_HEADER, lines, cap)
+    section.items = [
+        {
+            "id": str(m.procedure.pk),
+            "name": m.procedure.name,
+            "procedure_type": m.procedure.procedure_type,
+            "score": m.score,
+            "matched": m.matched,
+        }
+        for m in matches[:kept]
+    ]
+    section.omitted = len(matches) - kept
+    return section
+
+
+def message_tokens(text: str) -> int:
+    return count_message_tokens(content=text) if text else 0
+
+
+def context_memory(*, context: MemoryContext, query: str, cap: int) -> Section:
+    """Episodic entries for (agent, person) relevant to the incoming message: the auto-inject
+    of `<memory>`, when the agent's settings enable it (`episodic_memory`, `auto_inject`,
+    `auto_inject_top_k`). The block is rendered by the episodic tier; entries are dropped
+    from the least relevant end until it fits `cap`."""
+    section = Section(cap=cap)
+    if context.memory_user is None or context.agent is None or not query or cap <= 0:
+        return section
+    agent_settings = memory_settings_for(context.agent)
+    if not (agent_settings.episodic_memory and agent_settings.auto_inject):
+        return section
+    from django.conf import settings
+
+    from core.embeddings import embedding_provider_for
+    from episodes.entry_selectors import entry_render_memory_block, entry_search_hybrid
+
+    # The auto-inject query is the user's message, cut to what a search accepts.
+    query = query.strip()[: settings.EPISODIC_QUERY_MAX_LENGTH]
+    if not query:
+        return section
+    started = time.perf_counter()
+    provider = embedding_provider_for(context.workspace)
+    query_vector = provider.embed([query])[0]
+    section.embedding_ms = (time.perf_counter() - started) * 1000
+    hits = entry_search_hybrid(
+        agent=context.agent,
+        memory_user=context.memory_user,
+        query=query,
+        top_k=agent_settings.auto_inject_top_k,
+        query_vector=query_vector,
+        model=provider.model_name,
+    ).hits
+    entries = [getattr(hit, "entry", hit) for hit in hits]
+    kept = len(entries)
+    while kept > 0:
+        text = entry_render_memory_block(entries=entries[:kept])
+        tokens = count_tokens(text)
+        if tokens <= cap:
+            section.text, section.tokens = text, tokens
+            break
+        kept -= 1
+    section.items = [
+        {
+            "id": str(entry.pk),
+            "content": entry.content,
+            "source": entry.source,
+            "created_at": entry.created_at.isoformat(),
+        }
+        for entry in entries[:kept]
+    ]
+    section.omitted = len(entries) - kept
+    return section
+
+
+ALLOCATION_INVALID = (
+    "allocation maps user_profile, session_memory, memory and procedures to shares that sum to at most 1."
+)
+BUDGET_TOO_SMALL = "The token budget does not even cover the incoming message ({tokens} tokens)."
+
+
+def allocation_clean(allocation) -> dict:
+    if allocation is None:
+        return dict(DEFAULT_ALLOCATION)
+    if not isinstance(allocation, dict) or set(allocation) - set(DEFAULT_ALLOCATION):
+        raise ApplicationError(ALLOCATION_INVALID, fields={"allocation": [ALLOCATION_INVALID]})
+    merged = {**DEFAULT_ALLOCATION, **allocation}
+    for value in merged.values():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ApplicationError(ALLOCATION_INVALID, fields={"allocation": [ALLOCATION_INVALID]})
+    if sum(merged.values()) > 1 + 1e-9:
+        raise ApplicationError(ALLOCATION_INVALID, fields={"allocation": [ALLOCATION_INVALID]})
+    return {key: float(value) for key, value in merged.items()}
+
+
+@dataclass
+class ContextResult:
+    context: MemoryContext
+    token_budget: int
+    allocation: dict
+    sections: dict
+    history: dict
+    message_tokens: int
+    appended: object = None
+
+    @property
+    def tokens(self) -> int:
+        return self.message_tokens + sum(s.tokens for s in self.sections.values()) + self.history["tokens"]
+
+    @property
+    def system_prompt(self) -> str:
+        """The blocks in prompt order, ready to prepend to the agent's own instructions."""
+        order = ("user_profile", "session_memory", "memory", "procedures")
+        return "\n\n".join(self.sections[name].text for name in order if self.sections[name].text)
+
+
+def _trim_history(history: dict, excess: int) -> dict:
+    """Drop the oldest stored messages (never leaving a leading orphan tool result), then the
+    recalled and summary messages, until `excess` tokens are freed. The budget invariant is
+    enforced here whatever the parts measured."""
+    ids = list(history["message_ids"])
+    split = len(history["messages"]) - len(ids)
+    leading, recent = list(history["messages"][:split]), list(history["messages"][split:])
+    freed = 0
+    while recent and freed < excess:
+        freed += chat_message_tokens(recent.pop(0))
+        ids.pop(0)
+        while recent and recent[0].get("role") == "tool":
+            freed += chat_message_tokens(recent.pop(0))
+            ids.pop(0)
+    while leading and freed < excess:
+        freed += chat_message_tokens(leading.pop())
+    return {
+        **history,
+        "messages": leading + recent,
+        "message_ids": ids,
+        "tokens": max(0, history["tokens"] - freed),
+        "cut_count": history["cut_count"] + (len(history["message_ids"]) - len(ids)),
+    }
+
+
+def _calls(message: dict) -> list:
+    return [
+        {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+        for c in message.get("tool_calls") or ()
+    ]
+
+
+def context_build(
+    *,
+    context: MemoryContext,
+    message: str,
+    token_budget: int,
+    message_in_history: bool = False,
+    appended=None,
+    channel: str = "",
+    node: str | None = None,
+    allocation: dict | None = None,
+    include=(),
+) -> ContextResult:
+    """The context for one turn, never over `token_budget` tokens in total.
+
+    Allocation (docs/runtime.md): the incoming message is reserved first when it is not
+    already the newest history message; of the rest, each block may use at most its share
+    (`DEFAULT_ALLOCATION`); the history window gets everything the blocks left unused,
+    capped by the agent's `recent_messages`. When the window applies the compaction summary
+    it moves into `<session-memory>`, so it is sent once.
+    """
+    shares = allocation_clean(allocation)
+    wanted = set(include or SECTIONS)
+    reserved = 0 if message_in_history else message_tokens(message)
+    if reserved > token_budget:
+        raise ApplicationError(
+            BUDGET_TOO_SMALL.format(tokens=reserved),
+            fields={"token_budget": [BUDGET_TOO_SMALL.format(tokens=reserved)]},
+        )
+    available = token_budget - reserved
+    caps = {name: int(available * share) if name in wanted else 0 for name, share in shares.items()}
+    plan = _thread_plan(context.thread) if "session_memory" in wanted else None
+
+    sections = {
+        "user_profile": context_user_profile(context=context, cap=caps["user_profile"]),
+        "memory": context_memory(context=context, query=message, cap=caps["memory"]),
+        "procedures": context_procedures(
+            context=context, goal=message, channel=channel, cap=caps["procedures"]
+        ),
+        "session_memory": context_session_memory(context=context, cap=caps["session_memory"], plan=plan),
+    }
+    remaining = available - sum(s.tokens for s in sections.values())
+    history = (
+        _history(context=context, node=node, max_tokens=remaining) if "history" in wanted else _no_history()
+    )
+
+    if history["summary_applied"] and context.thread is not None and history["messages"]:
+        # Move the summary from the window into <session-memory>: the block may grow by what
+        # the window frees plus what the window left unused, so the total cannot grow.
+        summary_tokens = chat_message_tokens(history["messages"][0])
+        session = sections["session_memory"]
+        room = session.tokens + summary_tokens + max(0, remaining - history["tokens"])
+        moved = context_session_memory(context=context, cap=room, plan=plan, summary=context.thread.summary)
+        if moved.summary_included:
+            moved.cap = session.cap
+            sections["session_memory"] = moved
+            history = {
+                **history,
+                "messages": history["messages"][1:],
+                "tokens": history["tokens"] - summary_tokens,
+                "summary_in_session_memory": True,
+            }
+
+    result = ContextResult(
+        context=context,
+        token_budget=token_budget,
+        allocation={**caps, "history": max(0, remaining)},
+        sections=sections,
+        history=history,
+        message_tokens=reserved,
+        appended=appended,
+    )
+    excess = result.tokens - token_budget
+    if excess > 0:
+        result.history = _trim_history(result.history, excess)
+    return result
+
+
+def _thread_plan(thread):
+    if thread is None:
+        return None
+    from threads.models import ThreadPlan
+
+    row = ThreadPlan.objects.filter(thread=thread).order_by("-version").values("plan").first()
+    return row["plan"] if row else None
+
+
+def _no_history() -> dict:
+    return {
+        "messages": [],
+        "message_ids": [],
+        "tokens": 0,
+        "summary_applied": False,
+        "cut_count": 0,
+        "recalled": [],
+        "leaf_id": None,
+    }
+
+
+def _history(*, context: MemoryContext, node: str | None, max_tokens: int) -> dict:
+    if context.thread is None or max_tokens <= 0:
+        return _no_history()
+    from threads.selectors import message_history_window
+
+    window = message_history_window(thread=context.thread, node=node, max_tokens=max_tokens)
+    data = window.as_dict()
+    data.pop("summary_id", None)
+    data.pop("max_tokens", None)
+    data.pop("max_messages", None)
+    data["summary_in_session_memory"] = False
+    # Counted again as sent (archived results become references, tool calls carry JSON), so
+    # the reported total is what the model will actually be charged.
+    data["tokens"] = sum(chat_message_tokens(m) for m in data["messages"])
+    return data
+
+
+def chat_message_tokens(message: dict) -> int:
+    return count_message_tokens(
+        content=message.get("content") or "", tool_calls=_calls(message), name=message.get("name") or ""
+    )

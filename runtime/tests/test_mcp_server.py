@@ -1,0 +1,86 @@
+"""The MCP server in its own process, driven by the official SDK client over streamable HTTP."""
+
+import asyncio
+import json
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+pytestmark = pytest.mark.slow
+
+
+def mcp_client(server, key):
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    return Client(streamable_http_client(server.url + "/mcp", http_client=http))
+
+
+def call(server, key, name, arguments):
+    async def scenario():
+        async with mcp_client(server, key) as client:
+            return await client.call_tool(name, arguments)
+
+    return asyncio.run(scenario())
+
+
+def error_of(result) -> dict:
+    assert result.is_error
+    return json.loads(result.content[0].text)["error"]
+
+
+def test_requests_without_a_valid_key_get_401(live_mcp, fresh_workspace):
+    """Every request to /mcp needs an API key; the body is the API's error contract."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    missing = httpx.post(live_mcp.url + "/mcp", json=body)
+    assert missing.status_code == 401
+    assert missing.json()["error"]["code"] == "not_authenticated"
+    wrong = httpx.post(live_mcp.url + "/mcp", json=body, headers={"Authorization": "Bearer mem_bad_key"})
+    assert wrong.status_code == 401
+
+
+def test_lists_the_agent_tools(live_mcp, fresh_workspace):
+    async def scenario():
+        async with mcp_client(live_mcp, fresh_workspace["key"]) as client:
+            return await client.list_tools()
+
+    tools = {tool.name: tool for tool in asyncio.run(scenario()).tools}
+    assert {"recall", "remember", "recall_memory", "identify_user", "history", "context"} <= set(tools)
+    assert "external_id" in tools["identify_user"].input_schema["properties"]
+    assert "principal" not in tools["remember"].input_schema["properties"]
+    assert tools["recall"].annotations.read_only_hint is True
+
+
+def test_remember_and_recall_scoped_to_the_key(live_mcp, fresh_workspace):
+    """Facts written through MCP are read back with the same key and invisible to an outsider."""
+    key = fresh_workspace["key"]
+    person = call(live_mcp, key, "identify_user", {"channel": "telegram", "external_id": "42"})
+    assert not person.is_error
+    user_id = person.structured_content["memory_user"]["id"]
+    stored = call(
+        live_mcp,
+        key,
+        "remember",
+        {"key": "favourite_tea", "value": "oolong", "memory_user": user_id, "fact_type": "user_preference"},
+    )
+    assert stored.structured_content["outcome"] == "created"
+    found = call(live_mcp, key, "recall", {"key": "favourite_tea", "memory_user": user_id})
+    assert [f["value"] for f in found.structured_content["facts"]] == ["oolong"]
+
+    outsider = call(live_mcp, fresh_workspace["outsider_key"], "recall", {"key": "x", "memory_user": user_id})
+    assert error_of(outsider)["code"] == "not_found"
+
+
+def test_read_only_key_cannot_write_through_mcp(live_mcp, fresh_workspace):
+    result = call(
+        live_mcp, fresh_workspace["read_only_key"], "identify_user", {"channel": "web", "external_id": "1"}
+    )
+    assert error_of(result)["code"] == "read_only"
+
+
+def test_bad_arguments_come_back_as_field_errors(live_mcp, fresh_workspace):
+    result = call(live_mcp, fresh_workspace["key"], "remember", {"key": "k", "value": 1, "scope": "user"})
+    error = error_of(result)
+    assert error["code"] == "invalid"
+    assert "memory_user" in error["fields"]

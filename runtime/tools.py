@@ -1,0 +1,283 @@
+"""The agent tools behind the MCP server, as plain functions of a `Principal`.
+
+Each tool validates its arguments, resolves the agent / person / thread it names inside
+the caller's workspace (`facts.selectors.memory_context_resolve`: an agent-bound key
+always acts for its agent, a row of another workspace is a 404) and calls the same
+service or selector the REST endpoint calls. Results are compact JSON for a model.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.access import Principal, require_write
+from core.errors import ApplicationError
+
+TOOL_QUERY_MAX_CHARS = 2000
+LIMIT_INVALID = "limit must be between 1 and 100."
+QUERY_TOO_LONG = f"A query is at most {TOOL_QUERY_MAX_CHARS} characters."
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    fn: Any
+    description: str
+    read_only: bool
+
+
+def _check_limit(limit: int) -> int:
+    if not isinstance(limit, int) or not 1 <= limit <= 100:
+        raise ApplicationError(LIMIT_INVALID, fields={"limit": [LIMIT_INVALID]})
+    return limit
+
+
+def _check_query(query: str | None) -> str | None:
+    if query is not None and len(query) > TOOL_QUERY_MAX_CHARS:
+        raise ApplicationError(QUERY_TOO_LONG, fields={"query": [QUERY_TOO_LONG]})
+    return query
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def fact_json(fact) -> dict:
+    data = {
+        "id": str(fact.pk),
+        "key": fact.key,
+        "value": fact.value,
+        "fact_type": fact.fact_type,
+        "scope": fact.scope,
+        "confidence": round(getattr(fact, "effective_confidence", fact.confidence), 4),
+        "times_confirmed": fact.times_confirmed,
+        "valid_from": _iso(fact.valid_from),
+    }
+    if fact.valid_to is not None:
+        data["valid_to"] = _iso(fact.valid_to)
+    return data
+
+
+def memory_user_json(memory_user) -> dict:
+    return {
+        "id": str(memory_user.pk),
+        "canonical_id": memory_user.canonical_id,
+        "display_name": memory_user.display_name,
+    }
+
+
+def episode_json(episode) -> dict:
+    return {
+        "id": str(episode.pk),
+        "trigger_type": episode.trigger_type,
+        "outcome": episode.outcome,
+        "final_output": episode.final_output,
+        "started_at": _iso(episode.started_at),
+        "rating": episode.rating,
+    }
+
+
+def procedure_json(procedure) -> dict:
+    return {
+        "id": str(procedure.pk),
+        "name": procedure.name,
+        "description": procedure.description,
+        "procedure_type": procedure.procedure_type,
+        "content": procedure.content,
+    }
+
+
+def _context(principal: Principal, *, agent=None, memory_user=None, thread=None, create_agent=False):
+    from facts.selectors import memory_context_resolve
+
+    return memory_context_resolve(
+        principal=principal, agent=agent, memory_user=memory_user, thread=thread, create_agent=create_agent
+    )
+
+
+def identify_user(
+    *,
+    principal: Principal,
+    channel: str,
+    external_id: str,
+    profile: dict[str, Any] | None = None,
+    agent: str | None = None,
+) -> dict:
+    """Find or create the person behind a channel identity (e.g. channel "telegram",
+    external_id "12345") and return what is known about them: user-scope facts, cached
+    preferences and recent episodes. Call it when a conversation starts."""
+    from identities.selectors import memory_user_context
+    from identities.services import memory_user_identify
+
+    require_write(principal)
+    context = _context(principal, agent=agent) if (agent or principal.agent) else None
+    result = memory_user_identify(
+        workspace=principal.workspace,
+        channel=channel,
+        external_id=external_id,
+        profile=profile,
+        actor=principal.actor,
+    )
+    known = memory_user_context(memory_user=result.memory_user, agent=context.agent if context else None)
+    return {
+        "memory_user": memory_user_json(result.memory_user),
+        "created": result.created,
+        "facts": [fact_json(f) for f in known["facts"][:50]],
+        "preferences": known["preferences"],
+        "episodes": [episode_json(e) for e in known["episodes"]],
+    }
+
+
+def remember(
+    *,
+    principal: Principal,
+    key: str,
+    value: Any,
+    scope: str = "user",
+    fact_type: str = "world_knowledge",
+    memory_user: str | None = None,
+    thread: str | None = None,
+    agent: str | None = None,
+    confidence: float | None = None,
+    evidence: str = "",
+    overwrite: bool = True,
+) -> dict:
+    """Store a fact under `key` (snake_case, e.g. "preferred_language"). scope: "user" (about
+    this person; needs memory_user), "session" (this conversation; needs thread), "agent" or
+    "global". The same value again raises its confidence; a new value supersedes the old one
+    unless overwrite is false."""
+    from facts.models import Fact
+    from facts.services import fact_remember
+
+    require_write(principal)
+    context = _context(principal, agent=agent, memory_user=memory_user, thread=thread, create_agent=True)
+    result = fact_remember(
+        workspace=principal.workspace,
+        key=key,
+        value=value,
+        scope=scope,
+        fact_type=fact_type,
+        agent=context.agent,
+        memory_user=context.memory_user,
+        thread=context.thread,
+        confidence=confidence,
+        source=Fact.Source.AGENT_TOOL,
+        evidence=evidence,
+        overwrite=overwrite,
+        actor=principal.actor,
+    )
+    data = {"outcome": result.outcome, "fact": fact_json(result.fact)}
+    if result.previous is not None:
+        data["previous"] = fact_json(result.previous)
+    return data
+
+
+def recall(
+    *,
+    principal: Principal,
+    key: str | None = None,
+    query: str | None = None,
+    memory_type: str = "all",
+    limit: int = 10,
+    min_confidence: float = 0.5,
+    memory_user: str | None = None,
+    thread: str | None = None,
+    agent: str | None = None,
+) -> dict:
+    """Look up what is remembered. With `key`: that fact from the most specific scope
+    (session, user, agent, global), else keys that look alike. With `query`: text search over
+    facts, procedures and episodes (memory_type: facts, procedures, episodes or all). With
+    neither: the facts visible in this context, most certain first."""
+    from facts.selectors import recall as facts_recall
+
+    context = _context(principal, agent=agent, memory_user=memory_user, thread=thread)
+    result = facts_recall(
+        context=context,
+        key=key,
+        query=_check_query(query),
+        memory_type=memory_type,
+        limit=_check_limit(limit),
+        min_confidence=min_confidence,
+    )
+    return {
+        "mode": result.mode,
+        "facts": [fact_json(f) for f in result.facts],
+        "procedures": [procedure_json(p) for p in result.procedures],
+        "episodes": [episode_json(e) for e in result.episodes],
+    }
+
+
+def history(
+    *,
+    principal: Principal,
+    thread: str,
+    max_tokens: int | None = None,
+    max_messages: int | None = None,
+    node: str | None = None,
+    leaf: str | None = None,
+) -> dict:
+    """The conversation window to send to the model for a thread: the newest messages of
+    the current branch that fit the limits (defaults from the agent's settings), with the
+    compaction summary first when older messages were summarized."""
+    from threads.selectors import message_history_window, thread_get
+
+    thread_obj = thread_get(principal=principal, thread_id=thread)
+    window = message_history_window(
+        thread=thread_obj, leaf=leaf, node=node, max_tokens=max_tokens, max_messages=max_messages
+    )
+    data = window.as_dict()
+    data.pop("summary_id", None)
+    return data
+
+
+def context(
+    *,
+    principal: Principal,
+    message: str = "",
+    memory_user: str | None = None,
+    channel: str | None = None,
+    external_id: str | None = None,
+    thread: str | None = None,
+    channel_chat_id: str | None = None,
+    token_budget: int = 4000,
+    append: bool = False,
+    idempotency_key: str | None = None,
+    agent: str | None = None,
+) -> dict:
+    """Everything to send to the model this turn, within token_budget: <user-profile>,
+    <session-memory>, <memory> (episodic entries relevant to `message`), triggered
+    procedures and the history window. Name the person by memory_user or by channel +
+    external_id. With append=true the user's message is stored in the thread first."""
+    from runtime.apis import ContextAssembleApi, context_result_data
+    from runtime.services import ContextRequest, context_assemble
+
+    serializer = ContextAssembleApi.InputSerializer(
+        data={
+            key: value
+            for key, value in {
+                "agent": agent,
+                "memory_user": memory_user,
+                "channel": channel,
+                "external_id": external_id,
+                "thread": thread,
+                "channel_chat_id": channel_chat_id,
+                "message": message,
+                "token_budget": token_budget,
+                "append": append,
+                "idempotency_key": idempotency_key,
+            }.items()
+            if value is not None
+        }
+    )
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data
+    result = context_assemble(principal=principal, request=ContextRequest.from_validated(data))
+    return context_result_data(result)
+
+
+TOOLS = [
+    ToolSpec("identify_user", identify_user, identify_user.__doc__, read_only=False),
+    ToolSpec("remember", remember, remember.__doc__, read_only=False),
+    ToolSpec("recall", recall, recall.__doc__, read_only=True),
+    ToolSpec("history", history, history.__doc__, read_only=True),
+    ToolSpec("context", context, context.__doc__, read_only=False),
+]
