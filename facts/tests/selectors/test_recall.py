@@ -1,0 +1,133 @@
+from datetime import timedelta
+
+from django.test import override_settings
+from django.utils import timezone
+
+from core.testing import MemoryTestCase
+from episodes.tests.episodes.factories import EpisodeFactory
+from facts.models import Fact
+from facts.selectors import MemoryContext, fact_lookup, recall
+from facts.services import fact_remember
+from identities.tests.factories import MemoryUserFactory, ThreadFactory
+from procedures.tests.factories import ProcedureFactory
+
+RECALL = "/api/v1/recall/"
+
+
+class RecallTests(MemoryTestCase):
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        cls.person = MemoryUserFactory(workspace=cls.workspace)
+        cls.thread = ThreadFactory(agent=cls.agent, memory_user=cls.person)
+        for key in ("lesson_local_time_command", "local_time_zone", "get-local-time", "favourite_colour"):
+            fact_remember(workspace=cls.workspace, key=key, value=f"value of {key}", scope="global")
+        fact_remember(workspace=cls.workspace, key="unsure", value="maybe", scope="global", confidence=0.2)
+        fact_remember(workspace=cls.workspace, key="name", value="Ann", scope="user", memory_user=cls.person)
+        fact_remember(workspace=cls.other_workspace, key="local_time", value="theirs", scope="global")
+
+    def context(self, **kwargs):
+        return MemoryContext(workspace=self.workspace, **kwargs)
+
+    def test_no_arguments_lists_the_visible_facts_above_min_confidence(self):
+        result = recall(context=self.context(agent=self.agent))
+        assert result.mode == "list"
+        assert {f.key for f in result.facts} == {
+            "lesson_local_time_command",
+            "local_time_zone",
+            "get-local-time",
+            "favourite_colour",
+        }
+        with_user = recall(context=self.context(agent=self.agent, memory_user=self.person), min_confidence=0)
+        assert {"name", "unsure"} <= {f.key for f in with_user.facts}
+
+    def test_key_is_an_exact_lookup(self):
+        result = recall(context=self.context(), key="local_time_zone")
+        assert result.mode == "key"
+        assert [f.key for f in result.facts] == ["local_time_zone"]
+
+    def test_an_unknown_key_falls_back_to_fuzzy_matching(self):
+        result = recall(context=self.context(), key="local time")
+        assert result.mode == "fuzzy"
+        assert {f.key for f in result.facts} == {
+            "lesson_local_time_command",
+            "local_time_zone",
+            "get-local-time",
+        }
+        typo = recall(context=self.context(), key="favorite colour")
+        assert [f.key for f in typo.facts] == ["favourite_colour"]
+
+    def test_query_searches_facts_procedures_and_episodes(self):
+        ProcedureFactory(
+            workspace=self.workspace,
+            name="Deploy the website",
+            description="Steps to deploy",
+            search_text="Deploy the website Steps to deploy",
+        )
+        EpisodeFactory(agent=self.agent, trigger_type="deploy", error="website deploy failed")
+        fact_remember(
+            workspace=self.workspace, key="deploy_target", value="the website server", scope="global"
+        )
+        result = recall(context=self.context(agent=self.agent), query="website")
+        assert result.mode == "query"
+        assert [f.key for f in result.facts] == ["deploy_target"]
+        assert [p.name for p in result.procedures] == ["Deploy the website"]
+        assert len(result.episodes) == 1
+        only_facts = recall(context=self.context(agent=self.agent), query="website", memory_type="facts")
+        assert only_facts.procedures == [] and only_facts.episodes == []
+
+    def test_results_are_ordered_by_confidence_then_recency(self):
+        fact_remember(
+            workspace=self.workspace, key="local_time_high", value=1, scope="global", confidence=0.99
+        )
+        result = recall(context=self.context(), key="local time")
+        assert result.facts[0].key == "local_time_high"
+
+    @override_settings(FACTS_CONFIDENCE_HALF_LIFE_DAYS=30)
+    def test_confidence_decays_at_read_time_when_a_half_life_is_set(self):
+        Fact.objects.filter(key="favourite_colour").update(
+            confidence=0.8, last_confirmed_at=timezone.now() - timedelta(days=30)
+        )
+        result = recall(context=self.context(), key="favourite_colour", min_confidence=0)
+        assert abs(result.facts[0].effective_confidence - 0.4) < 0.01
+        assert recall(context=self.context(), key="favourite_colour").mode == "fuzzy"
+        assert Fact.objects.get(key="favourite_colour").confidence == 0.8
+
+    def test_lookup_prefers_session_then_user_then_agent_then_global(self):
+        fact_remember(workspace=self.workspace, key="k", value="global", scope="global")
+        fact_remember(workspace=self.workspace, key="k", value="agent", scope="agent", agent=self.agent)
+        fact_remember(workspace=self.workspace, key="k", value="user", scope="user", memory_user=self.person)
+        fact_remember(workspace=self.workspace, key="k", value="session", scope="session", thread=self.thread)
+        lookup = {"workspace": self.workspace, "key": "k"}
+        assert fact_lookup(**lookup).value == "global"
+        assert fact_lookup(**lookup, agent=self.agent).value == "agent"
+        assert fact_lookup(**lookup, agent=self.agent, memory_user=self.person).value == "user"
+        assert (
+            fact_lookup(**lookup, agent=self.agent, memory_user=self.person, thread=self.thread).value
+            == "session"
+        )
+        assert fact_lookup(**lookup, agent=self.other_agent).value == "global"
+
+    def test_the_recall_api_is_open_to_read_only_keys_and_isolated(self):
+        response = self.api(self.read_only_key).post(RECALL, {"key": "local time"}, format="json")
+        assert response.status_code == 200, response.json()
+        assert response.json()["mode"] == "fuzzy"
+        assert len(response.json()["facts"]) == 3
+        outsider = self.api(self.outsider_key).post(RECALL, {"key": "local time"}, format="json")
+        assert [f["value"] for f in outsider.json()["facts"]] == ["theirs"]
+        bad = self.api().post(RECALL, {"memory_type": "dreams"}, format="json")
+        assert bad.status_code == 400
+        assert "memory_type" in bad.json()["error"]["fields"]
+        foreign_thread = self.api(self.outsider_key).post(
+            RECALL, {"thread": str(self.thread.pk)}, format="json"
+        )
+        assert foreign_thread.status_code == 404
+
+    def test_tools_lists_openai_function_schemas(self):
+        response = self.api(self.read_only_key).get("/api/v1/tools/")
+        assert response.status_code == 200
+        names = [tool["function"]["name"] for tool in response.json()]
+        assert names == ["recall", "remember", "identify_user"]
+        for tool in response.json():
+            assert tool["type"] == "function"
+            assert tool["function"]["parameters"]["type"] == "object"
