@@ -1,0 +1,285 @@
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.access import require_write
+from core.errors import ApplicationError
+from core.pagination import paginate
+from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from episodes.entry_filters import EpisodicEntryFilter
+from episodes.entry_selectors import entry_get, entry_list, entry_render_memory_block, entry_search_hybrid
+from episodes.entry_services import entry_batch_delete, entry_delete, entry_extract, entry_update
+from episodes.models import EpisodicEntry
+
+AGENT_AND_USER_REQUIRED = "Name the person (`memory_user`, or a `thread` that has one)."
+TRANSCRIPT_OR_THREAD = "Send `transcript` or `thread` messages to extract from."
+
+
+class EntryOutputSerializer(serializers.Serializer):
+    """An episodic entry; its vectors are never exposed."""
+
+    id = serializers.UUIDField()
+    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    memory_user = serializers.UUIDField(source="memory_user_id")
+    content = serializers.CharField()
+    content_hash = serializers.CharField()
+    source = serializers.CharField()
+    evidence = serializers.CharField()
+    source_thread = serializers.UUIDField(source="source_thread_id", allow_null=True)
+    source_message_ids = serializers.ListField(child=serializers.CharField())
+    metadata = serializers.JSONField()
+    status = serializers.CharField()
+    embedded = serializers.SerializerMethodField(help_text="Whether a vector of some model is stored.")
+    embedding_model = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    def get_embedded(self, entry) -> bool:
+        return bool(entry.embedding_model)
+
+
+class ContextInputSerializer(StrictSerializer):
+    agent = serializers.SlugField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        help_text="Agent slug (implied by an agent-bound key).",
+    )
+    memory_user = serializers.UUIDField(required=False, allow_null=True)
+    thread = serializers.UUIDField(required=False, allow_null=True)
+
+
+def _context(principal, data, *, create_agent: bool):
+    from facts.selectors import memory_context_resolve
+
+    context = memory_context_resolve(
+        principal=principal,
+        agent=data.get("agent") or None,
+        memory_user=data.get("memory_user"),
+        thread=data.get("thread"),
+        create_agent=create_agent,
+    )
+    if context.agent is None:
+        from core.access import agent_resolve
+
+        agent_resolve(principal, None)  # Raises the "pass `agent`" error.
+    if context.memory_user is None:
+        raise ApplicationError(AGENT_AND_USER_REQUIRED, fields={"memory_user": [AGENT_AND_USER_REQUIRED]})
+    return context
+
+
+class EntryListApi(APIView):
+    """Episodic entries visible to the key, newest first; filters as query parameters."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter(name, str, required=False) for name in EpisodicEntryFilter.base_filters],
+        responses=EntryOutputSerializer(many=True),
+    )
+    def get(self, request):
+        return paginate(
+            queryset=entry_list(principal=request.user, filters=request.query_params),
+            serializer_class=EntryOutputSerializer,
+            request=request,
+            view=self,
+        )
+
+
+class EntryDetailApi(APIView):
+    class InputSerializer(StrictSerializer):
+        content = serializers.CharField(required=False, max_length=100_000)
+        status = serializers.ChoiceField(choices=EpisodicEntry.Status.choices, required=False)
+        source = serializers.ChoiceField(choices=EpisodicEntry.Source.choices, required=False)
+        metadata = serializers.JSONField(required=False)
+
+        def validate_metadata(self, value):
+            if not isinstance(value, dict):
+                raise serializers.ValidationError("Must be an object.")
+            return value
+
+    @extend_schema(responses=EntryOutputSerializer)
+    def get(self, request, entry_id):
+        return Response(EntryOutputSerializer(entry_get(principal=request.user, entry_id=entry_id)).data)
+
+    @extend_schema(request=InputSerializer, responses=EntryOutputSerializer)
+    def patch(self, request, entry_id):
+        entry = entry_get(principal=request.user, entry_id=entry_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        entry = entry_update(entry=entry, actor=request.user.actor, **serializer.validated_data)
+        return Response(EntryOutputSerializer(entry).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, entry_id):
+        entry = entry_get(principal=request.user, entry_id=entry_id)
+        entry_delete(entry=entry, actor=request.user.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class EntryBatchDeleteApi(APIView):
+    """Delete the listed entries; ids the key cannot see are reported in `not_found`."""
+
+    @extend_schema(request=BatchDeleteInputSerializer, responses={200: serializers.DictField()})
+    def post(self, request):
+        serializer = BatchDeleteInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return Response(entry_batch_delete(principal=request.user, ids=serializer.validated_data["ids"]))
+
+
+class TranscriptMessageSerializer(StrictSerializer):
+    id = serializers.CharField(required=False, max_length=100)
+    role = serializers.ChoiceField(choices=["user", "assistant", "system", "tool"])
+    content = serializers.CharField(allow_blank=True, max_length=100_000)
+
+
+class CandidateSerializer(StrictSerializer):
+    # Loose on purpose: a bad candidate is a per-candidate rejection, not a 400 for the turn.
+    content = serializers.CharField(allow_blank=True, max_length=100_000)
+    source = serializers.CharField(allow_blank=True, max_length=100)
+    evidence = serializers.CharField(allow_blank=True, required=False, default="", max_length=100_000)
+
+
+class RejectedSerializer(serializers.Serializer):
+    content = serializers.CharField()
+    source = serializers.CharField()
+    evidence = serializers.CharField()
+    origin = serializers.ChoiceField(choices=["llm", "client"])
+    reason = serializers.CharField()
+    similarity = serializers.FloatField(required=False)
+    duplicate_of = serializers.CharField(required=False)
+
+
+class EntryExtractApi(APIView):
+    """Extract episodic entries from a finished turn (validation rules in docs/episodic.md).
+
+    Asynchronous by default (202, a task runs the extraction); `"sync": true` answers with
+    the stored entries and every rejected candidate with its reason.
+    """
+
+    class InputSerializer(ContextInputSerializer):
+        transcript = TranscriptMessageSerializer(many=True, required=False)
+        last_messages = serializers.IntegerField(
+            required=False, min_value=1, max_value=200, default=20, help_text="With `thread`: how many."
+        )
+        candidates = CandidateSerializer(many=True, required=False, max_length=100)
+        use_llm = serializers.BooleanField(default=True)
+        known_memory = serializers.CharField(required=False, allow_blank=True, default="", max_length=100_000)
+        known_profile = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=100_000
+        )
+        sync = serializers.BooleanField(default=False)
+
+        def validate_transcript(self, value):
+            limit = settings.EPISODIC_TRANSCRIPT_MAX_MESSAGES
+            if len(value) > limit:
+                raise serializers.ValidationError(f"At most {limit} messages.")
+            return value
+
+    class OutputSerializer(serializers.Serializer):
+        stored = EntryOutputSerializer(many=True)
+        rejected = RejectedSerializer(many=True)
+        facts = serializers.ListField(child=serializers.DictField())
+        llm_used = serializers.BooleanField()
+        llm_error = serializers.CharField()
+
+    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 202: serializers.DictField()})
+    def post(self, request):
+        principal = request.user
+        require_write(principal)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        context = _context(principal, data, create_agent=True)
+        transcript = [dict(m) for m in data.get("transcript") or []]
+        if not transcript and context.thread is not None:
+            from threads.models import Message
+
+            rows = (
+                Message.objects.filter(thread=context.thread, role__in=("user", "assistant"))
+                .exclude(content="")
+                .order_by("-seq")
+                .values("id", "role", "content")[: data["last_messages"]]
+            )
+            transcript = [{**row, "id": str(row["id"])} for row in reversed(rows)]
+        if not transcript:
+            raise ApplicationError(TRANSCRIPT_OR_THREAD, fields={"transcript": [TRANSCRIPT_OR_THREAD]})
+        kwargs = {
+            "transcript": transcript,
+            "candidates": [dict(c) for c in data.get("candidates") or []],
+            "use_llm": data["use_llm"],
+            "known_memory": data["known_memory"],
+            "known_profile": data["known_profile"],
+            "actor": principal.actor,
+        }
+        if not data["sync"]:
+            from episodes.tasks import entry_extract_task
+
+            entry_extract_task.delay_on_commit(
+                str(context.agent.pk),
+                str(context.memory_user.pk),
+                thread_id=str(context.thread.pk) if context.thread else None,
+                **kwargs,
+            )
+            return Response({"status": "queued"}, status=status.HTTP_202_ACCEPTED)
+        result = entry_extract(
+            agent=context.agent, memory_user=context.memory_user, thread=context.thread, **kwargs
+        )
+        body = self.OutputSerializer(
+            {
+                "stored": result.stored,
+                "rejected": result.rejected,
+                "facts": result.facts,
+                "llm_used": result.llm_used,
+                "llm_error": result.llm_error,
+            }
+        ).data
+        return Response(body, status=status.HTTP_200_OK)
+
+
+class EntrySearchApi(APIView):
+    """`recall_memory(query)`: the person's entries most related to `query`, best first."""
+
+    read_only_safe = True
+
+    class InputSerializer(ContextInputSerializer):
+        query = serializers.CharField(allow_blank=True, trim_whitespace=False)
+        top_k = serializers.IntegerField(required=False, min_value=1, max_value=100)
+        mode = serializers.ChoiceField(choices=["hybrid", "lexical", "vector"], default="hybrid")
+        render = serializers.BooleanField(default=False, help_text="Also return the <memory> block.")
+
+    class HitSerializer(serializers.Serializer):
+        score = serializers.FloatField()
+        entry = EntryOutputSerializer()
+
+    class OutputSerializer(serializers.Serializer):
+        results = serializers.ListField(child=serializers.DictField())
+        plan = serializers.CharField(allow_null=True, help_text="Vector plan used: exact or hnsw.")
+        memory = serializers.CharField(required=False)
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    def post(self, request):
+        from core.memory_settings import memory_settings_for
+
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        context = _context(request.user, data, create_agent=False)
+        top_k = data.get("top_k") or memory_settings_for(context.agent).auto_inject_top_k
+        result = entry_search_hybrid(
+            agent=context.agent,
+            memory_user=context.memory_user,
+            query=data["query"],
+            top_k=top_k,
+            mode=data["mode"],
+        )
+        body = {
+            "results": [
+                {"score": round(hit.score, 6), "entry": EntryOutputSerializer(hit.entry).data}
+                for hit in result.hits
+            ],
+            "plan": result.plan,
+        }
+        if data["render"]:
+            body["memory"] = entry_render_memory_block([hit.entry for hit in result.hits])
+        return Response(body)

@@ -1,0 +1,25 @@
+import django_filters
+from django.contrib.postgres.search import SearchQuery
+
+from episodes.models import EpisodicEntry
+
+
+class EpisodicEntryFilter(django_filters.FilterSet):
+    """Filters of the episodic entry list API and the /memories episodic tab."""
+
+    agent = django_filters.CharFilter(field_name="agent__slug")
+    memory_user = django_filters.UUIDFilter(field_name="memory_user_id")
+    status = django_filters.MultipleChoiceFilter(choices=EpisodicEntry.Status.choices)
+    source = django_filters.MultipleChoiceFilter(choices=EpisodicEntry.Source.choices)
+    thread = django_filters.UUIDFilter(field_name="source_thread_id")
+    q = django_filters.CharFilter(method="filter_q", label="Full-text search")
+    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = EpisodicEntry
+        fields = []
+
+    def filter_q(self, queryset, name, value):
+        # The stored, GIN-indexed tsvector: no per-row to_tsvector at query time.
+        return queryset.filter(search_vector=SearchQuery(value, search_type="websearch", config="english"))

@@ -1,0 +1,202 @@
+"""LoCoMo evidence retrieval through the project's own ingestion, embedding and search code.
+
+    python manage.py bench_locomo --data ../shared/data/locomo/locomo-dev.json [--json OUT]
+
+Each conversation becomes one memory user's threads (one thread per session) in a
+throwaway workspace, deleted afterwards. Every turn is appended with
+`threads.services.thread_append_messages` (its `dia_id` and session date in metadata,
+the session date as `created_at`), embedded with `episodes.entry_services.message_embed_batch`,
+and every question of categories 1-4 with evidence is asked through
+`episodes.entry_selectors.message_search_related`, the search semantic recall uses, in
+the default (hybrid), lexical-only and vector-only modes. The metric is the data set
+README's: evidence recall@5/10/20 and MRR, per category and overall.
+"""
+
+import json
+import re
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from django.core.management.base import BaseCommand, CommandError
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+KS = (5, 10, 20)
+
+
+def session_datetime(text: str) -> datetime:
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def clean_evidence(evidence, turn_ids: set) -> set:
+    found = set()
+    for item in evidence or []:
+        for match in re.finditer(r"D(\d+):(\d+)", str(item)):
+            dia = f"D{int(match.group(1))}:{int(match.group(2))}"
+            if dia in turn_ids:
+                found.add(dia)
+    return found
+
+
+def summarize_run(rows: list[dict]) -> dict:
+    def block(items):
+        if not items:
+            return {}
+        out = {f"recall@{k}": round(sum(r[k] for r in items) / len(items), 4) for k in KS}
+        out["mrr"] = round(sum(r["rr"] for r in items) / len(items), 4)
+        out["n"] = len(items)
+        return out
+
+    return {
+        "overall": block(rows),
+        "by_category": {CATEGORIES[c]: block([r for r in rows if r["category"] == c]) for c in CATEGORIES},
+    }
+
+
+class Command(BaseCommand):
+    help = "Measure evidence recall@k and MRR on LoCoMo through the project's own search."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--data", required=True)
+        parser.add_argument("--json", dest="json_path")
+        parser.add_argument("--conversations", help="Comma-separated sample ids (default: all).")
+        parser.add_argument("--modes", default="hybrid,lexical,vector")
+
+    def handle(self, *args, **options):
+        from core.embeddings import embedding_provider_for
+        from core.ranking import DEFAULT_WEIGHTS
+        from core.services import agent_get_or_create, workspace_create
+        from episodes.entry_selectors import message_search_related
+        from episodes.entry_services import message_embed_batch
+        from identities.services import memory_user_create
+        from threads.services import thread_append_messages, thread_create
+
+        try:
+            with open(options["data"]) as handle:
+                samples = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"Cannot read {options['data']}: {exc}") from exc
+        wanted = set(filter(None, (options["conversations"] or "").split(",")))
+        if wanted:
+            samples = [s for s in samples if s["sample_id"] in wanted]
+        modes = options["modes"].split(",")
+        workspace = workspace_create(name=f"bench-locomo-{uuid.uuid4().hex[:8]}")
+        provider = embedding_provider_for(workspace)
+        runs = {mode: [] for mode in modes}
+        per_conversation = {}
+        timings = {"ingest_s": 0.0, "embed_s": 0.0, "search_s": 0.0}
+        try:
+            agent = agent_get_or_create(workspace=workspace, slug="locomo")
+            for sample in samples:
+                conv = sample["conversation"]
+                person = memory_user_create(
+                    workspace=workspace,
+                    canonical_id=f"locomo:{sample['sample_id']}",
+                    display_name=conv["speaker_a"],
+                )
+                roles = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
+                started = time.perf_counter()
+                dia_of = {}
+                sessions = sorted(
+                    int(m.group(1)) for key in conv for m in [re.fullmatch(r"session_(\d+)", key)] if m
+                )
+                for number in sessions:
+                    date_text = conv.get(f"session_{number}_date_time", "")
+                    when = session_datetime(date_text)
+                    thread = thread_create(
+                        workspace=workspace,
+                        agent=agent,
+                        memory_user=person,
+                        channel_chat_id=f"{sample['sample_id']}-session-{number}",
+                        title=f"Session {number}",
+                    )
+                    batch = []
+                    for index, turn in enumerate(conv[f"session_{number}"]):
+                        text = turn["text"]
+                        if turn.get("blip_caption"):
+                            text += f" [shares {turn['blip_caption']}]"
+                        batch.append(
+                            {
+                                "role": roles.get(turn["speaker"], "user"),
+                                "name": turn["speaker"][:100],
+                                "content": text,
+                                "metadata": {"dia_id": turn["dia_id"], "session_date": date_text},
+                                "created_at": (when + timedelta(seconds=index)).isoformat(),
+                            }
+                        )
+                    for message in thread_append_messages(thread=thread, messages=batch):
+                        dia_of[message.pk] = message.metadata["dia_id"]
+                timings["ingest_s"] += time.perf_counter() - started
+                started = time.perf_counter()
+                message_embed_batch(message_ids=list(dia_of), provider=provider)
+                timings["embed_s"] += time.perf_counter() - started
+
+                turn_ids = set(dia_of.values())
+                questions = []
+                for qa in sample["qa"]:
+                    if qa.get("category") not in CATEGORIES:
+                        continue
+                    evidence = clean_evidence(qa.get("evidence"), turn_ids)
+                    if evidence:
+                        questions.append((qa["question"], evidence, qa["category"]))
+                vectors = provider.embed([q for q, _, _ in questions])
+                started = time.perf_counter()
+                conv_rows = {mode: [] for mode in modes}
+                for (question, evidence, category), vector in zip(questions, vectors, strict=True):
+                    for mode in modes:
+                        result = message_search_related(
+                            workspace=workspace,
+                            agent=agent,
+                            memory_user=person,
+                            query=question,
+                            top_k=max(KS),
+                            mode=mode,
+                            query_vector=vector,
+                            model=provider.model_name,
+                        )
+                        ranked = [dia_of.get(hit.message.pk) for hit in result.hits]
+                        row = {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS}
+                        first = next((i for i, dia in enumerate(ranked) if dia in evidence), None)
+                        row["rr"] = 0.0 if first is None else 1 / (first + 1)
+                        row["category"] = category
+                        conv_rows[mode].append(row)
+                        runs[mode].append(row)
+                timings["search_s"] += time.perf_counter() - started
+                per_conversation[sample["sample_id"]] = {
+                    mode: summarize_run(rows)["overall"] for mode, rows in conv_rows.items()
+                }
+                self.stdout.write(
+                    f"{sample['sample_id']}: {len(dia_of)} turns, {len(questions)} questions, "
+                    + ", ".join(
+                        f"{m} R@10 {per_conversation[sample['sample_id']][m]['recall@10']:.3f}" for m in modes
+                    )
+                )
+        finally:
+            workspace.delete()
+
+        names = {"hybrid": "default", "lexical": "lexical", "vector": "vector"}
+        report = {
+            "runs": {names.get(mode, mode): summarize_run(rows) for mode, rows in runs.items()},
+            "per_conversation": per_conversation,
+            "settings": {
+                "embedding_model": provider.model_name,
+                "weights": DEFAULT_WEIGHTS.as_dict(),
+                "bm25": {"k1": 1.2, "b": 0.75, "text_search_config": "english"},
+                "indexed_text": (
+                    "<speaker>: <text> [shares <caption>]; vectors add the date and the previous turn"
+                ),
+            },
+            "timings": {k: round(v, 2) for k, v in timings.items()},
+        }
+        self.stdout.write(f"\n{'run':<10} {'R@5':>7} {'R@10':>7} {'R@20':>7} {'MRR':>7}   R@10 by category")
+        for name, run in report["runs"].items():
+            overall = run["overall"]
+            cats = " ".join(f"{c} {v.get('recall@10', 0):.3f}" for c, v in run["by_category"].items())
+            self.stdout.write(
+                f"{name:<10} {overall['recall@5']:>7.3f} {overall['recall@10']:>7.3f} "
+                f"{overall['recall@20']:>7.3f} {overall['mrr']:>7.3f}   {cats}"
+            )
+        self.stdout.write(f"timings: {report['timings']}")
+        if options["json_path"]:
+            with open(options["json_path"], "w") as handle:
+                json.dump(report, handle, indent=2, sort_keys=True)

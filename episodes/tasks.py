@@ -1,0 +1,84 @@
+from celery import shared_task
+
+from core.embeddings import EmbeddingError
+from episodes.entry_services import (
+    entries_reembed,
+    entry_embed_batch,
+    message_embed_batch,
+    message_embed_sweep,
+)
+
+# Embedding tasks are idempotent (existing (row, model) vectors are skipped and the unique
+# constraint absorbs races), so acks_late and retries are safe.
+EMBED_RETRY = {
+    "acks_late": True,
+    "autoretry_for": (EmbeddingError,),
+    "retry_backoff": 10,
+    "retry_backoff_max": 600,
+    "retry_jitter": True,
+    "max_retries": 6,
+}
+# 256 messages per task: about 8 s of local MiniLM on 2 cores (two vectors per message).
+SWEEP_BATCH = 256
+
+
+@shared_task(**EMBED_RETRY)
+def entry_embed_task(entry_ids: list[str]):
+    return entry_embed_batch(entry_ids=entry_ids)
+
+
+@shared_task(**EMBED_RETRY)
+def message_embed_task(message_ids: list[str]):
+    return message_embed_batch(message_ids=message_ids)
+
+
+@shared_task(acks_late=True)
+def message_embed_sweep_task(limit: int = 2048):
+    """Enqueue embedding of messages that have no vector yet (missed triggers, backfills)."""
+    ids = message_embed_sweep(limit=limit)
+    for start in range(0, len(ids), SWEEP_BATCH):
+        message_embed_task.delay(ids[start : start + SWEEP_BATCH])
+    return len(ids)
+
+
+@shared_task(acks_late=True)
+def entries_reembed_task(workspace_id: str | None = None):
+    from core.models import Workspace
+
+    workspace = Workspace.objects.filter(pk=workspace_id).first() if workspace_id else None
+    return entries_reembed(workspace=workspace)
+
+
+@shared_task(acks_late=False)
+def entry_extract_task(
+    agent_id: str,
+    memory_user_id: str,
+    transcript: list[dict],
+    candidates: list[dict] | None = None,
+    use_llm: bool = True,
+    known_memory: str = "",
+    known_profile: str = "",
+    thread_id: str | None = None,
+    actor: str = "system",
+):
+    # Not acks_late: a redelivered extraction would be deduped, but the LLM call is paid twice.
+    from core.models import Agent
+    from episodes.entry_services import entry_extract
+    from identities.models import MemoryUser
+    from threads.models import Thread
+
+    agent = Agent.objects.select_related("workspace").get(pk=agent_id)
+    memory_user = MemoryUser.objects.get(pk=memory_user_id)
+    thread = Thread.objects.filter(pk=thread_id).first() if thread_id else None
+    result = entry_extract(
+        agent=agent,
+        memory_user=memory_user,
+        transcript=transcript,
+        candidates=candidates,
+        use_llm=use_llm,
+        known_memory=known_memory,
+        known_profile=known_profile,
+        thread=thread,
+        actor=actor,
+    )
+    return {"stored": len(result.stored), "rejected": len(result.rejected)}
