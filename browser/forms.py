@@ -138,3 +138,99 @@ class FactEditForm(forms.Form):
             confidence=data["confidence"],
             evidence=data["evidence"],
         )
+
+
+class ProcedureEditForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    procedure_type = forms.ChoiceField(label="Type")
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}))
+    content_is_json = forms.BooleanField(required=False, label="Content is JSON")
+    trigger_conditions = JSONTextField(
+        required=False,
+        label="Trigger conditions (JSON)",
+        help_text='For example {"goal_contains": ["refund"], "channel": "email"}.',
+    )
+    is_active = forms.BooleanField(required=False, label="Active")
+
+    def __init__(self, *args, **kwargs):
+        from procedures.models import Procedure
+
+        super().__init__(*args, **kwargs)
+        self.fields["procedure_type"].choices = Procedure.ProcedureType.choices
+
+    @staticmethod
+    def initial_for(procedure):
+        is_text = isinstance(procedure.content, str)
+        return {
+            "name": procedure.name,
+            "description": procedure.description,
+            "procedure_type": procedure.procedure_type,
+            "content": procedure.content if is_text else json_initial(procedure.content),
+            "content_is_json": not is_text,
+            "trigger_conditions": procedure.trigger_conditions,
+            "is_active": procedure.is_active,
+        }
+
+    def clean(self):
+        cleaned = super().clean()
+        if "content" in cleaned and cleaned.get("content_is_json"):
+            try:
+                cleaned["content"] = json.loads(cleaned["content"])
+            except ValueError:
+                self.add_error("content", "This is not valid JSON. Untick “Content is JSON” to store text.")
+        return cleaned
+
+    def update(self, principal, procedure):
+        from procedures.services import procedure_update
+
+        data = dict(self.cleaned_data)
+        data.pop("content_is_json")
+        data["trigger_conditions"] = data["trigger_conditions"] or {}
+        return procedure_update(procedure=procedure, actor=principal.actor, **data)
+
+
+class EpisodeFeedbackForm(forms.Form):
+    rating = forms.TypedChoiceField(
+        choices=[("", "No rating"), *[(str(n), f"{n} / 5") for n in range(1, 6)]],
+        coerce=int,
+        empty_value=None,
+        required=False,
+    )
+    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Comment")
+
+    @staticmethod
+    def initial_for(episode):
+        return {"rating": episode.rating, "comment": episode.feedback_comment}
+
+    def update(self, principal, episode):
+        from episodes.services import episode_feedback
+
+        return episode_feedback(
+            episode=episode,
+            rating=self.cleaned_data["rating"],
+            comment=self.cleaned_data["comment"],
+            actor=principal.actor,
+        )
+
+
+class MemoryUserEditForm(forms.Form):
+    display_name = forms.CharField(max_length=200, required=False, label="Display name")
+    canonical_id = forms.CharField(max_length=255, label="Canonical id")
+
+    @staticmethod
+    def initial_for(memory_user):
+        return {"display_name": memory_user.display_name, "canonical_id": memory_user.canonical_id}
+
+    def update(self, principal, memory_user):
+        from identities.services import memory_user_update
+
+        return memory_user_update(memory_user=memory_user, actor=principal.actor, **self.cleaned_data)
+
+
+class MemoryUserMergeForm(forms.Form):
+    target = forms.CharField(
+        max_length=255,
+        label="Merge into",
+        help_text="The canonical id (for example telegram:12345) or id of the user to keep.",
+    )

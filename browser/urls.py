@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from browser.views import facts, shell, workspace_admin
+from browser.views import episodes, facts, procedures, shell, users, workspace_admin
 
 app_name = "memories"
 
@@ -10,6 +10,19 @@ workspace_urls = [
     path("facts/delete/", facts.facts_delete, name="facts-delete"),
     path("facts/<uuid:pk>/", facts.fact_detail, name="fact"),
     path("facts/<uuid:pk>/edit/", facts.fact_edit, name="fact-edit"),
+    path("episodes/", episodes.episodes_tab, name="episodes"),
+    path("episodes/delete/", episodes.episodes_delete, name="episodes-delete"),
+    path("episodes/<uuid:pk>/", episodes.episode_detail, name="episode"),
+    path("episodes/<uuid:pk>/feedback/", episodes.episode_edit, name="episode-edit"),
+    path("procedures/", procedures.procedures_tab, name="procedures"),
+    path("procedures/delete/", procedures.procedures_delete, name="procedures-delete"),
+    path("procedures/<uuid:pk>/", procedures.procedure_detail, name="procedure"),
+    path("procedures/<uuid:pk>/edit/", procedures.procedure_edit, name="procedure-edit"),
+    path("users/", users.users_tab, name="users"),
+    path("users/delete/", users.users_delete, name="users-delete"),
+    path("users/<uuid:pk>/", users.user_detail, name="user"),
+    path("users/<uuid:pk>/edit/", users.user_edit, name="user-edit"),
+    path("users/<uuid:pk>/merge/", users.user_merge, name="user-merge"),
     path("members/", workspace_admin.members, name="members"),
     path("members/add/", workspace_admin.member_create, name="member-add"),
     path("members/<uuid:membership_id>/role/", workspace_admin.member_role, name="member-role"),

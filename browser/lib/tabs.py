@@ -38,7 +38,13 @@ class TabSpec:
     detail_context: Callable | None = None  # (principal, obj) -> dict
     # Filters the page renders itself: sorting is a column header, not a form field.
     filter_exclude: tuple = ("ordering",)
+    # The row's name in templates when `item` would shadow another variable ("user").
+    context_name: str = ""
     extra_context: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.context_name or self.item
 
     def url(self, request, suffix: str = "") -> str:
         return reverse(
@@ -133,7 +139,7 @@ def tab_detail(request, spec: TabSpec, pk):
     """The row's page; with HX-Target `row-<id>` (cancel of an inline edit) just its row."""
     principal = request.operator.principal
     obj = _get_or_404(spec, principal, pk)
-    context = {**_base_context(spec, request), spec.item: obj, "page": "detail"}
+    context = {**_base_context(spec, request), spec.name: obj, "page": "detail"}
     if spec.detail_context and request.htmx.target != f"row-{obj.pk}":
         context.update(spec.detail_context(principal, obj))
     return render_page(
@@ -149,8 +155,10 @@ def tab_edit(request, spec: TabSpec, pk):
     principal = request.operator.principal
     obj = _get_or_404(spec, principal, pk)
     Form = spec.edit_form
+    # Ids unique per row, so two rows in edit mode never share a label target.
+    auto_id = f"edit-{obj.pk.hex[:12]}-%s"
     if request.method == "POST":
-        form = Form(request.POST)
+        form = Form(request.POST, auto_id=auto_id)
         if form.is_valid():
             try:
                 updated = form.update(principal, obj)
@@ -166,12 +174,12 @@ def tab_edit(request, spec: TabSpec, pk):
                 if not request.htmx:
                     toast(request, None, message)
                     return redirect(_detail_url(spec, request, updated))
-                context = {**_base_context(spec, request), spec.item: updated, "page": "detail"}
+                context = {**_base_context(spec, request), spec.name: updated, "page": "detail"}
                 response = render(request, f"{spec.template}#{spec.item}-row", context)
                 return toast(request, response, message)
     else:
-        form = Form(initial=Form.initial_for(obj))
-    context = {**_base_context(spec, request), spec.item: obj, "form": form, "page": "edit"}
+        form = Form(initial=Form.initial_for(obj), auto_id=auto_id)
+    context = {**_base_context(spec, request), spec.name: obj, "form": form, "page": "edit"}
     return render_page(
         request,
         spec.template,

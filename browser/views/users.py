@@ -1,0 +1,121 @@
+"""The Users tab: the people agents talk to, their channel identities, merge and erasure."""
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from browser.access import EDIT, workspace_view
+from browser.forms import MemoryUserEditForm, MemoryUserMergeForm
+from browser.lib.listing import Sort
+from browser.lib.rendering import toast
+from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
+from core.errors import ApplicationError, NotFoundError
+from identities.filters import MemoryUserFilter
+from identities.selectors import memory_user_context, memory_user_get, memory_user_list
+from identities.services import memory_user_batch_delete, memory_user_merge
+
+MERGE_TARGET_UNKNOWN = "No user with this canonical id or id in this workspace."
+
+
+def _detail_context(principal, memory_user) -> dict:
+    context = memory_user_context(memory_user=memory_user)
+    return {
+        "user_facts": context["facts"][:50],
+        "recent_episodes": context["episodes"],
+        "merged_users": list(memory_user.merged_from.order_by("canonical_id")[:100]),
+        "merge_form": MemoryUserMergeForm(),
+    }
+
+
+USERS = TabSpec(
+    slug="users",
+    item="user",
+    noun="user",
+    noun_plural="users",
+    template="memories/users.html",
+    filterset=MemoryUserFilter,
+    list=lambda principal, filters: memory_user_list(principal=principal, filters=filters),
+    get=lambda principal, pk: memory_user_get(principal=principal, memory_user_id=pk),
+    sorts=[
+        Sort("last_seen", "Last seen", "last_seen_at"),
+        Sort("first_seen", "First seen", "first_seen_at"),
+        Sort("name", "Name", "display_name"),
+        Sort("canonical_id", "Canonical id", "canonical_id"),
+    ],
+    default_sort="-last_seen",
+    batch_delete=lambda principal, ids: memory_user_batch_delete(principal=principal, ids=ids),
+    edit_form=MemoryUserEditForm,
+    detail_context=_detail_context,
+    context_name="memory_user",
+)
+
+
+@workspace_view()
+def users_tab(request):
+    return tab_list(request, USERS)
+
+
+@workspace_view()
+def user_detail(request, pk):
+    return tab_detail(request, USERS, pk)
+
+
+@workspace_view(EDIT)
+def user_edit(request, pk):
+    return tab_edit(request, USERS, pk)
+
+
+@require_POST
+@workspace_view(EDIT)
+def users_delete(request):
+    return tab_delete(request, USERS)
+
+
+def _merge_target(principal, value: str):
+    """The user named by canonical id or id, within the operator's workspace."""
+    import uuid
+
+    try:
+        return memory_user_get(principal=principal, memory_user_id=uuid.UUID(value))
+    except (ValueError, NotFoundError):
+        pass
+    target = memory_user_list(principal=principal, filters={"canonical_id": value, "merged": "all"}).first()
+    if target is None:
+        raise ApplicationError(MERGE_TARGET_UNKNOWN, fields={"target": [MERGE_TARGET_UNKNOWN]})
+    return target
+
+
+@require_POST
+@workspace_view(EDIT)
+def user_merge(request, pk):
+    """Merge this user into the one named in the form, then open the kept user."""
+    principal = request.operator.principal
+    try:
+        source = memory_user_get(principal=principal, memory_user_id=pk)
+    except NotFoundError:
+        raise Http404("No such user.")
+    form = MemoryUserMergeForm(request.POST)
+    detail = reverse("memories:user", kwargs={"workspace_id": principal.workspace.pk, "pk": source.pk})
+    if not form.is_valid():
+        message, level, url = " ".join(form.errors.get("target", ["Name a user."])), "error", detail
+    else:
+        try:
+            target = _merge_target(principal, form.cleaned_data["target"].strip())
+            memory_user_merge(source=source, target=target, actor=principal.actor)
+        except ApplicationError as exc:
+            message, level, url = exc.message, "error", detail
+        else:
+            message, level = f"Merged {source} into {target}.", "success"
+            url = reverse("memories:user", kwargs={"workspace_id": principal.workspace.pk, "pk": target.pk})
+    if request.htmx:
+        if level == "success":
+            # The kept user's page is a different URL: load it whole, with the flash message.
+            messages.success(request, message)
+            return HttpResponseClientRedirect(url)
+        response = tab_detail(request, USERS, pk)
+        return toast(request, response, message, level=level)
+    toast(request, None, message, level=level)
+    return redirect(url)
