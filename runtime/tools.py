@@ -206,6 +206,54 @@ def recall(
     }
 
 
+RECALL_MEMORY_NEEDS_PERSON = "recall_memory needs the person: pass memory_user or a thread of theirs."
+
+
+def recall_memory(
+    *,
+    principal: Principal,
+    query: str,
+    memory_user: str | None = None,
+    thread: str | None = None,
+    top_k: int | None = None,
+    agent: str | None = None,
+) -> dict:
+    """Search this person's episodic memories (things they told you or agreed to in earlier
+    conversations) for `query`; best matches first, with how long ago each was stored and
+    the <memory> block to quote from."""
+    from core.memory_settings import memory_settings_for
+    from episodes.entry_selectors import entry_render_memory_block, entry_search_hybrid
+
+    context = _context(principal, agent=agent, memory_user=memory_user, thread=thread)
+    if context.agent is None:
+        from core.access import agent_resolve
+
+        agent_resolve(principal, None)
+    if context.memory_user is None:
+        raise ApplicationError(
+            RECALL_MEMORY_NEEDS_PERSON, fields={"memory_user": [RECALL_MEMORY_NEEDS_PERSON]}
+        )
+    top_k = _check_limit(top_k) if top_k is not None else memory_settings_for(context.agent).auto_inject_top_k
+    result = entry_search_hybrid(
+        agent=context.agent, memory_user=context.memory_user, query=_check_query(query), top_k=top_k
+    )
+    entries = [hit.entry for hit in result.hits]
+    return {
+        "results": [
+            {
+                "id": str(hit.entry.pk),
+                "content": hit.entry.content,
+                "source": hit.entry.source,
+                "evidence": hit.entry.evidence,
+                "created_at": _iso(hit.entry.created_at),
+                "score": round(hit.score, 6),
+            }
+            for hit in result.hits
+        ],
+        "memory": entry_render_memory_block(entries),
+    }
+
+
 def history(
     *,
     principal: Principal,
@@ -278,6 +326,7 @@ TOOLS = [
     ToolSpec("identify_user", identify_user, identify_user.__doc__, read_only=False),
     ToolSpec("remember", remember, remember.__doc__, read_only=False),
     ToolSpec("recall", recall, recall.__doc__, read_only=True),
+    ToolSpec("recall_memory", recall_memory, recall_memory.__doc__, read_only=True),
     ToolSpec("history", history, history.__doc__, read_only=True),
     ToolSpec("context", context, context.__doc__, read_only=False),
 ]

@@ -26,8 +26,10 @@ def call(server, key, name, arguments):
 
 
 def error_of(result) -> dict:
+    """The API's error body, which the SDK prefixes with "Error executing tool <name>: "."""
     assert result.is_error
-    return json.loads(result.content[0].text)["error"]
+    text = result.content[0].text
+    return json.loads(text[text.index("{") :])["error"]
 
 
 def test_requests_without_a_valid_key_get_401(live_mcp, fresh_workspace):
