@@ -222,7 +222,9 @@ class SummaryTests(MemoryTestCase):
     def test_summary_of_another_branch_is_not_applied(self):
         """A regeneration from before the summarized point starts a branch the summary does not cover."""
         thread, stored = self._compacted_thread()
-        (regen,) = append(thread, {"role": "assistant", "content": "other answer", "parent": str(stored[2].pk)})
+        (regen,) = append(
+            thread, {"role": "assistant", "content": "other answer", "parent": str(stored[2].pk)}
+        )
 
         window = message_history_window(thread=thread)
 
