@@ -234,3 +234,37 @@ class MemoryUserMergeForm(forms.Form):
         label="Merge into",
         help_text="The canonical id (for example telegram:12345) or id of the user to keep.",
     )
+
+
+class ThreadEditForm(forms.Form):
+    title = forms.CharField(max_length=300, required=False)
+
+    @staticmethod
+    def initial_for(thread):
+        return {"title": thread.title}
+
+    def update(self, principal, thread):
+        from threads.services import thread_update
+
+        return thread_update(thread=thread, actor=principal.actor, title=self.cleaned_data["title"])
+
+
+class EntryEditForm(forms.Form):
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
+    status = forms.ChoiceField()
+
+    def __init__(self, *args, **kwargs):
+        from episodes.models import EpisodicEntry
+
+        super().__init__(*args, **kwargs)
+        self.fields["status"].choices = EpisodicEntry.Status.choices
+
+    @staticmethod
+    def initial_for(entry):
+        return {"content": entry.content, "status": entry.status}
+
+    def update(self, principal, entry):
+        """A new content is re-hashed and re-embedded by the service."""
+        from episodes.entry_services import entry_update
+
+        return entry_update(entry=entry, actor=principal.actor, **self.cleaned_data)

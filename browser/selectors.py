@@ -77,3 +77,64 @@ def api_key_get(*, workspace: Workspace, api_key_id):
     if api_key is None:
         raise Http404("No such API key.")
     return api_key
+
+
+def checkpoint_get_by_id(*, principal, checkpoint_pk):
+    """One checkpoint by primary key within the principal's scope, with its pending writes."""
+    from checkpoints.selectors import checkpoint_scoped_queryset
+    from core.errors import NotFoundError
+
+    checkpoint = (
+        checkpoint_scoped_queryset(principal=principal)
+        .select_related("thread", "thread__agent")
+        .prefetch_related("writes")
+        .filter(pk=checkpoint_pk)
+        .first()
+    )
+    if checkpoint is None:
+        raise NotFoundError("Checkpoint not found.")
+    return checkpoint
+
+
+@dataclass(frozen=True)
+class TreeRow:
+    message: object
+    # 0 on the first-written path; +1 for each regeneration (a later sibling) on the way here.
+    branch: int
+    is_branch_start: bool
+    in_window: bool
+
+
+# The thread page shows the newest messages only; a 100,000-message thread stays one page.
+THREAD_TREE_LIMIT = 300
+
+
+def thread_message_tree(*, thread, window_ids) -> tuple[list[TreeRow], int]:
+    """The newest messages of a thread in write order, each with its branch level.
+
+    A message that is not the first child of its parent starts a branch (a regenerated
+    answer or an edited question). Returns the rows and the number of older messages left out.
+    """
+    from threads.models import Message
+
+    total = thread.message_count
+    newest = list(
+        Message.objects.filter(thread=thread)
+        .order_by("-seq")
+        .only("id", "role", "content", "parent_id", "seq", "created_at", "token_count", "node_id", "name")[
+            :THREAD_TREE_LIMIT
+        ]
+    )
+    newest.reverse()
+    first_child: dict = {}
+    for message in newest:
+        first_child.setdefault(message.parent_id, message.pk)
+    branch_of: dict = {}
+    window = {str(pk) for pk in window_ids}
+    rows = []
+    for message in newest:
+        starts = message.parent_id is not None and first_child.get(message.parent_id) != message.pk
+        level = branch_of.get(message.parent_id, 0) + (1 if starts else 0)
+        branch_of[message.pk] = level
+        rows.append(TreeRow(message, level, starts, str(message.pk) in window))
+    return rows, max(total - len(newest), 0)

@@ -1,6 +1,16 @@
 from django.urls import include, path
 
-from browser.views import episodes, facts, procedures, shell, users, workspace_admin
+from browser.views import (
+    checkpoints,
+    entries,
+    episodes,
+    facts,
+    procedures,
+    shell,
+    threads,
+    users,
+    workspace_admin,
+)
 
 app_name = "memories"
 
@@ -14,6 +24,17 @@ workspace_urls = [
     path("episodes/delete/", episodes.episodes_delete, name="episodes-delete"),
     path("episodes/<uuid:pk>/", episodes.episode_detail, name="episode"),
     path("episodes/<uuid:pk>/feedback/", episodes.episode_edit, name="episode-edit"),
+    path("entries/", entries.entries_tab, name="entries"),
+    path("entries/delete/", entries.entries_delete, name="entries-delete"),
+    path("entries/<uuid:pk>/", entries.entry_detail, name="entry"),
+    path("entries/<uuid:pk>/edit/", entries.entry_edit, name="entry-edit"),
+    path("threads/", threads.threads_tab, name="threads"),
+    path("threads/delete/", threads.threads_delete, name="threads-delete"),
+    path("threads/<uuid:pk>/", threads.thread_detail, name="thread"),
+    path("threads/<uuid:pk>/edit/", threads.thread_edit, name="thread-edit"),
+    path("checkpoints/", checkpoints.checkpoints_tab, name="checkpoints"),
+    path("checkpoints/delete/", checkpoints.checkpoints_delete, name="checkpoints-delete"),
+    path("checkpoints/<uuid:pk>/", checkpoints.checkpoint_detail, name="checkpoint"),
     path("procedures/", procedures.procedures_tab, name="procedures"),
     path("procedures/delete/", procedures.procedures_delete, name="procedures-delete"),
     path("procedures/<uuid:pk>/", procedures.procedure_detail, name="procedure"),

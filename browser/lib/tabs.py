@@ -194,15 +194,19 @@ def _detail_url(spec: TabSpec, request, obj) -> str:
     )
 
 
-def _deleted_message(spec: TabSpec, count: int, counts: dict) -> str:
+def _deleted_message(spec: TabSpec, requested: int, counts: dict) -> str:
+    # Services report either their own plural key or "deleted"; the rest are cascades.
+    count = counts.get("deleted", counts.get(spec.slug, requested))
     message = f"Deleted {count} {spec.noun if count == 1 else spec.noun_plural}."
     extra = [
         f"{value} {name.replace('_', ' ')}"
         for name, value in counts.items()
-        if isinstance(value, int) and value and name not in (spec.slug, spec.noun_plural.replace(" ", "_"))
+        if isinstance(value, int) and value and name not in (spec.slug, "deleted")
     ]
     if extra:
         message += " Also: " + ", ".join(extra) + "."
+    if counts.get("not_found"):
+        message += f" {len(counts['not_found'])} were already gone."
     return message
 
 

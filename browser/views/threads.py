@@ -1,0 +1,65 @@
+"""The Threads tab: conversations, their message tree, summary and current history window."""
+
+from django.views.decorators.http import require_POST
+
+from browser.access import EDIT, workspace_view
+from browser.forms import ThreadEditForm
+from browser.lib.listing import Sort
+from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
+from browser.selectors import THREAD_TREE_LIMIT, thread_message_tree
+from core.errors import ApplicationError
+from threads.filters import ThreadFilter
+from threads.selectors import message_history_window, thread_get, thread_list
+from threads.services import thread_batch_delete
+
+
+def _detail_context(principal, thread) -> dict:
+    try:
+        window = message_history_window(thread=thread)
+    except ApplicationError:
+        window = None
+    rows, older = thread_message_tree(thread=thread, window_ids=window.message_ids if window else [])
+    return {"tree": rows, "older_count": older, "window": window, "tree_limit": THREAD_TREE_LIMIT}
+
+
+THREADS = TabSpec(
+    slug="threads",
+    item="thread",
+    noun="thread",
+    noun_plural="threads",
+    template="memories/threads.html",
+    filterset=ThreadFilter,
+    list=lambda principal, filters: thread_list(principal=principal, filters=filters),
+    get=lambda principal, pk: thread_get(principal=principal, thread_id=pk),
+    sorts=[
+        Sort("activity", "Last activity", "last_activity_at"),
+        Sort("created", "Created", "created_at"),
+        Sort("messages", "Messages", "message_count"),
+        Sort("title", "Title", "title"),
+    ],
+    default_sort="-activity",
+    batch_delete=lambda principal, ids: thread_batch_delete(principal=principal, ids=ids),
+    edit_form=ThreadEditForm,
+    detail_context=_detail_context,
+)
+
+
+@workspace_view()
+def threads_tab(request):
+    return tab_list(request, THREADS)
+
+
+@workspace_view()
+def thread_detail(request, pk):
+    return tab_detail(request, THREADS, pk)
+
+
+@workspace_view(EDIT)
+def thread_edit(request, pk):
+    return tab_edit(request, THREADS, pk)
+
+
+@require_POST
+@workspace_view(EDIT)
+def threads_delete(request):
+    return tab_delete(request, THREADS)
