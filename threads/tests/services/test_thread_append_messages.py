@@ -1,0 +1,60 @@
+import pytest
+
+from core.errors import ApplicationError
+from core.lib.tokens import count_tokens
+from core.testing import MemoryTestCase
+from threads.lib.tree import ancestor_at_depth
+from threads.models import Message
+from threads.services import thread_append_messages
+from threads.tests.factories import append, make_thread
+
+
+class AppendTests(MemoryTestCase):
+    def test_token_counts_are_computed_on_write(self):
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        (message,) = append(thread, ("user", "The quick brown fox jumps over the lazy dog."))
+        assert message.token_count == count_tokens("The quick brown fox jumps over the lazy dog.") + 4
+        assert message.branch_tokens == message.token_count
+
+    def test_jump_pointers_find_any_ancestor(self):
+        """The ancestor at every depth of a 300-message branch is found through jump pointers."""
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        stored = []
+        for chunk in range(3):
+            stored += append(thread, *[("user", f"m{chunk}-{i}") for i in range(100)])
+        leaf = stored[-1]
+        for depth in (0, 1, 2, 63, 64, 150, 298, 299):
+            assert ancestor_at_depth(start_id=leaf.pk, target_depth=depth) == stored[depth].pk
+        assert ancestor_at_depth(start_id=stored[10].pk, target_depth=200) is None
+
+    def test_batch_is_atomic(self):
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        with pytest.raises(ApplicationError) as caught:
+            thread_append_messages(
+                thread=thread,
+                messages=[{"role": "user", "content": "ok"}, {"role": "user", "content": ""}],
+            )
+        assert "messages[1].content" in caught.value.fields
+        assert not Message.objects.filter(thread=thread).exists()
+
+    def test_duplicate_idempotency_keys_in_one_batch_are_rejected(self):
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        with pytest.raises(ApplicationError) as caught:
+            append(
+                thread,
+                {"role": "user", "content": "a", "idempotency_key": "k"},
+                {"role": "user", "content": "b", "idempotency_key": "k"},
+            )
+        assert "messages[1].idempotency_key" in caught.value.fields
+
+    def test_tool_result_must_answer_a_call_on_its_branch(self):
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        user, call = append(
+            thread,
+            ("user", "q"),
+            {"role": "assistant", "tool_calls": [{"id": "c1", "name": "f", "arguments": "{}"}]},
+        )
+        with pytest.raises(ApplicationError):
+            append(thread, {"role": "tool", "tool_call_id": "c1", "content": "r", "parent": str(user.pk)})
+        (result,) = append(thread, {"role": "tool", "tool_call_id": "c1", "content": "r"})
+        assert result.parent_id == call.pk
