@@ -15,10 +15,12 @@ service) resumes an interrupted graph from where it stopped.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import random
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -41,10 +43,16 @@ from memory_client.errors import NotFoundError
 
 # The server caps a list page; list() pages through with this size.
 _LIST_PAGE = 100
+# How long put_writes waits for the put of its checkpoint (running concurrently) to land.
+WRITES_WAIT_SECONDS = 10.0
 
 
 def _encode(typed: tuple[str, bytes]) -> dict[str, str]:
     kind, data = typed
+    if kind == "null" and not data:
+        # JsonPlus stores None as ("null", b""); the payload of "null" is never read, and a
+        # non-empty one passes servers that treat an empty base64 string as missing.
+        data = b"\x00"
     return {"type": kind, "data": base64.b64encode(data).decode("ascii")}
 
 
@@ -280,7 +288,20 @@ class MemoryServerSaver(BaseCheckpointSaver[str]):
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         thread_id, checkpoint_id, body = self._writes_body(config, writes, task_id, task_path)
-        self.client.checkpoints.put_writes(self.server_thread_id(thread_id), checkpoint_id, **body)
+        server_id = self.server_thread_id(thread_id)
+        deadline = time.monotonic() + WRITES_WAIT_SECONDS
+        delay = 0.01
+        while True:
+            try:
+                self.client.checkpoints.put_writes(server_id, checkpoint_id, **body)
+                return
+            except NotFoundError:
+                # LangGraph submits put_writes and the put of their checkpoint to separate
+                # executor threads, so the writes may arrive first; wait for the put to land.
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
 
     def delete_thread(self, thread_id: str) -> None:
         self.client.checkpoints.delete_thread(self.server_thread_id(thread_id))
@@ -353,9 +374,19 @@ class MemoryServerSaver(BaseCheckpointSaver[str]):
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         thread_id, checkpoint_id, body = self._writes_body(config, writes, task_id, task_path)
-        await self.async_client.checkpoints.put_writes(
-            await self.aserver_thread_id(thread_id), checkpoint_id, **body
-        )
+        server_id = await self.aserver_thread_id(thread_id)
+        deadline = time.monotonic() + WRITES_WAIT_SECONDS
+        delay = 0.01
+        while True:
+            try:
+                await self.async_client.checkpoints.put_writes(server_id, checkpoint_id, **body)
+                return
+            except NotFoundError:
+                # See put_writes: the checkpoint's put may still be in flight.
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.25)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self.async_client.checkpoints.delete_thread(await self.aserver_thread_id(thread_id))
