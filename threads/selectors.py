@@ -10,7 +10,6 @@ from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError, NotFoundError
 from core.memory_settings import memory_settings_for
 from threads.filters import ThreadFilter
-from threads.lib.tree import ancestor_at_depth
 from threads.models import IterationLog, Message, RunSnapshot, Thread, ThreadPlan
 
 THREAD_NOT_FOUND = "Thread not found."
@@ -128,6 +127,11 @@ _SELECT = (
     "length(m.content) AS content_chars, m.token_count, m.branch_tokens, m.tool_calls, m.tool_call_id, "
     "m.name, m.files, m.node_id, m.delegation_id, m.archived, m.created_at"
 )
+# Another delegation's tool calls and tool results (Inkeep's delegation filtering).
+_DELEGATION_WHERE = (
+    "NOT (delegation_id <> '' AND delegation_id <> %(delegation)s "
+    "AND (role = 'tool' OR jsonb_array_length(tool_calls) > 0))"
+)
 # A walk never takes more steps than this, whatever the filters skip.
 WALK_MAX_STEPS = 100_000
 
@@ -162,10 +166,7 @@ def branch_walk(
         where.append("node_id = %(node)s")
         params["node"] = node
     if delegation is not None:
-        where.append(
-            "NOT (delegation_id <> '' AND delegation_id <> %(delegation)s "
-            "AND (role = 'tool' OR jsonb_array_length(tool_calls) > 0))"
-        )
+        where.append(_DELEGATION_WHERE)
         params["delegation"] = delegation
     sql = _WALK_SQL.format(select=_SELECT, columns=", ".join(_WALK_COLUMNS), where=" AND ".join(where))
     with connection.cursor() as cursor:
@@ -175,6 +176,84 @@ def branch_walk(
         row["tool_calls"] = _json(row["tool_calls"]) or []
         row["files"] = _json(row["files"]) or []
     return rows
+
+
+# The whole window in one round trip: resolve the leaf, check through jump pointers that the
+# summary's last message is an ancestor of it (O(log n) steps), then walk parent links from
+# the leaf down to the summary (or the root) until LIMIT rows passed the filters.
+_WINDOW_SQL = """
+WITH RECURSIVE
+leaf AS ({leaf_sql}),
+anc(id, depth, parent_id, jump_id, jump_depth, steps) AS (
+    SELECT m.id, m.depth, m.parent_id, m.jump_id, m.jump_depth, 0
+    FROM threads_message m JOIN leaf ON m.id = leaf.id
+    WHERE %(has_summary)s
+  UNION ALL
+    SELECT m.id, m.depth, m.parent_id, m.jump_id, m.jump_depth, a.steps + 1
+    FROM anc a
+    JOIN threads_message m
+      ON m.id = CASE WHEN a.jump_depth >= %(sdepth)s AND a.jump_id <> a.id THEN a.jump_id ELSE a.parent_id END
+    WHERE a.depth > %(sdepth)s AND a.steps < 256
+),
+bound AS (
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM anc WHERE depth = %(sdepth)s AND id = %(sid)s)
+                THEN %(sdepth)s ELSE -1 END AS stop
+),
+walk AS (
+    SELECT {select}, 0 AS steps
+    FROM threads_message m JOIN leaf ON m.id = leaf.id
+    WHERE m.depth > (SELECT stop FROM bound)
+  UNION ALL
+    SELECT {select}, w.steps + 1
+    FROM walk w JOIN threads_message m ON m.id = w.parent_id
+    WHERE m.depth > (SELECT stop FROM bound) AND w.steps < %(cap)s
+)
+SELECT (SELECT id FROM leaf), (SELECT stop FROM bound), r.*
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (SELECT {columns} FROM walk WHERE {where} LIMIT %(limit)s) r ON TRUE
+"""
+
+
+def _window_rows(*, thread, leaf, scope, summary_id, summary_depth, limit, delegation):
+    """(rows newest first, leaf id or None, stop depth) for the history window."""
+    params = {
+        "thread": thread.pk,
+        "scope": scope,
+        "leaf": leaf,
+        "has_summary": summary_id is not None,
+        "sid": summary_id,
+        "sdepth": summary_depth if summary_id is not None else -1,
+        "cap": WALK_MAX_STEPS,
+        "limit": limit,
+        "preview": settings.THREADS_TOOL_RESULT_PREVIEW_CHARS,
+    }
+    if leaf:
+        leaf_sql = "SELECT id FROM threads_message WHERE id = %(leaf)s AND thread_id = %(thread)s"
+    else:
+        leaf_sql = (
+            "SELECT id FROM threads_message WHERE thread_id = %(thread)s AND node_id = %(scope)s "
+            "ORDER BY seq DESC LIMIT 1"
+        )
+    where = ["node_id = %(scope)s"]
+    if delegation is not None:
+        where.append(_DELEGATION_WHERE)
+        params["delegation"] = delegation
+    sql = _WINDOW_SQL.format(
+        leaf_sql=leaf_sql, select=_SELECT, columns=", ".join(_WALK_COLUMNS), where=" AND ".join(where)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        fetched = cursor.fetchall()
+    leaf_id, stop = (fetched[0][0], fetched[0][1]) if fetched else (None, -1)
+    rows = []
+    for record in fetched:
+        if record[2] is None:  # the LEFT JOIN's empty row: no message passed the filters
+            continue
+        row = dict(zip(_WALK_COLUMNS, record[2:], strict=True))
+        row["tool_calls"] = _json(row["tool_calls"]) or []
+        row["files"] = _json(row["files"]) or []
+        rows.append(row)
+    return rows, leaf_id, stop
 
 
 @dataclass
@@ -294,40 +373,33 @@ def message_history_window(
     max_messages = agent_settings.recent_messages if max_messages is None else max_messages
     scope = node or ""
 
-    if leaf:
-        leaf_row = Message.objects.filter(thread=thread, pk=leaf).values("id", "depth").first()
-        if leaf_row is None:
-            raise ApplicationError(LEAF_UNKNOWN, fields={"leaf": [LEAF_UNKNOWN]})
-    else:
-        leaf_row = (
-            Message.objects.filter(thread=thread, node_id=scope)
-            .order_by("-seq")
-            .values("id", "depth")
-            .first()
-        )
-    empty = HistoryWindow(
-        messages=[],
-        message_ids=[],
-        tokens=0,
-        summary_applied=False,
-        cut_count=0,
-        max_tokens=max_tokens,
-        max_messages=max_messages,
+    has_summary = bool(
+        not scope and thread.summary and thread.summary_upto_id and thread.summary_upto_depth is not None
     )
-    if leaf_row is None:
-        return empty
+    rows, leaf_id, stop_depth = _window_rows(
+        thread=thread,
+        leaf=leaf,
+        scope=scope,
+        summary_id=thread.summary_upto_id if has_summary else None,
+        summary_depth=thread.summary_upto_depth if has_summary else -1,
+        limit=max_messages + WINDOW_SLACK_ROWS,
+        delegation=delegation,
+    )
+    if leaf_id is None:
+        if leaf:
+            raise ApplicationError(LEAF_UNKNOWN, fields={"leaf": [LEAF_UNKNOWN]})
+        return HistoryWindow(
+            messages=[],
+            message_ids=[],
+            tokens=0,
+            summary_applied=False,
+            cut_count=0,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
+        )
 
-    summary_message, summary_tokens, stop_depth, summary_id = None, 0, -1, None
-    if (
-        not scope
-        and thread.summary
-        and thread.summary_upto_id
-        and thread.summary_upto_depth is not None
-        and leaf_row["depth"] > thread.summary_upto_depth
-        and ancestor_at_depth(start_id=leaf_row["id"], target_depth=thread.summary_upto_depth)
-        == thread.summary_upto_id
-    ):
-        stop_depth = thread.summary_upto_depth
+    summary_message, summary_tokens, summary_id = None, 0, None
+    if has_summary and stop_depth == thread.summary_upto_depth:
         summary_tokens = thread.summary_tokens
         summary_id = f"summary-{thread.pk}"
         if system_as == "user":
@@ -335,13 +407,6 @@ def message_history_window(
         else:
             summary_message = {"role": "system", "content": SUMMARY_PREFIX + thread.summary}
 
-    rows = branch_walk(
-        start_id=leaf_row["id"],
-        stop_depth=stop_depth,
-        limit=max_messages + WINDOW_SLACK_ROWS,
-        node=scope,
-        delegation=delegation,
-    )
     budget = max_tokens - summary_tokens
     chosen: list[dict] = []
     used = 0
@@ -358,7 +423,7 @@ def message_history_window(
             tokens=summary_tokens if summary_message else 0,
             summary_applied=summary_message is not None,
             cut_count=0,
-            leaf_id=str(leaf_row["id"]),
+            leaf_id=str(leaf_id),
             summary_id=summary_id,
             max_tokens=max_tokens,
             max_messages=max_messages,
@@ -375,7 +440,7 @@ def message_history_window(
         summary_applied=summary_message is not None,
         cut_count=cut_count,
         recalled=recalled,
-        leaf_id=str(leaf_row["id"]),
+        leaf_id=str(leaf_id),
         summary_id=summary_id,
         max_tokens=max_tokens,
         max_messages=max_messages,
