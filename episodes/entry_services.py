@@ -323,7 +323,7 @@ def entry_update(
             audit_record(
                 workspace=entry.workspace,
                 actor=actor,
-                action="episodic_entry.update",
+                action="update",
                 entity_type="episodic_entry",
                 entity_id=entry.pk,
                 changes={k: v for k, v in changes.items() if k != "metadata"},
@@ -337,7 +337,7 @@ def entry_delete(*, entry: EpisodicEntry, actor: str) -> None:
         audit_record(
             workspace=entry.workspace,
             actor=actor,
-            action="episodic_entry.delete",
+            action="delete",
             entity_type="episodic_entry",
             entity_id=entry.pk,
         )
@@ -353,7 +353,7 @@ def entries_delete(*, queryset, workspace, actor: str) -> list[str]:
             audit_record(
                 workspace=workspace,
                 actor=actor,
-                action="episodic_entry.delete",
+                action="delete",
                 entity_type="episodic_entry",
                 entity_id=pk,
             )
@@ -624,7 +624,7 @@ def entry_extract(
             audit_record(
                 workspace=workspace,
                 actor=actor,
-                action="episodic_entry.create",
+                action="create",
                 entity_type="episodic_entry",
                 entity_id=entry.pk,
                 changes={"source": entry.source},

@@ -1,0 +1,202 @@
+from datetime import timedelta
+
+import numpy as np
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from core.embeddings import LOCAL_MODEL_NAME
+from core.errors import ApplicationError
+from core.ranking import PLAN_EXACT, PLAN_HNSW, bm25_sql, vector_sql
+from core.testing import MemoryTestCase
+from core.testing_openai import OpenAITestServer
+from episodes.entry_selectors import QUERY_TOO_LONG, entry_search_hybrid
+from episodes.models import EntryEmbedding, EpisodicEntry
+from episodes.tests.entries.factories import entry_factory, memory_user_factory, use_test_embeddings
+
+
+class EntrySearchTests(MemoryTestCase):
+    def setUp(self):
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        use_test_embeddings(self.server, self.workspace)
+        self.person = memory_user_factory(self.workspace)
+        self.other_person = memory_user_factory(self.workspace, canonical_id="telegram:2", display_name="Bo")
+
+    def search(self, query, **kwargs):
+        kwargs.setdefault("agent", self.agent)
+        kwargs.setdefault("memory_user", self.person)
+        return entry_search_hybrid(query=query, **kwargs)
+
+    def test_ranks_the_matching_entry_first(self):
+        """Lexical and vector evidence agree on the entry about the query."""
+        entry_factory(agent=self.agent, memory_user=self.person, content="Ada adopted a cat named Miso.")
+        wanted = entry_factory(
+            agent=self.agent, memory_user=self.person, content="Ada is training for a marathon."
+        )
+        entry_factory(agent=self.agent, memory_user=self.person, content="Ada's sister lives in Porto.")
+        result = self.search("How is the marathon training going?")
+        assert result.hits[0].entry == wanted
+        assert result.plan == PLAN_EXACT
+
+    def test_an_entry_without_vector_is_found_lexically(self):
+        """Before the embedding task runs, full-text search already finds the entry."""
+        entry = entry_factory(
+            agent=self.agent, memory_user=self.person, content="Ada prefers window seats.", embed=False
+        )
+        result = self.search("window seats")
+        assert [h.entry for h in result.hits] == [entry]
+
+    def test_scope_is_one_agent_and_one_person(self):
+        """Another person's entries and another agent's entries are never returned."""
+        entry_factory(
+            agent=self.agent, memory_user=self.other_person, content="Bo is training for a marathon."
+        )
+        entry_factory(
+            agent=self.other_agent, memory_user=self.person, content="Ada is training for a marathon."
+        )
+        assert self.search("marathon training").hits == []
+
+    def test_inactive_entries_are_not_returned(self):
+        """Superseded and rejected entries stay out of recall."""
+        entry_factory(
+            agent=self.agent,
+            memory_user=self.person,
+            content="Ada is training for a marathon.",
+            status=EpisodicEntry.Status.SUPERSEDED,
+        )
+        assert self.search("marathon").hits == []
+
+    def test_recency_breaks_ties(self):
+        """Of two equally relevant entries the newer ranks first (half-life decay)."""
+        old = entry_factory(agent=self.agent, memory_user=self.person, content="Ada visited Rome.")
+        new = entry_factory(agent=self.agent, memory_user=self.person, content="Ada visited Rome!")
+        EpisodicEntry.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=400))
+        result = self.search("visited Rome")
+        assert [h.entry for h in result.hits] == [new, old]
+
+    def test_modes_switch_channels(self):
+        """Lexical mode needs a shared word; vector mode does not read the text index."""
+        entry_factory(agent=self.agent, memory_user=self.person, content="Ada adopted a cat.", embed=False)
+        assert self.search("cat", mode="lexical").hits
+        assert self.search("cat", mode="vector").hits == []
+
+    def test_bad_queries_are_rejected(self):
+        """Empty and oversize queries and unknown modes raise field errors."""
+        for query, field in (("   ", "query"), ("x" * 3000, "query")):
+            try:
+                self.search(query)
+            except ApplicationError as exc:
+                assert field in exc.fields
+            else:
+                raise AssertionError("no error")
+        with override_settings(EPISODIC_QUERY_MAX_LENGTH=5):
+            try:
+                self.search("marathon")
+            except ApplicationError as exc:
+                assert exc.message == QUERY_TOO_LONG.format(limit=5)
+        try:
+            self.search("marathon", mode="magic")
+        except ApplicationError as exc:
+            assert "mode" in exc.fields
+
+
+class VectorPlanRoutingTests(MemoryTestCase):
+    """Small scopes are sorted exactly; large ones use the HNSW index with iterative scan."""
+
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        cls.person = memory_user_factory(cls.workspace)
+        rng = np.random.default_rng(7)
+        entries = [
+            EpisodicEntry(
+                workspace=cls.workspace,
+                agent=cls.agent,
+                memory_user=cls.person,
+                content=f"note {i}",
+                content_hash=str(i),
+                source="user_assertion",
+                evidence="x",
+            )
+            for i in range(60)
+        ]
+        EpisodicEntry.objects.bulk_create(entries)
+        vectors = rng.normal(size=(60, 384))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        EntryEmbedding.objects.bulk_create(
+            EntryEmbedding(
+                entry=e,
+                workspace=cls.workspace,
+                agent=cls.agent,
+                memory_user=cls.person,
+                model=LOCAL_MODEL_NAME,
+                dimensions=384,
+                embedding=v.tolist(),
+            )
+            for e, v in zip(entries, vectors, strict=True)
+        )
+        cls.vectors = vectors
+        cls.entries = entries
+
+    def run_search(self):
+        query = self.vectors[3].tolist()
+        return entry_search_hybrid(
+            agent=self.agent,
+            memory_user=self.person,
+            query="note",
+            mode="vector",
+            query_vector=query,
+            model=LOCAL_MODEL_NAME,
+            top_k=5,
+        )
+
+    def explain(self, plan):
+        where = "agent_id = %(agent)s AND memory_user_id = %(memory_user)s"
+        sql = vector_sql(table="episodes_entryembedding", id_column="entry_id", scope_where=where, plan=plan)
+        params = {
+            "agent": self.agent.pk,
+            "memory_user": self.person.pk,
+            "qvec": "[" + ",".join(str(x) for x in self.vectors[3]) + "]",
+            "model": LOCAL_MODEL_NAME,
+            "limit": 5,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("EXPLAIN " + sql, params)
+            return "\n".join(row[0] for row in cursor.fetchall())
+
+    def test_small_scope_takes_the_exact_plan(self):
+        """Under the threshold the search is an exact sort and returns the true nearest first."""
+        result = self.run_search()
+        assert result.plan == PLAN_EXACT
+        assert result.scope_size == 60
+        assert result.hits[0].entry == self.entries[3]
+        assert "episodes_entry_embedding_hnsw" not in self.explain(PLAN_EXACT)
+
+    @override_settings(EPISODIC_EXACT_SCOPE_MAX=10)
+    def test_large_scope_takes_the_hnsw_plan(self):
+        """Over the threshold the HNSW plan is chosen, and its SQL can use the partial index."""
+        result = self.run_search()
+        assert result.plan == PLAN_HNSW
+        assert result.hits[0].entry == self.entries[3]
+        assert "episodes_entry_embedding_hnsw" in self.explain(PLAN_HNSW)
+
+    def test_other_models_never_take_the_hnsw_plan(self):
+        """A model without an index is sorted exactly whatever the scope size."""
+        from core.ranking import vector_plan
+
+        assert vector_plan(scope_size=10**7, model="text-embedding-3-small", dimensions=1536) == PLAN_EXACT
+        assert vector_plan(scope_size=10**7, model=LOCAL_MODEL_NAME, dimensions=384) == PLAN_HNSW
+
+    def test_bm25_prefers_rare_terms(self):
+        """A term rare in the scope outweighs a common one (inverse document frequency)."""
+        EpisodicEntry.objects.filter(pk=self.entries[0].pk).update(content="note about zebras")
+        sql = bm25_sql(
+            "SELECT id, search_vector AS tsv FROM episodes_episodicentry WHERE memory_user_id = %(memory_user)s"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, {"memory_user": self.person.pk, "query": "note zebras", "limit": 3})
+            rows = cursor.fetchall()
+        assert rows[0][0] == self.entries[0].pk
+        assert rows[0][1] > 2 * rows[1][1]

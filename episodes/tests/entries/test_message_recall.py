@@ -1,0 +1,80 @@
+from core.testing import MemoryTestCase
+from core.testing_openai import OpenAITestServer
+from episodes.entry_selectors import message_search_related
+from episodes.entry_services import message_embed_batch, message_embed_sweep
+from episodes.models import MessageEmbedding
+from episodes.tasks import message_embed_sweep_task
+from episodes.tests.entries.factories import memory_user_factory, use_test_embeddings
+from threads.services import thread_append_messages, thread_create
+
+
+class MessageRecallTests(MemoryTestCase):
+    def setUp(self):
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        use_test_embeddings(self.server, self.workspace)
+        self.person = memory_user_factory(self.workspace)
+        self.old_thread = thread_create(
+            workspace=self.workspace, agent=self.agent, memory_user=self.person, channel_chat_id="old"
+        )
+        self.old = thread_append_messages(
+            thread=self.old_thread,
+            messages=[
+                {"role": "user", "content": "Which tent should I buy for the Alps trip?"},
+                {"role": "assistant", "content": "A four-season tent rated for snow."},
+                {"role": "user", "content": "My cat Miso hates the vet."},
+            ],
+        )
+        self.new_thread = thread_create(
+            workspace=self.workspace, agent=self.agent, memory_user=self.person, channel_chat_id="new"
+        )
+        self.new = thread_append_messages(
+            thread=self.new_thread, messages=[{"role": "user", "content": "Packing for the Alps trip now."}]
+        )
+
+    def search(self, query, **kwargs):
+        kwargs.setdefault("exclude_message_ids", [m.pk for m in self.new])
+        return message_search_related(
+            workspace=self.workspace, agent=self.agent, memory_user=self.person, query=query, **kwargs
+        )
+
+    def test_embedding_stores_two_vectors_per_message_once(self):
+        """Each user/assistant message gets a vector alone and one after its predecessor; reruns skip."""
+        ids = [m.pk for m in self.old + self.new]
+        assert message_embed_batch(message_ids=ids) == 4
+        assert message_embed_batch(message_ids=ids) == 0
+        row = MessageEmbedding.objects.get(message=self.old[1])
+        assert row.model == "test-bag-of-words" and row.dimensions == 64
+        assert row.memory_user_id == self.person.pk and row.agent_id == self.agent.pk
+        texts = self.server.requests[-1][1]["input"]
+        assert any(t.startswith("user: Which tent") and "\nassistant: A four-season tent" in t for t in texts)
+
+    def test_related_older_messages_of_the_same_person_are_recalled(self):
+        """The answer next to the matching question is recalled, the current thread is excluded."""
+        message_embed_batch(message_ids=[m.pk for m in self.old + self.new])
+        result = self.search("Packing for the Alps trip now.", top_k=2)
+        ids = [h.message.pk for h in result.hits]
+        assert ids[0] == self.old[0].pk
+        assert self.old[1].pk in ids
+        assert self.new[0].pk not in ids
+
+    def test_messages_are_found_lexically_before_their_vectors(self):
+        """No vectors yet: the lexical channel still recalls the message."""
+        result = self.search("cat vet")
+        assert [h.message.pk for h in result.hits][0] == self.old[2].pk
+
+    def test_another_persons_threads_are_never_recalled(self):
+        other = memory_user_factory(self.workspace, canonical_id="telegram:9", display_name="Bo")
+        message_embed_batch(message_ids=[m.pk for m in self.old])
+        result = message_search_related(
+            workspace=self.workspace, agent=self.agent, memory_user=other, query="Alps tent"
+        )
+        assert result.hits == []
+
+    def test_sweep_enqueues_messages_without_vectors(self):
+        """The periodic sweep finds unembedded messages; the eager task embeds them."""
+        assert len(message_embed_sweep(limit=100)) == 4
+        with self.settings(CELERY_TASK_ALWAYS_EAGER=True):
+            message_embed_sweep_task.apply()
+        assert message_embed_sweep(limit=100) == []
+        assert MessageEmbedding.objects.count() == 4
