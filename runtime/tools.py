@@ -322,6 +322,70 @@ def context(
     return context_result_data(result)
 
 
+RECORD_TURN_EMPTY = "Send the assistant's reply, the user's message, or both."
+
+
+def record_turn(
+    *,
+    principal: Principal,
+    thread: str,
+    assistant_message: str = "",
+    user_message: str = "",
+    idempotency_key: str | None = None,
+    extract: bool = True,
+    candidates: list[dict[str, Any]] | None = None,
+    last_messages: int = 20,
+) -> dict:
+    """Store the end of a turn: the user's message (unless `context` already appended it) and
+    your reply, then extract episodic memories from the recent conversation (things the person
+    asserted or accepted, each backed by an exact quote). Optional `candidates`
+    ({content, source, evidence}) are validated the same way. Call it after every reply."""
+    from episodes.entry_services import entry_extract
+    from threads.models import Message
+    from threads.selectors import thread_get
+    from threads.services import thread_append_messages
+
+    require_write(principal)
+    thread_obj = thread_get(principal=principal, thread_id=thread)
+    messages = []
+    for role, content in (("user", user_message), ("assistant", assistant_message)):
+        if content:
+            message = {"role": role, "content": content}
+            if idempotency_key:
+                message["idempotency_key"] = f"{idempotency_key}:{role}"
+            messages.append(message)
+    if not messages:
+        raise ApplicationError(RECORD_TURN_EMPTY, fields={"assistant_message": [RECORD_TURN_EMPTY]})
+    stored = thread_append_messages(thread=thread_obj, messages=messages, actor=principal.actor)
+    data = {"message_ids": [str(m.pk) for m in stored], "extraction": None}
+    if not extract or thread_obj.memory_user is None:
+        return data
+    rows = (
+        Message.objects.filter(thread=thread_obj, role__in=("user", "assistant"))
+        .exclude(content="")
+        .order_by("-seq")
+        .values("id", "role", "content")[: max(1, min(last_messages, 200))]
+    )
+    transcript = [{**row, "id": str(row["id"])} for row in reversed(rows)]
+    result = entry_extract(
+        agent=thread_obj.agent,
+        memory_user=thread_obj.memory_user,
+        thread=thread_obj,
+        transcript=transcript,
+        candidates=[dict(c) for c in candidates or []],
+        actor=principal.actor,
+    )
+    data["extraction"] = {
+        "stored": [
+            {"id": str(entry.pk), "content": entry.content, "source": entry.source} for entry in result.stored
+        ],
+        "rejected": result.rejected,
+        "facts": result.facts,
+        "llm_used": result.llm_used,
+    }
+    return data
+
+
 TOOLS = [
     ToolSpec("identify_user", identify_user, identify_user.__doc__, read_only=False),
     ToolSpec("remember", remember, remember.__doc__, read_only=False),
@@ -329,4 +393,5 @@ TOOLS = [
     ToolSpec("recall_memory", recall_memory, recall_memory.__doc__, read_only=True),
     ToolSpec("history", history, history.__doc__, read_only=True),
     ToolSpec("context", context, context.__doc__, read_only=False),
+    ToolSpec("record_turn", record_turn, record_turn.__doc__, read_only=False),
 ]
