@@ -61,7 +61,7 @@ def _get_or_404(spec: TabSpec, principal, pk):
 
 def _filter_fields(spec: TabSpec, request):
     """The FilterSet's form (the API's own filters), described for the filter bar template."""
-    filterset = spec.filterset(request.GET)
+    filterset = spec.filterset(filter_params(request.GET))
     form = filterset.form
     fields = []
     for bound in form:
@@ -69,7 +69,10 @@ def _filter_fields(spec: TabSpec, request):
             continue
         formfield = bound.field
         data = form.data
-        entry = {"name": bound.name, "label": bound.label, "id": f"filter-{bound.name}"}
+        label = bound.label
+        if not label or "[invalid name]" in str(label):
+            label = bound.name.replace("_", " ").capitalize()
+        entry = {"name": bound.name, "label": label, "id": f"filter-{bound.name}"}
         if isinstance(formfield, forms.NullBooleanField):
             entry.update(kind="select", choices=[("", "Any"), ("true", "Yes"), ("false", "No")])
             entry["selected"] = [str(data.get(bound.name, "")).lower()]
@@ -108,11 +111,23 @@ def _base_context(spec: TabSpec, request) -> dict:
     }
 
 
+def filter_params(query):
+    """The query string without empty values: an empty form field means "any", not ""."""
+    params = query.copy()
+    for key in list(params):
+        values = [value for value in params.getlist(key) if value.strip()]
+        if values:
+            params.setlist(key, values)
+        else:
+            del params[key]
+    return params
+
+
 def _results_context(spec: TabSpec, request) -> dict:
     principal = request.operator.principal
     context = _base_context(spec, request)
     try:
-        queryset = spec.list(principal, request.GET)
+        queryset = spec.list(principal, filter_params(request.GET))
     except ApplicationError as exc:
         context["filter_errors"] = exc.fields or {"": [exc.message]}
         context["listing"] = None
@@ -127,6 +142,9 @@ def _results_context(spec: TabSpec, request) -> dict:
 def tab_list(request, spec: TabSpec):
     context = _results_context(spec, request)
     context["filters"] = _filter_fields(spec, request)
+    # Filters other than the search box that the URL sets, so their panel opens itself.
+    names = {entry["name"] for entry in context["filters"] if entry["kind"] != "search"}
+    context["filters_active"] = sum(1 for name in names if any(request.GET.getlist(name)))
     return render_page(
         request,
         spec.template,

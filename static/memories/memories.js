@@ -34,6 +34,19 @@
     toast("The server cannot be reached.", "error");
   });
 
+  // Filter forms send only the fields in use, so pushed URLs stay short and shareable.
+  document.addEventListener("htmx:configRequest", function (evt) {
+    if (evt.detail.verb !== "get") return;
+    var params = evt.detail.parameters;
+    var keys = params instanceof FormData ? Array.from(params.keys()) : Object.keys(params);
+    keys.forEach(function (key) {
+      var values = params instanceof FormData ? params.getAll(key) : [].concat(params[key]);
+      if (values.every(function (v) { return String(v).trim() === ""; })) {
+        if (params instanceof FormData) params.delete(key); else delete params[key];
+      }
+    });
+  });
+
   function selectedIn(form) {
     return Array.prototype.filter.call(
       document.querySelectorAll('input[name="ids"][form="' + form.id + '"]'),

@@ -243,3 +243,15 @@ class FactsTabTests(BrowserTestCase):
             == 404
         )
         assert Fact.objects.get(pk=self.tz.pk).value == "Europe/Paris"
+
+
+class FactsFilterFormTests(BrowserTestCase):
+    def test_empty_fields_of_a_submitted_filter_form_mean_any(self):
+        fact_remember(
+            workspace=self.workspace, key="agent_motto", value="be kind", scope="agent", agent=self.agent
+        )
+        fact_remember(workspace=self.workspace, key="other", value="x", scope="global")
+        self.login(self.viewer)
+        query = "?q=&key=&scope=agent&fact_type=&source=&agent=&memory_user=&min_confidence=&current=true"
+        response = self.htmx("get", self.url("memories:facts") + query, target="results")
+        assert b'data-total="1"' in response.content
