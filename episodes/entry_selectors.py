@@ -114,11 +114,16 @@ def entry_search_hybrid(
         query_vector, model = _query_vector(
             workspace=agent.workspace, query=query, weights=weights, provider=provider
         )
-    params = {"agent": agent.pk, "memory_user": memory_user.pk, "active": EpisodicEntry.Status.ACTIVE}
+    params = {
+        "workspace": agent.workspace_id,
+        "agent": agent.pk,
+        "memory_user": memory_user.pk,
+        "active": EpisodicEntry.Status.ACTIVE,
+    }
     corpus = Corpus(
         lexical_scope_sql=(
-            "SELECT id, search_vector AS tsv FROM episodes_episodicentry "
-            "WHERE agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND status = %(active)s"
+            "SELECT id, search_vector AS tsv FROM episodes_episodicentry WHERE workspace_id = %(workspace)s "
+            "AND agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND status = %(active)s"
         ),
         scope_size_sql=(
             "SELECT count(*) FROM episodes_entryembedding "

@@ -1,0 +1,257 @@
+"""Episodic memory performance: search latency at scale, extraction latency, batch embedding.
+
+    python -m bench.episodic_perf [--entries 1000000] [--pairs 1000] [--json OUT]
+
+1. Search: `--entries` entries spread over `--pairs` (agent, memory user) pairs, built
+   in SQL with random words (a 2,000-word vocabulary) and random 384-d vectors: real
+   MiniLM vectors for a million rows would take hours on 2 cores, and the query plan,
+   not the vector values, is what is measured. `entry_search_hybrid` is timed with a
+   precomputed query vector (server-side, excluding query embedding) and with the local
+   model embedding the query (end to end). A scope of 1,000 rows takes the exact plan.
+2. HNSW routing: one scope of `--hnsw-scope` rows under the local model name, so the
+   partial HNSW index is built and the search is routed to it; timed the same way.
+3. Extraction of a 20-turn transcript with 5 client candidates, excluding embedding
+   (candidate vectors are precomputed; the provider returns them from memory).
+4. Batch embedding with the local model: texts/s batched vs one at a time.
+"""
+
+import argparse
+import random
+import time
+import uuid
+
+from bench.harness import measure, print_table, setup_django, summarize, write_json
+
+VOCABULARY_SIZE = 2000
+
+
+def build_entries(*, workspace, agents, people, per_pair: int, model: str, dims: int = 384) -> None:
+    """Insert per_pair entries and vectors for every (agent, person) pair, in SQL."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS bench_vocab AS "
+            "SELECT array_agg(md5(i::text)::varchar(7)) AS w FROM generate_series(1, %s) i",
+            [VOCABULARY_SIZE],
+        )
+        for agent, person in zip(agents, people, strict=True):
+            cursor.execute(
+                """
+                WITH rows AS (
+                    SELECT gen_random_uuid() AS id, g,
+                        (SELECT string_agg(v.w[1 + floor(random() * %(vocab)s)::int], ' ')
+                         FROM bench_vocab v, generate_series(1, 10 + (g %% 5))) AS content
+                    FROM generate_series(1, %(n)s) g
+                ), entries AS (
+                    INSERT INTO episodes_episodicentry (id, created_at, updated_at, workspace_id, agent_id,
+                        memory_user_id, content, content_hash, source, evidence, source_message_ids,
+                        metadata, status, embedding_model)
+                    SELECT id, now() - (g || ' minutes')::interval, now(), %(workspace)s, %(agent)s,
+                        %(person)s, content, md5(content), 'user_assertion', content, '[]', '{}',
+                        'active', %(model)s
+                    FROM rows RETURNING id
+                )
+                INSERT INTO episodes_entryembedding (entry_id, workspace_id, agent_id, memory_user_id, model,
+                    dimensions, embedding, created_at)
+                SELECT id, %(workspace)s, %(agent)s, %(person)s, %(model)s, %(dims)s,
+                    (SELECT array_agg(random() - 0.5) FROM generate_series(1, %(dims)s) d
+                     WHERE entries.id IS NOT NULL)::vector, now()
+                FROM entries
+                """,
+                {
+                    "vocab": VOCABULARY_SIZE,
+                    "n": per_pair,
+                    "workspace": workspace.pk,
+                    "agent": agent.pk,
+                    "person": person.pk,
+                    "model": model,
+                    "dims": dims,
+                },
+            )
+        cursor.execute("ANALYZE episodes_episodicentry")
+        cursor.execute("ANALYZE episodes_entryembedding")
+
+
+def random_query(rng, vocab) -> str:
+    return " ".join(rng.choice(vocab) for _ in range(4))
+
+
+def random_vector(rng, dims=384) -> list[float]:
+    return [rng.random() - 0.5 for _ in range(dims)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument("--pairs", type=int, default=1000)
+    parser.add_argument("--hnsw-scope", type=int, default=50_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+
+    setup_django()
+    from django.db import connection
+
+    from core.embeddings import LOCAL_MODEL_NAME, LocalEmbeddingProvider
+    from core.services import agent_get_or_create, workspace_create
+    from episodes.entry_selectors import entry_search_hybrid
+    from episodes.entry_services import entry_extract
+    from identities.models import MemoryUser
+
+    rng = random.Random(42)
+    results: dict = {"scale": vars(args)}
+    rows = []
+    workspace = workspace_create(name=f"bench-episodic-{uuid.uuid4().hex[:6]}")
+    agent_count = max(1, args.pairs // 100)
+    agents_pool = [agent_get_or_create(workspace=workspace, slug=f"agent-{i}") for i in range(agent_count)]
+    people = MemoryUser.objects.bulk_create(
+        MemoryUser(workspace=workspace, canonical_id=f"bench:{i}") for i in range(args.pairs)
+    )
+    agents = [agents_pool[i % agent_count] for i in range(args.pairs)]
+
+    started = time.perf_counter()
+    build_entries(
+        workspace=workspace,
+        agents=agents,
+        people=people,
+        per_pair=args.entries // args.pairs,
+        model="bench-random-384",
+    )
+    results["build_s"] = round(time.perf_counter() - started, 1)
+    print(f"built {args.entries} entries over {args.pairs} pairs in {results['build_s']} s")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT array_agg(w) FROM (SELECT unnest(w) AS w FROM bench_vocab) x")
+        vocab = cursor.fetchone()[0]
+
+    def one_search(model="bench-random-384", person_index=None, agent=None, person=None):
+        index = rng.randrange(args.pairs) if person_index is None else person_index
+        return entry_search_hybrid(
+            agent=agent or agents[index],
+            memory_user=person or people[index],
+            query=random_query(rng, vocab),
+            query_vector=random_vector(rng),
+            model=model,
+            top_k=12,
+        )
+
+    plan = one_search().plan
+    stats = measure(one_search, repeat=args.queries, warmup=10)
+    rows.append((f"search, scope {args.entries // args.pairs} ({plan}), no embed", stats))
+    results["search_server_side"] = {**stats, "plan": plan}
+
+    local = LocalEmbeddingProvider()
+    local.embed(["warm up"])
+
+    def one_search_with_embedding():
+        index = rng.randrange(args.pairs)
+        query = random_query(rng, vocab)
+        vector = local.embed([query])[0]
+        return entry_search_hybrid(
+            agent=agents[index],
+            memory_user=people[index],
+            query=query,
+            query_vector=vector,
+            model="bench-random-384",
+            top_k=12,
+        )
+
+    stats = measure(one_search_with_embedding, repeat=args.queries, warmup=5)
+    rows.append(("search incl. local query embedding", stats))
+    results["search_with_embedding"] = stats
+
+    if args.hnsw_scope:
+        big_agent = agent_get_or_create(workspace=workspace, slug="hnsw-agent")
+        big_person = MemoryUser.objects.create(workspace=workspace, canonical_id="bench:hnsw")
+        started = time.perf_counter()
+        build_entries(
+            workspace=workspace,
+            agents=[big_agent],
+            people=[big_person],
+            per_pair=args.hnsw_scope,
+            model=LOCAL_MODEL_NAME,
+        )
+        results["hnsw_build_s"] = round(time.perf_counter() - started, 1)
+        plan = one_search(model=LOCAL_MODEL_NAME, agent=big_agent, person=big_person).plan
+        stats = measure(
+            lambda: one_search(model=LOCAL_MODEL_NAME, agent=big_agent, person=big_person),
+            repeat=args.queries,
+            warmup=10,
+        )
+        rows.append((f"search, scope {args.hnsw_scope} ({plan}), no embed", stats))
+        results["search_hnsw_scope"] = {**stats, "plan": plan}
+
+    # Extraction: a 20-turn transcript, 5 client candidates, vectors precomputed.
+    person = MemoryUser.objects.create(workspace=workspace, canonical_id="bench:extract")
+    extract_agent = agents_pool[0]
+    transcript = []
+    for turn in range(10):
+        transcript.append(
+            {"id": f"u{turn}", "role": "user", "content": f"On day {turn} I went hiking near lake {turn}."}
+        )
+        transcript.append({"id": f"a{turn}", "role": "assistant", "content": f"Lake {turn} sounds lovely."})
+
+    class CachedProvider:
+        model_name = "bench-cached"
+        dimensions = 384
+
+        def __init__(self):
+            self.cache = {}
+
+        def embed(self, texts):
+            return [self.cache.setdefault(t, random_vector(rng)) for t in texts]
+
+    cached = CachedProvider()
+    counter = iter(range(10**9))
+
+    def one_extraction():
+        run = next(counter)
+        candidates = [
+            {
+                "content": f"Went hiking near lake {i} (run {run}).",
+                "source": "user_assertion",
+                "evidence": f"I went hiking near lake {i}.",
+            }
+            for i in range(5)
+        ]
+        cached.embed([c["content"] for c in candidates])  # Precomputed: not timed below.
+        started = time.perf_counter()
+        entry_extract(
+            agent=extract_agent,
+            memory_user=person,
+            transcript=transcript,
+            candidates=candidates,
+            use_llm=False,
+            provider=cached,
+        )
+        return (time.perf_counter() - started) * 1000
+
+    samples = [one_extraction() for _ in range(50)]
+    stats = summarize(samples[5:])
+    rows.append(("extract 20 turns, 5 candidates, no embed", stats))
+    results["extraction"] = stats
+
+    texts = [f"Entry {i}: went hiking near lake {i} with a friend from work." for i in range(256)]
+    started = time.perf_counter()
+    for text in texts[:64]:
+        local.embed([text])
+    single_rate = 64 / (time.perf_counter() - started)
+    started = time.perf_counter()
+    local.embed(texts)
+    batch_rate = len(texts) / (time.perf_counter() - started)
+    results["embedding"] = {
+        "one_at_a_time_per_s": round(single_rate, 1),
+        "batched_per_s": round(batch_rate, 1),
+        "speedup": round(batch_rate / single_rate, 2),
+    }
+
+    print_table("Episodic memory", rows)
+    print(
+        f"\nlocal embedding: one at a time {single_rate:.1f}/s, batched {batch_rate:.1f}/s "
+        f"({batch_rate / single_rate:.1f}x)"
+    )
+    write_json(args.json, results)
+
+
+if __name__ == "__main__":
+    main()
