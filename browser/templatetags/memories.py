@@ -20,7 +20,12 @@ def reltime(value):
     if not value:
         return mark_safe('<span class="muted">—</span>')
     now = timezone.now()
-    label = f"{timesince(value, now)} ago" if value <= now else f"in {timesince(now, value)}"
+    if abs((now - value).total_seconds()) < 60:
+        label = "just now"
+    elif value <= now:
+        label = f"{timesince(value, now)} ago"
+    else:
+        label = f"in {timesince(now, value)}"
     # timesince uses non-breaking spaces; keep the label on one line in narrow columns anyway.
     label = label.split(",")[0]
     return format_html(
