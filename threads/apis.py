@@ -100,7 +100,20 @@ class MessageOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class AppendedMessageOutputSerializer(MessageOutputSerializer):
+class AppendedMessageOutputSerializer(serializers.Serializer):
+    """What an append returns per message: its identity and position, not an echo of the
+    content (a batch of 500 long messages would otherwise be sent back whole)."""
+
+    id = serializers.UUIDField()
+    parent_id = serializers.UUIDField(allow_null=True)
+    role = serializers.CharField()
+    node_id = serializers.CharField()
+    seq = serializers.IntegerField()
+    depth = serializers.IntegerField()
+    token_count = serializers.IntegerField()
+    archived = serializers.BooleanField()
+    idempotency_key = serializers.CharField()
+    created_at = serializers.DateTimeField()
     duplicate = serializers.BooleanField(help_text="True when the idempotency key was seen before.")
 
 
@@ -242,9 +255,12 @@ class MessageListApi(APIView):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         body = request.data
         if isinstance(body, dict) and "messages" in body and "role" not in body:
-            serializer = self.InputSerializer(data=body)
-            serializer.is_valid(raise_exception=True)
-            payload = serializer.validated_data["messages"]
+            # Each message is validated by the service (other tiers call it directly too);
+            # only the envelope is checked here.
+            unknown = sorted(set(body) - {"messages"})
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+            payload = body["messages"]
         elif isinstance(body, dict):
             payload = [body]
         else:
