@@ -3,7 +3,7 @@ from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db.models import Q
 
 from core.errors import INVALID_INPUT, ApplicationError
-from facts.models import Fact, key_normalize
+from facts.models import Fact, FactKey, key_normalize
 
 
 def filterset_apply(filterset_class, data, queryset, **kwargs):
@@ -81,9 +81,14 @@ class FactFilter(django_filters.FilterSet):
         normalized = key_normalize(value)
         if not normalized:
             return queryset
-        return queryset.filter(
-            Q(key_normalized__contains=normalized) | Q(key_normalized__trigram_word_similar=normalized)
+        # Through the key dictionary: a trigram scan of every fact would not scale.
+        every_word = Q()
+        for word in normalized.split():
+            every_word &= Q(key_normalized__contains=word)
+        keys = FactKey.objects.filter(every_word | Q(key_normalized__trigram_word_similar=normalized)).values(
+            "key_normalized"
         )
+        return queryset.filter(key_normalized__in=keys)
 
     def filter_q(self, queryset, name, value):
         return text_search(queryset, value) if value.strip() else queryset

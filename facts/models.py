@@ -3,12 +3,19 @@ import re
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.models import Agent, TimeStampedModel, Workspace
 
 _KEY_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
+# A fact's owner: the scope's reference (thread for session facts, memory user for user
+# facts, agent for agent facts, workspace for global facts), which facts_scope_reference
+# guarantees. "Visible in a context" is then `owner IN (<= 4 ids)`, each a narrow index range.
+FACT_OWNER = Coalesce("thread", "memory_user", "agent", "workspace")
 
 
 def key_normalize(key: str) -> str:
@@ -140,6 +147,16 @@ class Fact(TimeStampedModel):
                 name="facts_user",
             ),
             models.Index(fields=["workspace", "key", "-valid_from"], name="facts_key_history"),
+            models.Index(
+                FACT_OWNER,
+                F("confidence").desc(),
+                F("valid_from").desc(),
+                condition=Q(valid_to__isnull=True),
+                name="facts_owner_confidence",
+            ),
+            models.Index(
+                FACT_OWNER, F("key_normalized"), condition=Q(valid_to__isnull=True), name="facts_owner_key"
+            ),
         ]
 
     def __str__(self):
@@ -148,3 +165,30 @@ class Fact(TimeStampedModel):
     @property
     def is_current(self) -> bool:
         return self.valid_to is None
+
+
+class FactKey(models.Model):
+    """The distinct normalized keys of a workspace: the dictionary fuzzy key search scans.
+
+    A workspace has far fewer distinct keys than facts (every user has a `timezone`), so a
+    trigram search here, followed by an indexed lookup of the matching keys among the facts
+    visible in a context, stays fast at millions of facts. Rows are added by fact_remember
+    and never needed for correctness elsewhere; a stale key simply matches no fact.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    key_normalized = models.CharField(max_length=255)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "key_normalized"], name="facts_key_dictionary_unique"
+            )
+        ]
+        indexes = [
+            GinIndex(fields=["key_normalized"], opclasses=["gin_trgm_ops"], name="facts_key_dictionary_trgm")
+        ]
+
+    def __str__(self):
+        return self.key_normalized

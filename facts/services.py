@@ -17,7 +17,7 @@ from core.access import Principal
 from core.errors import ApplicationError, NotFoundError
 from core.models import AuditEvent
 from core.services import audit_record
-from facts.models import Fact, key_normalize
+from facts.models import Fact, FactKey, key_normalize
 
 CONFIRM_RATE = 0.2
 # Starting confidence when the caller gives none: an operator is trusted most, an
@@ -277,6 +277,10 @@ def _fact_remember_locked(
         current.times_contradicted += 1
         current.save(update_fields=["valid_to", "times_contradicted", "updated_at"])
     fact.save()
+    if current is None:
+        FactKey.objects.bulk_create(
+            [FactKey(workspace=workspace, key_normalized=fact.key_normalized)], ignore_conflicts=True
+        )
     if current is not None:
         Fact.objects.filter(pk=current.pk).update(superseded_by=fact)
         current.superseded_by = fact
@@ -357,36 +361,51 @@ def fact_update(
     return fact
 
 
-def _facts_delete(*, queryset, workspace, actor: str) -> dict:
-    rows = list(queryset.values_list("pk", "key", "scope", "memory_user_id", "fact_type"))
-    if not rows:
-        return {"facts": 0}
-    ids = [row[0] for row in rows]
-    # Histories point at their successors; clear the links first so the delete below is a
-    # single statement instead of Django's collector loading every row (10k rows: ~2 s -> ~0.2 s).
-    Fact.objects.filter(superseded_by_id__in=ids).update(superseded_by=None)
-    deleted = Fact.objects.filter(pk__in=ids)._raw_delete(Fact.objects.db)
-    AuditEvent.objects.bulk_create(
-        [
-            AuditEvent(
-                workspace=workspace,
-                actor=actor,
-                action=AuditEvent.Action.DELETE,
-                entity_type="fact",
-                entity_id=str(pk),
-                changes={"key": key, "scope": scope},
-            )
-            for pk, key, scope, _user, _type in rows
-        ],
-        batch_size=2000,
-    )
-    preference_users = {
-        user
-        for _pk, _key, scope, user, fact_type in rows
-        if user and fact_type == Fact.FactType.USER_PREFERENCE
-    }
+_DELETE_SQL = """
+WITH unlinked AS (
+    -- Histories point at their successors (SET NULL in Django, not in the database; the
+    -- deferred foreign key is checked at commit, after this).
+    UPDATE facts_fact SET superseded_by_id = NULL
+    WHERE superseded_by_id = ANY(%(ids)s::uuid[]) AND NOT (id = ANY(%(ids)s::uuid[]))
+), deleted AS (
+    DELETE FROM facts_fact
+    WHERE workspace_id = %(workspace)s AND id = ANY(%(ids)s::uuid[]) {agent_condition}
+    RETURNING id, key, scope, memory_user_id, fact_type
+), audited AS (
+    INSERT INTO core_auditevent (workspace_id, at, actor, action, entity_type, entity_id, changes)
+    SELECT %(workspace)s, now(), %(actor)s, 'delete', 'fact', id::text,
+           jsonb_build_object('key', key, 'scope', scope)
+    FROM deleted
+)
+SELECT count(*),
+       coalesce(array_agg(DISTINCT memory_user_id) FILTER (
+           WHERE fact_type = 'user_preference' AND memory_user_id IS NOT NULL), '{{}}')
+FROM deleted
+"""
+
+
+def _facts_delete(*, workspace, ids: list, actor: str, agent=None) -> dict:
+    """Delete the facts in `ids` (of `workspace`, and of `agent` or agent-less when given)
+    and audit each one; all or nothing: when a row is missing, raise and roll back.
+
+    One statement deletes, audits and reports: through the ORM, 10,000 rows cost ~3 s of
+    per-row Python (collector, audit objects, 10,000 bound parameters per query); as an
+    array parameter and a data-modifying CTE they take ~0.3 s. Must run in a transaction.
+    """
+    from django.db import connection
+
+    ids = [str(pk) for pk in ids]
+    agent_condition = "AND (agent_id IS NULL OR agent_id = %(agent)s)" if agent is not None else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _DELETE_SQL.format(agent_condition=agent_condition),
+            {"workspace": workspace.pk, "ids": ids, "actor": actor, "agent": agent.pk if agent else None},
+        )
+        deleted, preference_users = cursor.fetchone()
+    if deleted != len(ids):
+        raise NotFoundError("Some of these facts do not exist.", fields={"ids": ["Unknown id."]})
     if preference_users:
-        memory_user_preferences_sync(memory_user_ids=list(preference_users))
+        memory_user_preferences_sync(memory_user_ids=preference_users)
     return {"facts": deleted}
 
 
@@ -394,19 +413,20 @@ def fact_delete(*, fact: Fact, actor: str) -> dict:
     """Delete one version. Deleting the current version forgets the key in that scope; its
     history stays listable until deleted too."""
     with transaction.atomic():
-        return _facts_delete(queryset=Fact.objects.filter(pk=fact.pk), workspace=fact.workspace, actor=actor)
+        return _facts_delete(workspace=fact.workspace, ids=[fact.pk], actor=actor)
 
 
 def fact_batch_delete(*, principal: Principal, ids, actor: str | None = None) -> dict:
-    """Delete every fact in `ids`, or nothing: an id the principal cannot see is a 404."""
-    from facts.selectors import fact_scope_for_principal
+    """Delete every fact in `ids`, or nothing: an id the principal cannot see is a 404.
 
+    The visibility rule is facts.selectors.fact_scope_for_principal's: the workspace, and for
+    an agent-bound key, agent-less facts or the key's agent's.
+    """
     ids = list(dict.fromkeys(ids))
     with transaction.atomic():
-        queryset = fact_scope_for_principal(Fact.objects.all(), principal).filter(pk__in=ids)
-        if queryset.count() != len(ids):
-            raise NotFoundError("Some of these facts do not exist.", fields={"ids": ["Unknown id."]})
-        return _facts_delete(queryset=queryset, workspace=principal.workspace, actor=actor or principal.actor)
+        return _facts_delete(
+            workspace=principal.workspace, ids=ids, actor=actor or principal.actor, agent=principal.agent
+        )
 
 
 def fact_touch(*, fact_ids) -> None:

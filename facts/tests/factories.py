@@ -1,6 +1,6 @@
 import factory
 
-from facts.models import Fact, key_normalize
+from facts.models import Fact, FactKey, key_normalize
 from facts.services import fact_search_text
 
 
@@ -16,3 +16,8 @@ class FactFactory(factory.django.DjangoModelFactory):
     value = "value"
     search_text = factory.LazyAttribute(lambda o: fact_search_text(o.key, o.value))
     confidence = 0.9
+
+    @factory.post_generation
+    def key_dictionary(obj, create, extracted, **kwargs):
+        if create:
+            FactKey.objects.get_or_create(workspace=obj.workspace, key_normalized=obj.key_normalized)
