@@ -106,7 +106,7 @@ class ThreadCheckpointListApi(APIView):
         operation_id="thread_checkpoints_list",
     )
     def get(self, request, thread_id):
-        thread = thread_get(principal=request.user, thread_id=thread_id)
+        thread = thread_get(principal=request.user, thread_id=thread_id, related=False)
         return paginate(
             queryset=checkpoint_list_for_thread(thread=thread, filters=request.query_params),
             serializer_class=CheckpointWithWritesOutputSerializer,
@@ -120,7 +120,7 @@ class ThreadCheckpointListApi(APIView):
         description="Store a checkpoint; the same (checkpoint_ns, checkpoint_id) again replaces it (200).",
     )
     def put(self, request, thread_id):
-        thread = thread_get(principal=request.user, thread_id=thread_id)
+        thread = thread_get(principal=request.user, thread_id=thread_id, related=False)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -140,7 +140,7 @@ class ThreadCheckpointListApi(APIView):
 
     @extend_schema(responses={200: serializers.DictField()})
     def delete(self, request, thread_id):
-        thread = thread_get(principal=request.user, thread_id=thread_id)
+        thread = thread_get(principal=request.user, thread_id=thread_id, related=False)
         require_write(request.user)
         return Response(checkpoint_thread_delete(thread=thread, actor=request.user.actor))
 
@@ -148,7 +148,7 @@ class ThreadCheckpointListApi(APIView):
 class ThreadCheckpointLatestApi(APIView):
     @extend_schema(parameters=[NS_PARAMETER], responses=CheckpointWithWritesOutputSerializer)
     def get(self, request, thread_id):
-        thread = thread_get(principal=request.user, thread_id=thread_id)
+        thread = thread_get(principal=request.user, thread_id=thread_id, related=False)
         checkpoint = checkpoint_latest(thread=thread, checkpoint_ns=_namespace(request))
         return Response(CheckpointWithWritesOutputSerializer(checkpoint).data)
 
@@ -156,7 +156,7 @@ class ThreadCheckpointLatestApi(APIView):
 class ThreadCheckpointDetailApi(APIView):
     @extend_schema(parameters=[NS_PARAMETER], responses=CheckpointWithWritesOutputSerializer)
     def get(self, request, thread_id, checkpoint_id):
-        thread = thread_get(principal=request.user, thread_id=thread_id)
+        thread = thread_get(principal=request.user, thread_id=thread_id, related=False)
         checkpoint = checkpoint_get(
             thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=_namespace(request)
         )
@@ -181,7 +181,7 @@ class ThreadCheckpointWritesApi(APIView):
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer)
     def put(self, request, thread_id, checkpoint_id):
-        thread = thread_get(principal=request.user, thread_id=thread_id)
+        thread = thread_get(principal=request.user, thread_id=thread_id, related=False)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         writes = self.WriteSerializer(data=serializer.validated_data["writes"], many=True)

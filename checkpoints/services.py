@@ -78,9 +78,11 @@ def checkpoint_put(
             ],
         )
         pk, created_at, inserted = cursor.fetchone()
-    Thread.objects.filter(pk=thread.pk, last_activity_at__lt=now - THREAD_TOUCH_INTERVAL).update(
-        last_activity_at=now
-    )
+    if thread.last_activity_at is None or thread.last_activity_at < now - THREAD_TOUCH_INTERVAL:
+        Thread.objects.filter(pk=thread.pk, last_activity_at__lt=now - THREAD_TOUCH_INTERVAL).update(
+            last_activity_at=now
+        )
+        thread.last_activity_at = now
     checkpoint = Checkpoint(
         id=pk,
         workspace_id=thread.workspace_id,

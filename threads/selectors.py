@@ -26,13 +26,17 @@ def thread_scoped_queryset(*, principal: Principal):
     return scope_to_principal(Thread.objects.all(), principal)
 
 
-def thread_get(*, principal: Principal, thread_id) -> Thread:
-    thread = (
-        thread_scoped_queryset(principal=principal)
-        .select_related("agent", "memory_user", "workspace")
-        .filter(pk=thread_id)
-        .first()
-    )
+def thread_get(*, principal: Principal, thread_id, related: bool = True) -> Thread:
+    """The thread `thread_id` if the principal may see it, else NotFoundError.
+
+    `related=False` loads only the columns the checkpoint endpoints need (one narrow row).
+    """
+    queryset = thread_scoped_queryset(principal=principal).filter(pk=thread_id)
+    if related:
+        queryset = queryset.select_related("agent", "memory_user", "workspace")
+    else:
+        queryset = queryset.only("id", "workspace_id", "agent_id", "last_activity_at")
+    thread = queryset.first()
     if thread is None:
         raise NotFoundError(THREAD_NOT_FOUND)
     return thread
