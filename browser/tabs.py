@@ -24,6 +24,11 @@ def tab_links(workspace_id, active: str | None) -> list[dict]:
     return links
 
 
+def tab_urls(workspace_id) -> dict:
+    """Each tab's list URL by slug; row URLs are built from them (one reverse per tab, not per row)."""
+    return {link["slug"]: link["url"] for link in tab_links(workspace_id, None)}
+
+
 def first_tab_url(workspace_id) -> str:
     links = tab_links(workspace_id, None)
     if links:

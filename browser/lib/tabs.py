@@ -18,6 +18,7 @@ from django.urls import reverse
 from browser.forms import BatchDeleteForm
 from browser.lib.listing import Sort, paginate_sorted
 from browser.lib.rendering import render_page, toast
+from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
 
 
@@ -104,6 +105,7 @@ def _base_context(spec: TabSpec, request) -> dict:
     return {
         "spec": spec,
         "tab": spec.slug,
+        "urls": tab_urls(request.operator.workspace.pk),
         "can_write": principal.can_write,
         "list_url": spec.url(request),
         "delete_url": spec.url(request, "-delete") if spec.batch_delete else None,

@@ -165,3 +165,11 @@ def item_url(context, name, pk):
         return reverse(name, kwargs={"workspace_id": context["request"].operator.workspace.pk, "pk": pk})
     except NoReverseMatch:
         return ""
+
+
+@register.filter
+def child(base, pk):
+    """`{{ urls.facts|child:fact.pk }}` -> /memories/<ws>/facts/<pk>/ without a reverse() per row."""
+    if not pk or not base:
+        return ""
+    return f"{base}{pk}/"
