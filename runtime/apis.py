@@ -52,6 +52,9 @@ class ContextOutputSerializer(serializers.Serializer):
     memory = SectionSerializer()
     procedures = SectionSerializer()
     history = HistorySerializer()
+    timings_ms = serializers.DictField(
+        child=serializers.FloatField(), help_text="Server time per part; query_embedding is inside memory."
+    )
 
 
 def context_result_data(result) -> dict:
@@ -73,6 +76,7 @@ def context_result_data(result) -> dict:
         "system_prompt": result.system_prompt,
         **{name: section.as_dict() for name, section in result.sections.items()},
         "history": result.history,
+        "timings_ms": result.timings,
     }
 
 

@@ -67,23 +67,34 @@ class Section:
         }
 
 
-def _fact_line(fact) -> str:
-    return f"- {escape_text(fact.key, limit=200)}: {escape_text(fact.value, limit=ITEM_VALUE_CHARS)}"
+def _fact_line(fact: dict) -> str:
+    return f"- {escape_text(fact['key'], limit=200)}: {escape_text(fact['value'], limit=ITEM_VALUE_CHARS)}"
 
 
-def _fact_item(fact) -> dict:
+def _fact_item(fact: dict) -> dict:
     return {
-        "id": str(fact.pk),
-        "key": fact.key,
-        "value": fact.value,
-        "fact_type": fact.fact_type,
-        "confidence": round(fact.effective_confidence, 4),
+        "id": str(fact["id"]),
+        "key": fact["key"],
+        "value": fact["value"],
+        "fact_type": fact["fact_type"],
+        "confidence": round(fact["effective_confidence"], 4),
     }
 
 
+def _candidate_limit(cap: int) -> int:
+    # A fact line costs at least ~5 tokens ("- a: b"), so a block of `cap` tokens never
+    # holds more than cap / 5 of them; fetching more would only be thrown away.
+    return max(1, min(FACT_CANDIDATES, cap // 5))
+
+
 def _current_facts(context: MemoryContext, **filters):
+    """Current facts above MIN_FACT_CONFIDENCE (after decay), as dicts: rendering needs five
+    columns, and building model instances for hundreds of rows costs more than the query."""
     queryset = Fact.objects.filter(workspace=context.workspace, valid_to__isnull=True, **filters)
     return with_effective_confidence(queryset).filter(effective_confidence__gte=MIN_FACT_CONFIDENCE)
+
+
+FACT_COLUMNS = ("id", "key", "value", "fact_type", "effective_confidence")
 
 
 def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
@@ -98,7 +109,8 @@ def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
     facts = list(
         _current_facts(context, scope=Fact.Scope.USER, memory_user=context.memory_user)
         .annotate(preference_rank=_PREFERENCES_FIRST)
-        .order_by("preference_rank", "-effective_confidence", "-valid_from")[:FACT_CANDIDATES]
+        .order_by("preference_rank", "-effective_confidence", "-valid_from")
+        .values(*FACT_COLUMNS)[: _candidate_limit(cap)]
     )
     header = USER_PROFILE_HEADER
     if context.memory_user.display_name:
@@ -123,9 +135,9 @@ def context_session_memory(*, context: MemoryContext, cap: int, plan=None, summa
     if context.thread is None or cap <= 0:
         return section
     facts = list(
-        _current_facts(context, scope=Fact.Scope.SESSION, thread=context.thread).order_by(
-            "-effective_confidence", "-valid_from"
-        )[:FACT_CANDIDATES]
+        _current_facts(context, scope=Fact.Scope.SESSION, thread=context.thread)
+        .order_by("-effective_confidence", "-valid_from")
+        .values(*FACT_COLUMNS)[: _candidate_limit(cap)]
     )
     lines = _plan_lines(plan)
     fixed = len(lines)
@@ -268,6 +280,8 @@ class ContextResult:
     history: dict
     message_tokens: int
     appended: object = None
+    # Milliseconds per part; "query_embedding" is inside "memory".
+    timings: dict = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -344,17 +358,37 @@ def context_build(
     caps = {name: int(available * share) if name in wanted else 0 for name, share in shares.items()}
     plan = _thread_plan(context.thread) if "session_memory" in wanted else None
 
+    timings: dict[str, float] = {}
+
+    def timed(name, fn, **kwargs):
+        started = time.perf_counter()
+        value = fn(**kwargs)
+        timings[name] = round((time.perf_counter() - started) * 1000, 3)
+        return value
+
     sections = {
-        "user_profile": context_user_profile(context=context, cap=caps["user_profile"]),
-        "memory": context_memory(context=context, query=message, cap=caps["memory"]),
-        "procedures": context_procedures(
-            context=context, goal=message, channel=channel, cap=caps["procedures"]
+        "user_profile": timed(
+            "user_profile", context_user_profile, context=context, cap=caps["user_profile"]
         ),
-        "session_memory": context_session_memory(context=context, cap=caps["session_memory"], plan=plan),
+        "memory": timed("memory", context_memory, context=context, query=message, cap=caps["memory"]),
+        "procedures": timed(
+            "procedures",
+            context_procedures,
+            context=context,
+            goal=message,
+            channel=channel,
+            cap=caps["procedures"],
+        ),
+        "session_memory": timed(
+            "session_memory", context_session_memory, context=context, cap=caps["session_memory"], plan=plan
+        ),
     }
+    timings["query_embedding"] = round(sections["memory"].embedding_ms, 3)
     remaining = available - sum(s.tokens for s in sections.values())
     history = (
-        _history(context=context, node=node, max_tokens=remaining) if "history" in wanted else _no_history()
+        timed("history", _history, context=context, node=node, max_tokens=remaining)
+        if "history" in wanted
+        else _no_history()
     )
 
     if history["summary_applied"] and context.thread is not None and history["messages"]:
@@ -382,6 +416,7 @@ def context_build(
         history=history,
         message_tokens=reserved,
         appended=appended,
+        timings=timings,
     )
     excess = result.tokens - token_budget
     if excess > 0:
