@@ -1,0 +1,110 @@
+from django.contrib import admin, messages
+
+from facts.admin import admin_actor, audit_history_html, batch_delete_by_workspace
+from identities.models import ChannelIdentity, MemoryUser
+from identities.selectors import with_statistics
+from identities.services import (
+    memory_user_batch_delete,
+    memory_user_create,
+    memory_user_merge,
+    memory_user_update,
+)
+
+
+class ChannelIdentityInline(admin.TabularInline):
+    model = ChannelIdentity
+    fields = ["channel", "external_id", "profile", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        # Identities are added by identify_user and moved by merges.
+        return False
+
+
+@admin.register(MemoryUser)
+class MemoryUserAdmin(admin.ModelAdmin):
+    list_display = [
+        "canonical_id",
+        "display_name",
+        "workspace",
+        "merged_into",
+        "thread_count",
+        "message_count",
+        "first_seen_at",
+        "last_seen_at",
+    ]
+    list_filter = [("merged_into", admin.EmptyFieldListFilter), "workspace"]
+    list_select_related = ["workspace", "merged_into"]
+    search_fields = ["canonical_id", "display_name", "identities__external_id"]
+    fields = [
+        "workspace",
+        "canonical_id",
+        "display_name",
+        "preferences",
+        "merged_into",
+        "first_seen_at",
+        "last_seen_at",
+        "audit_history",
+    ]
+    readonly_fields = ["preferences", "merged_into", "first_seen_at", "last_seen_at", "audit_history"]
+    inlines = [ChannelIdentityInline]
+    actions = ["merge_into_first"]
+
+    def get_queryset(self, request):
+        return with_statistics(super().get_queryset(request))
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return self.readonly_fields
+        return [*self.readonly_fields, "workspace"]
+
+    @admin.display(description="threads", ordering="thread_count")
+    def thread_count(self, obj):
+        return obj.thread_count
+
+    @admin.display(description="messages", ordering="message_count")
+    def message_count(self, obj):
+        return obj.message_count
+
+    @admin.display(description="audit history")
+    def audit_history(self, obj):
+        return audit_history_html(entity_type="memory_user", obj=obj)
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            memory_user_update(
+                memory_user=MemoryUser.objects.get(pk=obj.pk),
+                actor=admin_actor(request),
+                display_name=obj.display_name,
+                canonical_id=obj.canonical_id,
+            )
+            return
+        created = memory_user_create(
+            workspace=obj.workspace,
+            canonical_id=obj.canonical_id,
+            display_name=obj.display_name,
+            actor=admin_actor(request),
+        )
+        obj.pk = created.pk
+        obj._state.adding = False
+
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, MemoryUser.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request, queryset):
+        # The right-to-erasure path: threads, messages, facts, episodes and entries go too.
+        counts = batch_delete_by_workspace(request, queryset, memory_user_batch_delete)
+        messages.success(request, f"Erased: {counts}.")
+
+    @admin.action(description="Merge the selected users into the one seen first")
+    def merge_into_first(self, request, queryset):
+        users = list(queryset.order_by("first_seen_at"))
+        if len({u.workspace_id for u in users}) != 1 or len(users) < 2:
+            messages.error(request, "Select two or more users of one workspace.")
+            return
+        target, *sources = users
+        for source in sources:
+            memory_user_merge(source=source, target=target, actor=admin_actor(request))
+        messages.success(request, f"Merged {len(sources)} user(s) into {target}.")
