@@ -1,7 +1,7 @@
 import base64
 import binascii
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -88,6 +88,7 @@ def _namespace(request) -> str:
 
 
 class ThreadCheckpointListApi(APIView):
+    @extend_schema_serializer(component_name="ThreadCheckpointListInput")
     class InputSerializer(StrictSerializer):
         checkpoint_ns = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
         checkpoint_id = serializers.CharField(max_length=255)
@@ -138,7 +139,12 @@ class ThreadCheckpointListApi(APIView):
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
 
-    @extend_schema(responses={200: serializers.DictField()})
+    @extend_schema_serializer(component_name="ThreadCheckpointDeleteOutput")
+    class DeleteOutputSerializer(serializers.Serializer):
+        deleted = serializers.IntegerField()
+        writes = serializers.IntegerField()
+
+    @extend_schema(responses={200: DeleteOutputSerializer})
     def delete(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id, related=False)
         require_write(request.user)
@@ -164,17 +170,20 @@ class ThreadCheckpointDetailApi(APIView):
 
 
 class ThreadCheckpointWritesApi(APIView):
+    @extend_schema_serializer(component_name="ThreadCheckpointWritesWrite")
     class WriteSerializer(StrictSerializer):
         idx = serializers.IntegerField(min_value=-(2**31), max_value=2**31 - 1)
         channel = serializers.CharField(max_length=255)
         value = TypedValueSerializer()
 
+    @extend_schema_serializer(component_name="ThreadCheckpointWritesInput")
     class InputSerializer(StrictSerializer):
         checkpoint_ns = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
         task_id = serializers.CharField(max_length=255)
         task_path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
         writes = serializers.ListField(allow_empty=False, max_length=10_000)
 
+    @extend_schema_serializer(component_name="ThreadCheckpointWritesOutput")
     class OutputSerializer(serializers.Serializer):
         stored = serializers.IntegerField(help_text="Writes that were new.")
         pending_writes = PendingWriteOutputSerializer(many=True)
@@ -227,6 +236,7 @@ class CheckpointListApi(APIView):
 
 
 class CheckpointBatchDeleteApi(APIView):
+    @extend_schema_serializer(component_name="CheckpointBatchDeleteOutput")
     class OutputSerializer(serializers.Serializer):
         deleted = serializers.IntegerField()
         writes = serializers.IntegerField()

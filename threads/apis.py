@@ -1,4 +1,4 @@
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -118,10 +118,12 @@ class AppendedMessageOutputSerializer(serializers.Serializer):
 
 
 class ThreadListApi(APIView):
+    @extend_schema_serializer(component_name="ThreadListFilter")
     class FilterSerializer(serializers.Serializer):
         # Documentation only: ThreadFilter validates the query string.
         pass
 
+    @extend_schema_serializer(component_name="ThreadListInput")
     class InputSerializer(StrictSerializer):
         agent = serializers.SlugField(required=False, help_text="Agent slug; implied by an agent-bound key.")
         memory_user = serializers.UUIDField(required=False, allow_null=True)
@@ -176,6 +178,7 @@ class ThreadListApi(APIView):
 
 
 class ThreadDetailApi(APIView):
+    @extend_schema_serializer(component_name="ThreadDetailInput")
     class InputSerializer(StrictSerializer):
         title = serializers.CharField(max_length=300, required=False, allow_blank=True)
         metadata = serializers.DictField(required=False)
@@ -203,6 +206,7 @@ class ThreadDetailApi(APIView):
 
 
 class ThreadBatchDeleteApi(APIView):
+    @extend_schema_serializer(component_name="ThreadBatchDeleteOutput")
     class OutputSerializer(serializers.Serializer):
         deleted = serializers.IntegerField()
         threads = serializers.IntegerField()
@@ -218,14 +222,17 @@ class ThreadBatchDeleteApi(APIView):
 
 
 class MessageListApi(APIView):
+    @extend_schema_serializer(component_name="MessageListInput")
     class InputSerializer(StrictSerializer):
         messages = serializers.ListField(child=serializers.DictField(), allow_empty=False)
 
+    @extend_schema_serializer(component_name="MessageListFilter")
     class FilterSerializer(StrictSerializer):
         node = serializers.CharField(max_length=100, required=False, allow_blank=True)
         limit = serializers.IntegerField(required=False)
         offset = serializers.IntegerField(required=False)
 
+    @extend_schema_serializer(component_name="MessageListAppendOutput")
     class AppendOutputSerializer(serializers.Serializer):
         messages = AppendedMessageOutputSerializer(many=True)
 
@@ -272,9 +279,13 @@ class MessageListApi(APIView):
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
 
+    @extend_schema_serializer(component_name="MessageClearOutput")
+    class ClearOutputSerializer(serializers.Serializer):
+        deleted = serializers.IntegerField()
+
     @extend_schema(
         parameters=[OpenApiParameter("node", str, required=True, description="The node to clear.")],
-        responses={200: serializers.DictField()},
+        responses={200: ClearOutputSerializer},
     )
     def delete(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
@@ -305,6 +316,7 @@ class ToolResultDetailApi(APIView):
 
 
 class ThreadHistoryApi(APIView):
+    @extend_schema_serializer(component_name="ThreadHistoryFilter")
     class FilterSerializer(StrictSerializer):
         leaf = serializers.UUIDField(required=False)
         node = serializers.CharField(max_length=100, required=False, allow_blank=True)
@@ -314,6 +326,7 @@ class ThreadHistoryApi(APIView):
         files = serializers.ChoiceField(choices=["include", "omit"], default="include")
         system_as = serializers.ChoiceField(choices=["system", "user"], default="system")
 
+    @extend_schema_serializer(component_name="ThreadHistoryOutput")
     class OutputSerializer(serializers.Serializer):
         messages = serializers.ListField(child=serializers.DictField())
         message_ids = serializers.ListField(child=serializers.CharField())
@@ -336,7 +349,12 @@ class ThreadHistoryApi(APIView):
 
 
 class ThreadCompactApi(APIView):
-    @extend_schema(request=None, responses={202: serializers.DictField()})
+    @extend_schema_serializer(component_name="ThreadCompactOutput")
+    class OutputSerializer(serializers.Serializer):
+        status = serializers.CharField()
+        thread_id = serializers.UUIDField()
+
+    @extend_schema(request=None, responses={202: OutputSerializer})
     def post(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         thread_compact_request(thread=thread)
@@ -351,6 +369,7 @@ class PlanOutputSerializer(serializers.Serializer):
 
 
 class ThreadPlanApi(APIView):
+    @extend_schema_serializer(component_name="ThreadPlanInput")
     class InputSerializer(StrictSerializer):
         plan = serializers.JSONField()
 
@@ -383,9 +402,11 @@ class ThreadPlanVersionsApi(APIView):
 
 
 class RunSnapshotApi(APIView):
+    @extend_schema_serializer(component_name="RunSnapshotInput")
     class InputSerializer(StrictSerializer):
         snapshot = serializers.JSONField()
 
+    @extend_schema_serializer(component_name="RunSnapshotOutput")
     class OutputSerializer(serializers.Serializer):
         run_id = serializers.CharField()
         snapshot = serializers.JSONField()
@@ -412,6 +433,7 @@ class RunSnapshotApi(APIView):
 
 
 class IterationListApi(APIView):
+    @extend_schema_serializer(component_name="IterationListInput")
     class InputSerializer(StrictSerializer):
         task = serializers.CharField(max_length=200)
         outcome = serializers.ChoiceField(choices=["success", "failure", "retry", "skipped"])
@@ -420,6 +442,7 @@ class IterationListApi(APIView):
         detail = serializers.DictField(required=False)
         at = serializers.DateTimeField(required=False)
 
+    @extend_schema_serializer(component_name="IterationListOutput")
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
         task = serializers.CharField(source="task_key")
