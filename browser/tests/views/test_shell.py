@@ -86,3 +86,16 @@ class WorkspaceSwitcherTests(MemoryTestCase):
         assert "/static/django_htmx/htmx-2.min.js" in content
         assert "/static/memories/memories.css" in content
         assert "https://" not in content
+
+
+class SuperuserTests(MemoryTestCase):
+    def test_superuser_administers_any_workspace_without_membership(self):
+        from django.contrib.auth import get_user_model
+
+        root = get_user_model().objects.create_superuser("root", "root@example.com", PASSWORD)
+        self.login(root)
+        url = reverse("memories:members", kwargs={"workspace_id": self.other_workspace.pk})
+        response = self.client.get(url)
+        assert response.status_code == 200
+        assert b"outsider" in response.content
+        assert b'aria-label="Switch workspace (current: Globex)"' in response.content
