@@ -32,6 +32,8 @@ class RealWorkerTests(TransactionTestCase):
         self.valkey = EmbeddedValkey(root, root / "v.sock")
         self.valkey.start()
         self.addCleanup(self.valkey.stop)
+        self.worker_log = open(root / "worker.log", "w+")  # noqa: SIM115 - closed in cleanup
+        self.addCleanup(self.worker_log.close)
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "memory_project.settings.development",
@@ -55,11 +57,12 @@ class RealWorkerTests(TransactionTestCase):
             ],
             cwd=ROOT,
             env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=self.worker_log,
+            stderr=subprocess.STDOUT,
         )
         self.addCleanup(self._stop_worker)
         self._previous = {key: app.conf[key] for key in ("broker_url", "task_always_eager")}
+        self._reset_pools()
         app.conf.update(broker_url=self.valkey.url, task_always_eager=False)
         self.addCleanup(self._restore_app)
 
@@ -71,14 +74,24 @@ class RealWorkerTests(TransactionTestCase):
             self.worker.kill()
             self.worker.wait()
 
-    def _restore_app(self):
-        app.pool.force_close_all()
-        # Both pools are cached on the app; the next test builds fresh ones for its broker.
+    def _reset_pools(self):
+        # Connection and producer pools are cached on the app with the broker they were
+        # made for; an earlier test may have built them for the in-memory transport.
+        if app._pool is not None:
+            app._pool.force_close_all()
         app._pool = None
         app.amqp._producer_pool = None
+
+    def _restore_app(self):
+        self._reset_pools()
         app.conf.update(**self._previous)
 
-    def _wait_for(self, worker_name: str, timeout: float = 60.0) -> WorkerHeartbeat | None:
+    def _worker_output(self) -> str:
+        self.worker_log.flush()
+        self.worker_log.seek(0)
+        return self.worker_log.read()[-3000:]
+
+    def _wait_for(self, worker_name: str, timeout: float = 90.0) -> WorkerHeartbeat | None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             beat = WorkerHeartbeat.objects.filter(worker=worker_name).first()
@@ -94,7 +107,7 @@ class RealWorkerTests(TransactionTestCase):
             assert self.valkey.ping()
             time.sleep(0.5)
             assert not WorkerHeartbeat.objects.filter(worker="enqueued-on-commit").exists()
-        assert self._wait_for("enqueued-on-commit") is not None
+        assert self._wait_for("enqueued-on-commit") is not None, self._worker_output()
 
     def test_rolled_back_transaction_enqueues_nothing(self):
         try:
@@ -104,5 +117,5 @@ class RealWorkerTests(TransactionTestCase):
         except RuntimeError:
             pass
         worker_heartbeat_task.delay_on_commit(worker="after-rollback")
-        assert self._wait_for("after-rollback") is not None
+        assert self._wait_for("after-rollback") is not None, self._worker_output()
         assert not WorkerHeartbeat.objects.filter(worker="rolled-back").exists()
