@@ -1,4 +1,4 @@
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,7 +24,7 @@ COUNTS = serializers.DictField(child=serializers.IntegerField())
 
 class EpisodeOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
-    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    agent = serializers.CharField(source="agent.slug", read_only=True, allow_null=True)
     memory_user = serializers.UUIDField(source="memory_user_id", allow_null=True)
     thread = serializers.UUIDField(source="thread_id", allow_null=True)
     trigger_type = serializers.CharField()
@@ -168,3 +168,15 @@ class EpisodeBatchDeleteApi(APIView):
         serializer = BatchDeleteInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         return Response(episode_batch_delete(principal=request.user, ids=serializer.validated_data["ids"]))
+
+
+# Nested serializers share class names across views; give their schema components unique names.
+for _view in (
+    EpisodeListApi,
+    EpisodeDetailApi,
+    EpisodeCloseApi,
+    EpisodeFeedbackApi,
+):
+    for _name in ("InputSerializer", "OutputSerializer", "FilterSerializer"):
+        if _name in vars(_view):
+            extend_schema_serializer(component_name=f"{_view.__name__}{_name[:-10]}")(vars(_view)[_name])

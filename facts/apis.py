@@ -1,5 +1,5 @@
 from django.db import transaction
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -34,7 +34,7 @@ class FactOutputSerializer(serializers.Serializer):
     value = serializers.JSONField()
     scope = serializers.CharField()
     fact_type = serializers.CharField()
-    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    agent = serializers.CharField(source="agent.slug", read_only=True, allow_null=True)
     memory_user = serializers.UUIDField(source="memory_user_id", allow_null=True)
     thread = serializers.UUIDField(source="thread_id", allow_null=True)
     confidence = serializers.FloatField()
@@ -340,3 +340,14 @@ class ToolsApi(APIView):
     @extend_schema(responses={200: serializers.ListField(child=serializers.DictField())})
     def get(self, request):
         return Response(tool_schemas())
+
+
+# Nested serializers share class names across views; give their schema components unique names.
+for _view in (
+    FactLookupApi,
+    FactDetailApi,
+    RecallApi,
+):
+    for _name in ("InputSerializer", "OutputSerializer", "FilterSerializer"):
+        if _name in vars(_view):
+            extend_schema_serializer(component_name=f"{_view.__name__}{_name[:-10]}")(vars(_view)[_name])
