@@ -229,6 +229,9 @@ MEMORY_DEFAULTS = {
 FACTS_VALUE_MAX_BYTES = env_int("FACTS_VALUE_MAX_BYTES", 16 * 1024)
 # Confidence half-life in days for facts not confirmed since; applied at read time. 0: off.
 FACTS_CONFIDENCE_HALF_LIFE_DAYS = env_float("FACTS_CONFIDENCE_HALF_LIFE_DAYS", 0.0)
+# recall(query=...) also returns facts and procedures whose vectors are at least this
+# cosine-similar to the query (in addition to full-text matches).
+RECALL_SEMANTIC_MIN_SIMILARITY = env_float("RECALL_SEMANTIC_MIN_SIMILARITY", 0.45)
 
 # Conversation memory (threads/, docs/threads.md).
 TOKEN_COUNTER = env_str("TOKEN_COUNTER", "core.lib.tokens.BpeTokenCounter")
