@@ -30,6 +30,8 @@ from core.embeddings import LOCAL_MODEL_DIMENSIONS, LOCAL_MODEL_NAME
 
 BM25_K1 = 1.2
 BM25_B = 0.75
+# Rows read to estimate the average document length of a scope.
+BM25_AVGDL_SAMPLE = 2000
 
 PLAN_EXACT = "exact"
 PLAN_HNSW = "hnsw"
@@ -153,24 +155,33 @@ def fuse(
 def bm25_sql(scope_sql: str) -> str:
     """BM25 over the tsvectors of a scope, best first.
 
-    `scope_sql` selects `id` and `tsv` (a tsvector) of the rows to rank, with named
+    `scope_sql` selects `id`, `tsv` (a tsvector) and `created_at` of the rows to rank, with named
     parameters; the returned SQL adds `%(query)s` (raw text) and `%(limit)s`. Terms are
     the query's own lexemes under the `english` configuration, so stemming and stop words
     match the stored vectors. Document frequency and average length are those of the
     scope: a term common in this person's history weighs little.
     """
     return f"""
-        WITH scope AS ({scope_sql}),
+        WITH scope AS NOT MATERIALIZED ({scope_sql}),
         q AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))),
         qt AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM q),
         stats AS (
-            SELECT count(*)::float8 AS n, greatest(avg(length(tsv)), 1)::float8 AS avgdl FROM scope
+            SELECT (SELECT count(*) FROM scope)::float8 AS n,
+                   -- The average length is estimated from the newest rows: reading every
+                   -- tsvector of a large scope would cost more than the whole search, and
+                   -- the scope index yields them in this order.
+                   greatest((
+                       SELECT avg(length(tsv)) FROM (
+                           SELECT tsv FROM scope ORDER BY created_at DESC LIMIT {BM25_AVGDL_SAMPLE}
+                       ) newest
+                   ), 1)::float8 AS avgdl
         ),
+        matched AS (SELECT s.id, s.tsv FROM scope s, qt WHERE s.tsv @@ qt.tsq),
         hits AS (
-            SELECT s.id, u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,
-                   length(s.tsv)::float8 AS dl
-            FROM scope s CROSS JOIN qt CROSS JOIN LATERAL unnest(s.tsv) u
-            WHERE s.tsv @@ qt.tsq AND u.lexeme IN (SELECT lexeme FROM q)
+            SELECT m.id, u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,
+                   length(m.tsv)::float8 AS dl
+            FROM matched m CROSS JOIN LATERAL unnest(m.tsv) u
+            WHERE u.lexeme IN (SELECT lexeme FROM q)
         ),
         df AS (SELECT lexeme, count(*)::float8 AS df FROM hits GROUP BY lexeme)
         SELECT h.id, sum(
@@ -228,10 +239,13 @@ def vector_literal(vector: list[float]) -> str:
 class Corpus:
     """What `hybrid_search` ranks: SQL fragments over one table family, with named params.
 
-    - `lexical_scope_sql` selects `id` and `tsv` of every rankable row of the scope;
-    - `scope_size_sql` counts the scope's vectors of `%(model)s` (for plan routing);
+    - `lexical_scope_sql` selects `id`, `tsv` and `created_at` of every rankable row;
+    - `scope_size_sql` counts the scope's vectors of `%(model)s`, stopping at
+      `%(count_cap)s` (for plan routing);
     - `vector_table` / `vector_id_column` / `vector_scope_where` locate the scope's vectors;
-    - `describe_sql` returns `id, created_at, prev_id, next_id` for `%(ids)s`.
+    - `describe_sql` returns `id, created_at, prev_id, next_id, similarity,
+      context_similarity` for `%(ids)s` (similarities under `%(qvec)s` and `%(model)s`,
+      NULL without a vector), saving a round trip per search.
     """
 
     lexical_scope_sql: str
@@ -278,16 +292,25 @@ def hybrid_search(
             rows = cursor.fetchall()
             lexical = {row[0]: float(row[1]) for row in rows}
             pool_ids.extend(row[0] for row in rows[:pool])
+        qvec = vector_literal(query_vector) if use_vectors else None
         if use_vectors:
-            qvec = vector_literal(query_vector)
-            vparams = {**params, "qvec": qvec, "model": model, "limit": pool}
+            # Counting stops past the threshold: the plan only needs to know which side it is on.
+            vparams = {
+                **params,
+                "qvec": qvec,
+                "model": model,
+                "limit": pool,
+                "count_cap": settings.EPISODIC_EXACT_SCOPE_MAX + 1,
+            }
             cursor.execute(corpus.scope_size_sql, vparams)
             scope_size = cursor.fetchone()[0]
             plan = vector_plan(scope_size=scope_size, model=model, dimensions=len(query_vector))
             if plan == PLAN_HNSW:
                 # pgvector >= 0.8: keep scanning the graph until `limit` rows pass the scope filter.
-                cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(pool, settings.EPISODIC_HNSW_EF_SEARCH)])
+                ef_search = int(max(pool, settings.EPISODIC_HNSW_EF_SEARCH))
+                cursor.execute(
+                    f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef_search}"
+                )
             table, id_column, where = corpus.vector_table, corpus.vector_id_column, corpus.vector_scope_where
             cursor.execute(
                 vector_sql(table=table, id_column=id_column, scope_where=where, plan=plan), vparams
@@ -308,28 +331,35 @@ def hybrid_search(
         pool_ids = list(dict.fromkeys(pool_ids))
         if not pool_ids:
             return SearchOutcome(ranked=[], plan=plan, scope_size=scope_size)
-        cursor.execute(corpus.describe_sql, {**params, "ids": pool_ids})
-        described = {row[0]: row[1:] for row in cursor.fetchall()}
+        cursor.execute(
+            corpus.describe_sql,
+            {**params, "ids": pool_ids, "qvec": qvec, "model": model if use_vectors else ""},
+        )
+        described = {}
+        for row_id, created_at, prev_id, next_id, sim, ctx_sim in cursor.fetchall():
+            described[row_id] = (created_at, prev_id, next_id)
+            if sim is not None:
+                vector.setdefault(row_id, float(sim))
+            if ctx_sim is not None:
+                context.setdefault(row_id, float(ctx_sim))
         neighbour_ids = []
         if weights.neighbor > 0:
             for _created_at, prev_id, next_id in described.values():
                 neighbour_ids.extend(i for i in (prev_id, next_id) if i is not None and i not in described)
             neighbour_ids = list(dict.fromkeys(neighbour_ids))
         every_id = pool_ids + neighbour_ids
-        if use_vectors:
-            missing = [i for i in every_id if i not in vector or (corpus.has_context and i not in context)]
-            if missing:
-                ctx = "1 - (context_embedding <=> %(qvec)s::vector)" if corpus.has_context else "NULL"
-                cursor.execute(
-                    f"SELECT {corpus.vector_id_column}, 1 - (embedding <=> %(qvec)s::vector), {ctx} "
-                    f"FROM {corpus.vector_table} WHERE {corpus.vector_id_column} = ANY(%(ids)s) "
-                    "AND model = %(model)s",
-                    {"qvec": vector_literal(query_vector), "model": model, "ids": missing},
-                )
-                for row_id, sim, ctx_sim in cursor.fetchall():
-                    vector.setdefault(row_id, float(sim))
-                    if ctx_sim is not None:
-                        context.setdefault(row_id, float(ctx_sim))
+        if use_vectors and neighbour_ids:
+            ctx = "1 - (context_embedding <=> %(qvec)s::vector)" if corpus.has_context else "NULL"
+            cursor.execute(
+                f"SELECT {corpus.vector_id_column}, 1 - (embedding <=> %(qvec)s::vector), {ctx} "
+                f"FROM {corpus.vector_table} WHERE {corpus.vector_id_column} = ANY(%(ids)s) "
+                "AND model = %(model)s",
+                {"qvec": qvec, "model": model, "ids": neighbour_ids},
+            )
+            for row_id, sim, ctx_sim in cursor.fetchall():
+                vector.setdefault(row_id, float(sim))
+                if ctx_sim is not None:
+                    context.setdefault(row_id, float(ctx_sim))
 
     candidates = []
     for row_id in every_id:

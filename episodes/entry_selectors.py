@@ -122,19 +122,23 @@ def entry_search_hybrid(
     }
     corpus = Corpus(
         lexical_scope_sql=(
-            "SELECT id, search_vector AS tsv FROM episodes_episodicentry WHERE workspace_id = %(workspace)s "
+            "SELECT id, search_vector AS tsv, created_at FROM episodes_episodicentry "
+            "WHERE workspace_id = %(workspace)s "
             "AND agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND status = %(active)s"
         ),
         scope_size_sql=(
-            "SELECT count(*) FROM episodes_entryembedding "
-            "WHERE agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND model = %(model)s"
+            "SELECT count(*) FROM (SELECT 1 FROM episodes_entryembedding "
+            "WHERE agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND model = %(model)s "
+            "LIMIT %(count_cap)s) capped"
         ),
         vector_table="episodes_entryembedding",
         vector_id_column="entry_id",
         vector_scope_where="agent_id = %(agent)s AND memory_user_id = %(memory_user)s",
         describe_sql=(
-            "SELECT id, created_at, NULL, NULL FROM episodes_episodicentry "
-            "WHERE id = ANY(%(ids)s) AND status = %(active)s"
+            "SELECT e.id, e.created_at, NULL, NULL, 1 - (v.embedding <=> %(qvec)s::vector), NULL "
+            "FROM episodes_episodicentry e LEFT JOIN episodes_entryembedding v "
+            "ON v.entry_id = e.id AND v.model = %(model)s "
+            "WHERE e.id = ANY(%(ids)s) AND e.status = %(active)s"
         ),
         params=params,
         has_context=False,
@@ -148,7 +152,11 @@ def entry_search_hybrid(
         now=now or timezone.now(),
     )
     top = outcome.ranked[:top_k]
-    entries = EpisodicEntry.objects.select_related("agent", "memory_user").in_bulk([c.id for c, _ in top])
+    entries = (
+        EpisodicEntry.objects.select_related("agent", "memory_user")
+        .defer("search_vector")
+        .in_bulk([c.id for c, _ in top])
+    )
     hits = [EntryHit(entry=entries[c.id], score=score) for c, score in top if c.id in entries]
     return EntrySearchResult(hits=hits, plan=outcome.plan, scope_size=outcome.scope_size)
 
@@ -206,15 +214,16 @@ def message_search_related(
     corpus = Corpus(
         lexical_scope_sql=(
             "SELECT m.id, to_tsvector('english', "
-            "coalesce(nullif(m.name, ''), m.role) || ': ' || m.content) AS tsv "
+            "coalesce(nullif(m.name, ''), m.role) || ': ' || m.content) AS tsv, m.created_at "
             "FROM threads_message m JOIN threads_thread t ON t.id = m.thread_id "
             "WHERE t.workspace_id = %(workspace)s AND t.agent_id = %(agent)s "
             "AND t.memory_user_id = %(memory_user)s AND m.role IN ('user', 'assistant') "
             "AND m.content <> '' AND NOT (m.id = ANY(%(exclude)s::uuid[]))"
         ),
         scope_size_sql=(
-            "SELECT count(*) FROM episodes_messageembedding "
-            "WHERE agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND model = %(model)s"
+            "SELECT count(*) FROM (SELECT 1 FROM episodes_messageembedding "
+            "WHERE agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND model = %(model)s "
+            "LIMIT %(count_cap)s) capped"
         ),
         vector_table="episodes_messageembedding",
         vector_id_column="message_id",
@@ -231,8 +240,10 @@ def message_search_related(
                 (SELECT n.id FROM threads_message n
                  WHERE n.thread_id = m.thread_id AND n.seq > m.seq AND n.node_id = m.node_id
                    AND n.role IN ('user', 'assistant') AND n.content <> ''
-                 ORDER BY n.seq LIMIT 1)
+                 ORDER BY n.seq LIMIT 1),
+                1 - (v.embedding <=> %(qvec)s::vector), 1 - (v.context_embedding <=> %(qvec)s::vector)
             FROM threads_message m
+            LEFT JOIN episodes_messageembedding v ON v.message_id = m.id AND v.model = %(model)s
             WHERE m.id = ANY(%(ids)s) AND NOT (m.id = ANY(%(exclude)s::uuid[]))
         """,
         params=params,

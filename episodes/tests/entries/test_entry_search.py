@@ -193,7 +193,8 @@ class VectorPlanRoutingTests(MemoryTestCase):
         """A term rare in the scope outweighs a common one (inverse document frequency)."""
         EpisodicEntry.objects.filter(pk=self.entries[0].pk).update(content="note about zebras")
         sql = bm25_sql(
-            "SELECT id, search_vector AS tsv FROM episodes_episodicentry WHERE memory_user_id = %(memory_user)s"
+            "SELECT id, search_vector AS tsv, created_at FROM episodes_episodicentry "
+            "WHERE memory_user_id = %(memory_user)s"
         )
         with connection.cursor() as cursor:
             cursor.execute(sql, {"memory_user": self.person.pk, "query": "note zebras", "limit": 3})
