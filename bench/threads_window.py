@@ -16,6 +16,7 @@ parent is the user message) and the conversation continues on the new branch.
 import argparse
 import random
 import time
+import uuid
 
 from bench.harness import measure, print_table, setup_django, write_json
 
@@ -39,40 +40,33 @@ def build(*, n_messages: int, n_branches: int, seed: int = 3):
     workspace = workspace_create(name=f"bench-window-{seed}-{time.time_ns()}")
     agent = agent_get_or_create(workspace=workspace, slug="bench")
     thread = thread_create(workspace=workspace, agent=agent, title="long")
-    regen_every = max(4, n_messages // (n_branches + 1))
+    # Regenerate the assistant answer at n_branches evenly spaced assistant turns (odd indices).
+    step = max(4, n_messages // (n_branches + 1))
+    regen_points = {(k * step) | 1 for k in range(1, n_branches + 1)}
     stored = 0
     batch: list[dict] = []
     abandoned = []
-    last_user = None
+    previous_id = None
     started = time.perf_counter()
-    while stored + len(batch) < n_messages:
-        index = stored + len(batch)
+    for index in range(n_messages):
+        message_id = uuid.uuid4()
         role = "user" if index % 2 == 0 else "assistant"
-        batch.append({"role": role, "content": " ".join(rng.sample(SENTENCES, 2))})
-        if len(batch) >= 500 or (role == "assistant" and index % regen_every == regen_every - 1):
-            messages = thread_append_messages(thread=thread, messages=batch)
-            stored += len(messages)
+        batch.append({"id": str(message_id), "role": role, "content": " ".join(rng.sample(SENTENCES, 2))})
+        if index in regen_points:
+            stored += len(thread_append_messages(thread=thread, messages=batch))
             batch = []
-            users = [m for m in messages if m.role == "user"]
-            if users:
-                last_user = users[-1]
-            if (
-                messages[-1].role == "assistant"
-                and index % regen_every == regen_every - 1
-                and len(abandoned) < n_branches
-            ):
-                abandoned.append(messages[-1].pk)
-                regen = thread_append_messages(
-                    thread=thread,
-                    messages=[
-                        {
-                            "role": "assistant",
-                            "content": "Regenerated: " + SENTENCES[0],
-                            "parent": str(last_user.pk),
-                        }
-                    ],
-                )
-                stored += len(regen)
+            # The old answer becomes an abandoned branch; the conversation continues on the new one.
+            abandoned.append(message_id)
+            regen = {
+                "role": "assistant",
+                "content": "Regenerated: " + SENTENCES[0],
+                "parent": str(previous_id),
+            }
+            stored += len(thread_append_messages(thread=thread, messages=[regen]))
+        elif len(batch) >= 500:
+            stored += len(thread_append_messages(thread=thread, messages=batch))
+            batch = []
+        previous_id = message_id
     if batch:
         stored += len(thread_append_messages(thread=thread, messages=batch))
     build_seconds = time.perf_counter() - started

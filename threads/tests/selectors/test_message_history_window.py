@@ -247,3 +247,15 @@ class QueryCountTests(MemoryTestCase):
         # One statement: leaf, summary ancestry check and bounded walk.
         with self.assertNumQueries(1):
             message_history_window(thread=thread)
+
+    def test_window_with_a_summary_is_still_one_query(self):
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        stored = append(thread, *[("user", f"m{i}") for i in range(60)])
+        covered = stored[30]
+        Thread.objects.filter(pk=thread.pk).update(
+            summary="s", summary_upto_id=covered.pk, summary_upto_depth=covered.depth, summary_tokens=5
+        )
+        thread = Thread.objects.select_related("agent").get(pk=thread.pk)
+        with self.assertNumQueries(1):
+            window = message_history_window(thread=thread)
+        assert window.summary_applied

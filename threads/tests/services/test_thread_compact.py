@@ -167,3 +167,24 @@ class CompactionRaceTests(TransactionTestCase):
         assert sorted(results) == ["compacted", "locked"]
         assert calls == 1
         assert Thread.objects.get(pk=thread.pk).summary == "the one summary"
+
+
+class CompactionAcrossBranchesTests(MemoryTestCase):
+    def test_a_regeneration_before_the_summary_gets_a_fresh_summary(self):
+        """A summary of an abandoned branch is replaced, not extended, by the new branch's."""
+        agent_update(agent=self.agent, memory_settings={"recent_messages": 2})
+        thread = make_thread(workspace=self.workspace, agent=Agent.objects.get(pk=self.agent.pk))
+        stored = append(thread, *CONVERSATION)
+        assert thread_compact(thread_id=thread.pk) == "compacted"
+        append(
+            thread,
+            {"role": "assistant", "content": "Another take: Bob from Oslo.", "parent": str(stored[0].pk)},
+            ("user", "We agreed on 7 tickets."),
+            ("assistant", "Seven it is."),
+            ("user", "ok"),
+            ("assistant", "fine"),
+        )
+        assert thread_compact(thread_id=thread.pk) == "compacted"
+        summary = Thread.objects.get(pk=thread.pk).summary
+        assert "7 tickets" in summary
+        assert "AF123" not in summary
