@@ -1,0 +1,135 @@
+"""Every resource of the client against the live server: paths, bodies and responses agree."""
+
+import pytest
+
+from memory_client import ConflictError, MemoryClient, NotFoundError, RetryPolicy, ValidationError
+
+from .test_transport import _FlakyProxy
+
+pytestmark = pytest.mark.slow
+
+
+def test_retried_append_reuses_idempotency_keys(live_server_url, workspace_keys):
+    """The first append reaches the server but its response is lost; the retry sends the same
+    keys, so the server stores each message once."""
+    proxy = _FlakyProxy(live_server_url, failures=1, mode="drop", path_contains="/messages/")
+    try:
+        retry = RetryPolicy(max_attempts=3, backoff=0.01, max_backoff=0.05)
+        with MemoryClient(proxy.url, workspace_keys["key"], retry=retry) as client:
+            thread = client.threads.create(agent="assistant", title="retry")
+            appended = client.threads.append_messages(
+                thread["id"], [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi!"}]
+            )
+            assert len(appended["messages"]) == 2
+            stored = client.threads.messages(thread["id"])
+        posts = [seen for seen in proxy.seen if seen[0] == "POST" and "/messages/" in seen[1]]
+        assert len(posts) == 2 and posts[0][2] == posts[1][2]
+        assert stored["count"] == 2
+    finally:
+        proxy.close()
+
+
+def test_conversation_resources(client):
+    thread = client.threads.resolve(agent="assistant", client_key="conv-1")
+    assert client.threads.resolve(agent="assistant", client_key="conv-1")["id"] == thread["id"]
+    client.threads.append_message(thread["id"], role="user", content="Plan my week")
+    client.threads.append_message(thread["id"], role="assistant", content="Sure: Monday gym, Tuesday piano.")
+    window = client.threads.history(thread["id"], max_messages=1)
+    assert [m["content"] for m in window["messages"]] == ["Sure: Monday gym, Tuesday piano."]
+    assert window["cut_count"] == 1
+
+    client.threads.put_plan(thread["id"], {"steps": ["gym", "piano"]})
+    client.threads.put_plan(thread["id"], {"steps": ["gym", "piano", "rest"]})
+    assert client.threads.get_plan(thread["id"])["plan"]["steps"][-1] == "rest"
+    assert client.threads.plan_versions(thread["id"])["count"] == 2
+    client.threads.put_snapshot(thread["id"], "run-1", {"agents": ["planner"]})
+    assert client.threads.get_snapshot(thread["id"], "run-1")["snapshot"] == {"agents": ["planner"]}
+    client.threads.add_iteration(thread["id"], task="fetch", outcome="failure", error="timeout")
+    assert [i["outcome"] for i in client.threads.iterations(thread["id"], task="fetch")["results"]] == [
+        "failure"
+    ]
+    assert client.threads.update(thread["id"], title="Week")["title"] == "Week"
+    assert any(t["id"] == thread["id"] for t in client.paginate(client.threads.list))
+    client.threads.delete(thread["id"])
+    with pytest.raises(NotFoundError):
+        client.threads.get(thread["id"])
+
+
+def test_global_memory_resources(client):
+    identified = client.memory_users.identify(channel="telegram", external_id="99", profile={"name": "Grace"})
+    user = identified["memory_user"]
+    assert identified["created"] is True
+    stored = client.facts.remember(
+        key="favourite_tea", value="oolong", memory_user=user["id"], fact_type="user_preference"
+    )
+    assert stored["outcome"] == "created"
+    again = client.facts.remember(key="favourite_tea", value="sencha", memory_user=user["id"])
+    assert again["outcome"] == "superseded"
+    assert client.facts.lookup("favourite_tea", memory_user=user["id"])["value"] == "sencha"
+    history = client.facts.history(again["fact"]["id"])
+    assert [v["value"] for v in history["results"]] == ["sencha", "oolong"]
+    recalled = client.memory.recall(key="favourite tea", memory_user=user["id"])
+    assert recalled["facts"][0]["value"] == "sencha"
+    assert {t["function"]["name"] for t in client.memory.tools()} >= {"recall", "remember"}
+
+    procedure = client.procedures.create(
+        name="Refunds",
+        procedure_type="prompt_template",
+        content="Check the date.",
+        trigger_conditions={"goal_contains": ["refund"]},
+    )
+    matched = client.procedures.match(goal="I need a refund")
+    assert matched["results"][0]["procedure"]["id"] == procedure["id"]
+    client.procedures.record_run(procedure["id"], success=True, duration_ms=1200)
+    assert client.procedures.get(procedure["id"])["times_used"] == 1
+
+    episode = client.episodes.create(agent="assistant", memory_user=user["id"], trigger_type="chat")
+    client.episodes.close(episode["id"], outcome="success", final_output="done")
+    assert client.episodes.feedback(episode["id"], rating=5, comment="great")["rating"] == 5
+
+    other = client.memory_users.identify(channel="email", external_id="grace@example.com")["memory_user"]
+    merged = client.memory_users.merge(other["id"], target=user["id"])
+    assert merged["target"]["id"] == user["id"]
+    with pytest.raises((ValidationError, ConflictError)):
+        client.memory_users.merge(user["id"], target=user["id"])
+
+    facts = list(client.paginate(client.facts.list, page_size=1))
+    deleted = client.facts.batch_delete([f["id"] for f in facts])
+    assert deleted
+    assert client.facts.list()["count"] == 0
+
+
+def test_episodic_and_context_resources(client):
+    user = client.memory_users.identify(channel="web", external_id="u-1")["memory_user"]
+    extracted = client.episodic_entries.extract(
+        agent="assistant",
+        memory_user=user["id"],
+        transcript=[{"role": "user", "content": "I ran the Berlin marathon in 2023."}],
+        candidates=[
+            {
+                "content": "Ran the Berlin marathon in 2023.",
+                "source": "user_assertion",
+                "evidence": "I ran the Berlin marathon in 2023.",
+            }
+        ],
+        use_llm=False,
+        sync=True,
+    )
+    assert [e["content"] for e in extracted["stored"]] == ["Ran the Berlin marathon in 2023."]
+    found = client.episodic_entries.search(agent="assistant", memory_user=user["id"], query="marathon")
+    assert found["results"][0]["entry"]["content"] == "Ran the Berlin marathon in 2023."
+
+    context = client.context.assemble(
+        agent="assistant",
+        memory_user=user["id"],
+        message="Any marathon tips?",
+        append=True,
+        token_budget=1500,
+    )
+    assert "Ran the Berlin marathon in 2023." in context["memory"]["text"]
+    assert context["appended_message"] is not None
+    assert context["tokens"] <= 1500
+    entry_id = found["results"][0]["entry"]["id"]
+    client.episodic_entries.delete(entry_id)
+    with pytest.raises(NotFoundError):
+        client.episodic_entries.get(entry_id)
