@@ -188,3 +188,28 @@ class CompactionAcrossBranchesTests(MemoryTestCase):
         summary = Thread.objects.get(pk=thread.pk).summary
         assert "7 tickets" in summary
         assert "AF123" not in summary
+
+
+class ResolveRaceTests(TransactionTestCase):
+    def test_concurrent_resolves_of_one_conversation_create_one_thread(self):
+        from threads.services import thread_resolve
+
+        workspace = workspace_create(name="Resolve race")
+        agent = agent_get_or_create(workspace=workspace, slug="racer")
+        barrier = threading.Barrier(4)
+        ids = []
+
+        def run():
+            try:
+                barrier.wait()
+                ids.append(thread_resolve(workspace=workspace, agent=agent, channel_chat_id="chat-1").pk)
+            finally:
+                connection.close()
+
+        workers = [threading.Thread(target=run) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert len(set(ids)) == 1
+        assert Thread.objects.filter(workspace=workspace).count() == 1
