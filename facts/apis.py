@@ -55,6 +55,12 @@ class FactOutputSerializer(serializers.Serializer):
     last_accessed_at = serializers.DateTimeField(allow_null=True)
     created_by = serializers.CharField()
     created_at = serializers.DateTimeField()
+    similarity = serializers.SerializerMethodField(
+        help_text="Cosine similarity to the recall query when the fact was found semantically."
+    )
+
+    def get_similarity(self, fact) -> float | None:
+        return getattr(fact, "similarity", None)
 
     def get_effective_confidence(self, fact) -> float:
         return round(getattr(fact, "effective_confidence", fact.confidence), 6)
@@ -297,6 +303,9 @@ class RecallApi(APIView):
         memory_type = serializers.ChoiceField(choices=MEMORY_TYPES, default="all")
         limit = serializers.IntegerField(min_value=1, max_value=100, default=10)
         min_confidence = serializers.FloatField(min_value=0, max_value=1, default=0.5)
+        semantic = serializers.BooleanField(
+            default=True, help_text="Also match facts and procedures by meaning (embeddings)."
+        )
 
     @extend_schema(request=InputSerializer, responses=RecallOutputSerializer)
     def post(self, request):
@@ -319,6 +328,7 @@ class RecallApi(APIView):
             memory_type=data["memory_type"],
             limit=data["limit"],
             min_confidence=data["min_confidence"],
+            semantic=data["semantic"],
         )
         if result.facts and request.user.can_write:
             # Read-only keys may recall; only writable keys leave access statistics behind.

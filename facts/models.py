@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from pgvector.django import VectorField
 
 from core.models import Agent, TimeStampedModel, Workspace
 
@@ -192,3 +193,25 @@ class FactKey(models.Model):
 
     def __str__(self):
         return self.key_normalized
+
+
+class FactEmbedding(models.Model):
+    """The vector of one fact version under one embedding model, for semantic recall.
+
+    One row per (fact, model): a provider change re-embeds in the background while the old
+    vectors keep serving. Scope is read through the fact (its owner index), so a merge that
+    moves facts needs no vector update. Never serialized by the API.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    fact = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="embeddings")
+    model = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    embedding = VectorField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["fact", "model"], name="facts_embedding_unique")]
+
+    def __str__(self):
+        return f"{self.fact_id} ({self.model})"

@@ -1,6 +1,7 @@
 """Reads of facts, and `recall`: the one read an agent's tool call makes across facts,
 procedures and episodes."""
 
+import logging
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -12,7 +13,9 @@ from core.access import Principal, agent_resolve
 from core.errors import ApplicationError, NotFoundError
 from core.models import Agent
 from facts.filters import FactFilter, filterset_apply, text_search
-from facts.models import Fact, FactKey, key_normalize
+from facts.models import Fact, FactEmbedding, FactKey, key_normalize
+
+logger = logging.getLogger(__name__)
 
 FACT_NOT_FOUND = "Fact not found."
 THREAD_NOT_FOUND = "Thread not found."
@@ -236,6 +239,71 @@ def fact_history(*, fact: Fact):
     )
 
 
+def vectors_exist(*, workspace) -> bool:
+    """Whether any fact or procedure of the workspace has a vector: embedding the query
+    (and loading a local model) is skipped until one does."""
+    from procedures.models import ProcedureEmbedding
+
+    return (
+        FactEmbedding.objects.filter(fact__workspace=workspace).exists()
+        or ProcedureEmbedding.objects.filter(procedure__workspace=workspace).exists()
+    )
+
+
+def query_embed(*, workspace, query: str):
+    """(vector, model) of `query` under the workspace's embedding provider, or (None, "")
+    when the provider fails: recall then answers from full-text search alone."""
+    from core.embeddings import EmbeddingError, embedding_provider_for
+
+    provider = embedding_provider_for(workspace)
+    try:
+        return provider.embed([query])[0], provider.model_name
+    except (EmbeddingError, OSError):
+        logger.warning("Query embedding failed; recall falls back to full-text search.", exc_info=True)
+        return None, ""
+
+
+def fact_semantic_search(*, context: MemoryContext, query_vector, model: str, limit: int) -> list[Fact]:
+    """Current visible facts whose vector under `model` is at least
+    RECALL_SEMANTIC_MIN_SIMILARITY cosine-similar to `query_vector`, closest first, each
+    with a `similarity` attribute. An exact scan of the context's vectors, narrowed by
+    the facts' owner index."""
+    from pgvector.django import CosineDistance
+
+    max_distance = 1 - settings.RECALL_SEMANTIC_MIN_SIMILARITY
+    hits = (
+        FactEmbedding.objects.annotate(
+            owner=Coalesce(
+                "fact__thread",
+                "fact__memory_user",
+                "fact__agent",
+                "fact__workspace",
+                output_field=UUIDField(),
+            )
+        )
+        .filter(
+            model=model,
+            dimensions=len(query_vector),
+            fact__workspace=context.workspace,
+            fact__valid_to__isnull=True,
+            owner__in=_owner_ids(context),
+        )
+        .annotate(distance=CosineDistance("embedding", query_vector))
+        .filter(distance__lte=max_distance)
+        .order_by("distance")
+        .values_list("fact_id", "distance")[:limit]
+    )
+    distances = dict(hits)
+    if not distances:
+        return []
+    facts = with_effective_confidence(Fact.objects.filter(pk__in=distances)).select_related("agent")
+    found = []
+    for fact in facts:
+        fact.similarity = round(1 - distances[fact.pk], 4)
+        found.append(fact)
+    return found
+
+
 @dataclass
 class RecallResult:
     mode: str  # list | key | fuzzy | query
@@ -252,6 +320,7 @@ def recall(
     memory_type: str = "all",
     limit: int = 10,
     min_confidence: float = 0.5,
+    semantic: bool = True,
 ) -> RecallResult:
     """What an agent remembers in `context`.
 
@@ -259,8 +328,9 @@ def recall(
     - key: the exact lookup (most specific scope first, mode "key"); when there is none,
       fuzzy key matching (mode "fuzzy");
     - query: full-text search over facts, procedures and episodes per `memory_type`, plus
-      semantic matching of facts and procedures when an embedding provider is configured
-      (mode "query").
+      (with `semantic`) facts and procedures whose vectors are close to the query's under
+      the workspace's embedding provider (mode "query"; a fact found so carries
+      `similarity`). A failing provider degrades to full-text search.
 
     Facts below `min_confidence` (after decay) are left out; results are ordered by
     confidence, then recency.
@@ -293,18 +363,41 @@ def recall(
         return RecallResult(mode="list", facts=facts)
 
     result = RecallResult(mode="query")
+    query_vector, model = (None, "")
+    if semantic and want & {"facts", "procedures"} and vectors_exist(workspace=context.workspace):
+        query_vector, model = query_embed(workspace=context.workspace, query=query)
     if "facts" in want:
-        result.facts = _best_visible(
-            context=context,
-            refine=lambda qs: text_search(qs, query),
-            limit=limit,
-            min_confidence=min_confidence,
-        )
+        facts = {
+            fact.pk: fact
+            for fact in _best_visible(
+                context=context,
+                refine=lambda qs: text_search(qs, query),
+                limit=limit,
+                min_confidence=min_confidence,
+            )
+        }
+        if query_vector is not None:
+            for fact in fact_semantic_search(
+                context=context, query_vector=query_vector, model=model, limit=limit
+            ):
+                if fact.effective_confidence < min_confidence:
+                    continue
+                if fact.pk in facts:
+                    facts[fact.pk].similarity = fact.similarity
+                else:
+                    facts[fact.pk] = fact
+        ranked = sorted(facts.values(), key=lambda f: (f.effective_confidence, f.valid_from), reverse=True)
+        result.facts = ranked[:limit]
     if "procedures" in want:
         from procedures.selectors import procedure_search
 
         result.procedures = procedure_search(
-            workspace=context.workspace, agent=context.agent, query=query, limit=limit
+            workspace=context.workspace,
+            agent=context.agent,
+            query=query,
+            limit=limit,
+            query_vector=query_vector,
+            model=model,
         )
     if "episodes" in want:
         from episodes.selectors import episode_search

@@ -17,7 +17,7 @@ from core.access import Principal
 from core.errors import ApplicationError, NotFoundError
 from core.models import AuditEvent
 from core.services import audit_record
-from facts.models import Fact, FactKey, key_normalize
+from facts.models import Fact, FactEmbedding, FactKey, key_normalize
 
 CONFIRM_RATE = 0.2
 # Starting confidence when the caller gives none: an operator is trusted most, an
@@ -285,6 +285,9 @@ def _fact_remember_locked(
         Fact.objects.filter(pk=current.pk).update(superseded_by=fact)
         current.superseded_by = fact
     outcome = OUTCOME_SUPERSEDED if current is not None else OUTCOME_CREATED
+    from facts.tasks import fact_embed_task
+
+    fact_embed_task.delay_on_commit([str(fact.pk)])
     audit_record(
         workspace=workspace,
         actor=actor,
@@ -456,3 +459,42 @@ def memory_user_preferences_sync(*, memory_user_ids) -> None:
             .values_list("key", "value")
         )
         MemoryUser.objects.filter(pk=memory_user_id).update(preferences=preferences)
+
+
+def fact_embedding_text(fact: Fact) -> str:
+    value = fact.value if isinstance(fact.value, str) else _value_encode(fact.value)
+    return f"{fact.key_normalized}: {value}"
+
+
+def fact_embed_batch(*, fact_ids, provider=None) -> int:
+    """Store vectors for the current facts of `fact_ids` that lack one under their
+    workspace's embedding model. Idempotent (existing vectors are skipped; a racing run's
+    rows win through the unique constraint). Returns the rows written."""
+    from core.embeddings import embedding_provider_for
+
+    facts = list(
+        Fact.objects.filter(pk__in=list(fact_ids), valid_to__isnull=True).select_related("workspace")
+    )
+    by_workspace: dict = {}
+    for fact in facts:
+        by_workspace.setdefault(fact.workspace_id, []).append(fact)
+    written = 0
+    for group in by_workspace.values():
+        group_provider = provider or embedding_provider_for(group[0].workspace)
+        model = group_provider.model_name
+        done = set(
+            FactEmbedding.objects.filter(fact__in=group, model=model).values_list("fact_id", flat=True)
+        )
+        todo = [fact for fact in group if fact.pk not in done]
+        if not todo:
+            continue
+        vectors = group_provider.embed([fact_embedding_text(fact) for fact in todo])
+        rows = FactEmbedding.objects.bulk_create(
+            [
+                FactEmbedding(fact=fact, model=model, dimensions=len(vector), embedding=vector)
+                for fact, vector in zip(todo, vectors, strict=True)
+            ],
+            ignore_conflicts=True,
+        )
+        written += len(rows)
+    return written

@@ -41,6 +41,9 @@ class ProcedureOutputSerializer(serializers.Serializer):
     last_used_at = serializers.DateTimeField(allow_null=True)
     created_by = serializers.CharField()
     created_at = serializers.DateTimeField()
+    similarity = serializers.FloatField(
+        default=None, read_only=True, help_text="Set when found semantically by recall."
+    )
 
 
 class ProcedureListApi(APIView):

@@ -3,6 +3,8 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
+from pgvector.django import VectorField
 
 from core.models import Agent, TimeStampedModel, Workspace
 
@@ -93,3 +95,24 @@ class Procedure(TimeStampedModel):
     @property
     def average_duration_ms(self) -> float | None:
         return round(self.total_duration_ms / self.timed_runs, 1) if self.timed_runs else None
+
+
+class ProcedureEmbedding(models.Model):
+    """The vector of a procedure's name, description and goal phrases under one model."""
+
+    id = models.BigAutoField(primary_key=True)
+    procedure = models.ForeignKey(Procedure, on_delete=models.CASCADE, related_name="embeddings")
+    model = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    # The text embedded; a procedure edit that changes it replaces the vector.
+    text_hash = models.CharField(max_length=64)
+    embedding = VectorField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["procedure", "model"], name="procedures_embedding_unique")
+        ]
+
+    def __str__(self):
+        return f"{self.procedure_id} ({self.model})"

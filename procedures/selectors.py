@@ -8,7 +8,7 @@ from core.access import Principal
 from core.errors import NotFoundError
 from facts.filters import filterset_apply, text_search
 from procedures.filters import ProcedureFilter
-from procedures.models import Procedure
+from procedures.models import Procedure, ProcedureEmbedding
 
 PROCEDURE_NOT_FOUND = "Procedure not found."
 # Conditions are evaluated in Python over the active procedures in scope; a workspace with
@@ -36,14 +36,38 @@ def procedure_list(*, principal: Principal, filters=None):
     return filterset_apply(ProcedureFilter, filters, queryset)
 
 
-def procedure_search(*, workspace, query: str, agent=None, limit: int = 10) -> list:
-    """Active procedures usable by `agent` whose text matches `query`, most used first."""
+def procedure_search(
+    *, workspace, query: str, agent=None, limit: int = 10, query_vector=None, model: str = ""
+) -> list:
+    """Active procedures usable by `agent` whose text matches `query`, most successful
+    first, then (when a query vector is given) those semantically close to it, each of
+    those with a `similarity` attribute."""
+    from django.conf import settings
+    from pgvector.django import CosineDistance
+
     queryset = Procedure.objects.filter(workspace=workspace).active().for_agent(agent)
-    return list(
+    found = list(
         text_search(queryset, query)
         .select_related("agent", "parent")
         .order_by("-success_count", "-times_used", "name")[:limit]
     )
+    if query_vector is None or len(found) >= limit:
+        return found
+    close = (
+        ProcedureEmbedding.objects.filter(procedure__in=queryset, model=model, dimensions=len(query_vector))
+        .exclude(procedure__in=[p.pk for p in found])
+        .annotate(distance=CosineDistance("embedding", query_vector))
+        .filter(distance__lte=1 - settings.RECALL_SEMANTIC_MIN_SIMILARITY)
+        .order_by("distance")
+        .values_list("procedure_id", "distance")[: limit - len(found)]
+    )
+    distances = dict(close)
+    by_id = Procedure.objects.select_related("agent", "parent").in_bulk(list(distances))
+    for procedure_id, distance in sorted(distances.items(), key=lambda item: item[1]):
+        procedure = by_id[procedure_id]
+        procedure.similarity = round(1 - distance, 4)
+        found.append(procedure)
+    return found
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from core.access import Principal
 from core.errors import ApplicationError, ConflictError, NotFoundError
 from core.models import AuditEvent
 from core.services import audit_record
-from procedures.models import Procedure
+from procedures.models import Procedure, ProcedureEmbedding
 
 PROCEDURE_CONTENT_MAX_BYTES = 256 * 1024
 
@@ -165,6 +165,9 @@ def procedure_create(
                 ),
                 created_by=actor,
             )
+            from procedures.tasks import procedure_embed_task
+
+            procedure_embed_task.delay_on_commit([str(procedure.pk)])
             audit_record(
                 workspace=workspace,
                 actor=actor,
@@ -220,6 +223,10 @@ def procedure_update(*, procedure: Procedure, actor: str, **fields) -> Procedure
     try:
         with transaction.atomic():
             procedure.save(update_fields=[*changed, "search_text", "updated_at"])
+            if {"name", "description", "trigger_conditions"} & set(changed):
+                from procedures.tasks import procedure_embed_task
+
+                procedure_embed_task.delay_on_commit([str(procedure.pk)])
             audit_record(
                 workspace=procedure.workspace,
                 actor=actor,
@@ -285,3 +292,34 @@ def procedure_batch_delete(*, principal: Principal, ids, actor: str | None = Non
         if len(found) != len(ids):
             raise NotFoundError(PROCEDURES_NOT_FOUND, fields={"ids": ["Unknown id."]})
         return _procedures_delete(workspace=principal.workspace, ids=found, actor=actor or principal.actor)
+
+
+def procedure_embedding_text(procedure: Procedure) -> str:
+    phrases = ", ".join(procedure.trigger_conditions.get("goal_contains", []))
+    return f"{procedure.name}. {procedure.description} {phrases}".strip()
+
+
+def procedure_embed_batch(*, procedure_ids, provider=None) -> int:
+    """(Re-)embed the procedures of `procedure_ids` whose text changed or that have no vector
+    under their workspace's model. Idempotent. Returns the rows written."""
+    import hashlib
+
+    from core.embeddings import embedding_provider_for
+
+    written = 0
+    for procedure in Procedure.objects.filter(pk__in=list(procedure_ids)).select_related("workspace"):
+        chosen = provider or embedding_provider_for(procedure.workspace)
+        text = procedure_embedding_text(procedure)
+        text_hash = hashlib.sha256(text.encode()).hexdigest()
+        if ProcedureEmbedding.objects.filter(
+            procedure=procedure, model=chosen.model_name, text_hash=text_hash
+        ).exists():
+            continue
+        vector = chosen.embed([text])[0]
+        ProcedureEmbedding.objects.update_or_create(
+            procedure=procedure,
+            model=chosen.model_name,
+            defaults={"dimensions": len(vector), "embedding": vector, "text_hash": text_hash},
+        )
+        written += 1
+    return written
