@@ -12,7 +12,8 @@ A search runs in two steps.
    cosine of the vector of the text read after its predecessor) are z-normalized over
    the candidate pool and summed with `RankingWeights`; a message then gains
    `neighbor` times the fused scores of the messages just before and after it in its
-   thread (answers often sit next to the turn the question matches); finally a recency
+   thread, and `neighbor2` times those two steps away (answers often sit next to the
+   turn the question matches); finally a recency
    term `recency * 2^(-age / half_life)` is added.
 
 Score fusion is used instead of reciprocal rank fusion: on LoCoMo, rank fusion discards
@@ -47,6 +48,7 @@ class RankingWeights:
     vector: float = 0.3
     context: float = 0.3
     neighbor: float = 0.2
+    neighbor2: float = 0.05
     recency: float = 0.1
     half_life_days: float = 180.0
     # Candidates taken from each channel before fusion.
@@ -58,6 +60,7 @@ class RankingWeights:
             "vector": self.vector,
             "context": self.context,
             "neighbor": self.neighbor,
+            "neighbor2": self.neighbor2,
             "recency": self.recency,
             "half_life_days": self.half_life_days,
             "pool": self.pool,
@@ -90,6 +93,8 @@ class Candidate:
     context: float | None = None
     prev_id: object | None = None
     next_id: object | None = None
+    prev2_id: object | None = None
+    next2_id: object | None = None
     # False for neighbours fetched only to score the candidates beside them.
     rankable: bool = True
     extra: dict = field(default_factory=dict)
@@ -144,6 +149,9 @@ def fuse(
             for neighbour in (candidate.prev_id, candidate.next_id):
                 if neighbour is not None:
                     score += weights.neighbor * by_id.get(neighbour, floor)
+            for neighbour in (candidate.prev2_id, candidate.next2_id):
+                if neighbour is not None and weights.neighbor2 > 0:
+                    score += weights.neighbor2 * by_id.get(neighbour, floor)
         if weights.recency > 0 and now is not None and candidate.created_at is not None:
             age_days = max(0.0, (now - candidate.created_at).total_seconds() / 86400)
             score += weights.recency * 2 ** (-age_days / weights.half_life_days)
@@ -243,7 +251,7 @@ class Corpus:
     - `scope_size_sql` counts the scope's vectors of `%(model)s`, stopping at
       `%(count_cap)s` (for plan routing);
     - `vector_table` / `vector_id_column` / `vector_scope_where` locate the scope's vectors;
-    - `describe_sql` returns `id, created_at, prev_id, next_id, similarity,
+    - `describe_sql` returns `id, created_at, prev_id, next_id, prev2_id, next2_id, similarity,
       context_similarity` for `%(ids)s` (similarities under `%(qvec)s` and `%(model)s`,
       NULL without a vector), saving a round trip per search.
     """
@@ -336,16 +344,16 @@ def hybrid_search(
             {**params, "ids": pool_ids, "qvec": qvec, "model": model if use_vectors else ""},
         )
         described = {}
-        for row_id, created_at, prev_id, next_id, sim, ctx_sim in cursor.fetchall():
-            described[row_id] = (created_at, prev_id, next_id)
+        for row_id, created_at, *neighbours, sim, ctx_sim in cursor.fetchall():
+            described[row_id] = (created_at, *neighbours)
             if sim is not None:
                 vector.setdefault(row_id, float(sim))
             if ctx_sim is not None:
                 context.setdefault(row_id, float(ctx_sim))
         neighbour_ids = []
         if weights.neighbor > 0:
-            for _created_at, prev_id, next_id in described.values():
-                neighbour_ids.extend(i for i in (prev_id, next_id) if i is not None and i not in described)
+            for _created_at, *neighbours in described.values():
+                neighbour_ids.extend(i for i in neighbours if i is not None and i not in described)
             neighbour_ids = list(dict.fromkeys(neighbour_ids))
         every_id = pool_ids + neighbour_ids
         if use_vectors and neighbour_ids:
@@ -363,7 +371,7 @@ def hybrid_search(
 
     candidates = []
     for row_id in every_id:
-        created_at, prev_id, next_id = described.get(row_id, (None, None, None))
+        created_at, prev_id, next_id, prev2_id, next2_id = described.get(row_id, (None,) * 5)
         if row_id in pool_ids and row_id not in described:
             continue  # Deleted between the two reads.
         candidates.append(
@@ -375,6 +383,8 @@ def hybrid_search(
                 context=context.get(row_id),
                 prev_id=prev_id,
                 next_id=next_id,
+                prev2_id=prev2_id,
+                next2_id=next2_id,
                 rankable=row_id in described,
             )
         )

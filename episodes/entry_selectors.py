@@ -135,7 +135,7 @@ def entry_search_hybrid(
         vector_id_column="entry_id",
         vector_scope_where="agent_id = %(agent)s AND memory_user_id = %(memory_user)s",
         describe_sql=(
-            "SELECT e.id, e.created_at, NULL, NULL, 1 - (v.embedding <=> %(qvec)s::vector), NULL "
+            "SELECT e.id, e.created_at, NULL, NULL, NULL, NULL, 1 - (v.embedding <=> %(qvec)s::vector), NULL "
             "FROM episodes_episodicentry e LEFT JOIN episodes_entryembedding v "
             "ON v.entry_id = e.id AND v.model = %(model)s "
             "WHERE e.id = ANY(%(ids)s) AND e.status = %(active)s"
@@ -159,6 +159,15 @@ def entry_search_hybrid(
     )
     hits = [EntryHit(entry=entries[c.id], score=score) for c, score in top if c.id in entries]
     return EntrySearchResult(hits=hits, plan=outcome.plan, scope_size=outcome.scope_size)
+
+
+# The user/assistant message `offset + 1` steps before or after m in its thread and node
+# (the threads_message_seq index serves it).
+_NEIGHBOUR = (
+    "SELECT p.id FROM threads_message p WHERE p.thread_id = m.thread_id AND p.seq {op} m.seq "
+    "AND p.node_id = m.node_id AND p.role IN ('user', 'assistant') AND p.content <> '' "
+    "ORDER BY p.seq {order} LIMIT 1 OFFSET {offset}"
+)
 
 
 @dataclass
@@ -231,16 +240,12 @@ def message_search_related(
             "agent_id = %(agent)s AND memory_user_id = %(memory_user)s "
             "AND NOT (message_id = ANY(%(exclude)s::uuid[]))"
         ),
-        describe_sql="""
+        describe_sql=f"""
             SELECT m.id, m.created_at,
-                (SELECT p.id FROM threads_message p
-                 WHERE p.thread_id = m.thread_id AND p.seq < m.seq AND p.node_id = m.node_id
-                   AND p.role IN ('user', 'assistant') AND p.content <> ''
-                 ORDER BY p.seq DESC LIMIT 1),
-                (SELECT n.id FROM threads_message n
-                 WHERE n.thread_id = m.thread_id AND n.seq > m.seq AND n.node_id = m.node_id
-                   AND n.role IN ('user', 'assistant') AND n.content <> ''
-                 ORDER BY n.seq LIMIT 1),
+                ({_NEIGHBOUR.format(op="<", order="DESC", offset=0)}),
+                ({_NEIGHBOUR.format(op=">", order="ASC", offset=0)}),
+                ({_NEIGHBOUR.format(op="<", order="DESC", offset=1)}),
+                ({_NEIGHBOUR.format(op=">", order="ASC", offset=1)}),
                 1 - (v.embedding <=> %(qvec)s::vector), 1 - (v.context_embedding <=> %(qvec)s::vector)
             FROM threads_message m
             LEFT JOIN episodes_messageembedding v ON v.message_id = m.id AND v.model = %(model)s
