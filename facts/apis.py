@@ -226,7 +226,9 @@ class FactLookupApi(APIView):
         )
         if fact is None:
             raise NotFoundError(FACT_NOT_FOUND_FOR_KEY)
-        fact_touch(fact_ids=[fact.pk])
+        if request.user.can_write:
+            # Read-only keys may look up; only writable keys leave access statistics behind.
+            fact_touch(fact_ids=[fact.pk])
         fact = with_effective_confidence(Fact.objects.filter(pk=fact.pk)).select_related("agent").get()
         return Response(FactOutputSerializer(fact).data)
 
