@@ -277,6 +277,28 @@ def message_embed_sweep(*, limit: int = 500) -> list:
     ]
 
 
+def messages_reembed(*, workspace, batch_size: int = 256) -> int:
+    """Enqueue embedding of the workspace's messages lacking a vector under its current model."""
+    from episodes.tasks import message_embed_task
+    from threads.models import Message
+
+    model = embedding_provider_for(workspace).model_name
+    has_vector = MessageEmbedding.objects.filter(message=OuterRef("pk"), model=model)
+    ids = [
+        str(pk)
+        for pk in Message.objects.filter(
+            workspace=workspace, role__in=EMBEDDABLE_ROLES, thread__memory_user__isnull=False
+        )
+        .exclude(content="")
+        .filter(~Exists(has_vector))
+        .values_list("pk", flat=True)
+    ]
+    for start in range(0, len(ids), batch_size):
+        chunk = ids[start : start + batch_size]
+        transaction.on_commit(lambda chunk=chunk: message_embed_task.delay(chunk))
+    return len(ids)
+
+
 # --- entries -----------------------------------------------------------------------------------
 
 

@@ -78,3 +78,27 @@ class ReembedTests(MemoryTestCase):
         assert models == ["model-two", "test-bag-of-words"]
         entry.refresh_from_db()
         assert entry.embedding_model == "model-two"
+
+
+class ReembedCommandTests(MemoryTestCase):
+    def test_command_enqueues_entries_and_messages_of_the_new_model(self):
+        """The command embeds what lacks a vector of the current model (eager tasks here)."""
+        from io import StringIO
+
+        from django.core.management import call_command
+
+        from episodes.models import MessageEmbedding
+        from threads.services import thread_append_messages, thread_create
+
+        person = memory_user_factory(self.workspace)
+        entry_factory(agent=self.agent, memory_user=person, content="Ada likes tea", embed=False)
+        thread = thread_create(workspace=self.workspace, agent=self.agent, memory_user=person)
+        thread_append_messages(thread=thread, messages=[{"role": "user", "content": "Tea, please."}])
+        out = StringIO()
+        with OpenAITestServer() as server:
+            use_test_embeddings(server, self.workspace)
+            with self.captureOnCommitCallbacks(execute=True):
+                call_command("episodic_reembed", "--workspace", "Acme", "--messages", stdout=out)
+        assert "Acme: 1 entries, 1 messages enqueued" in out.getvalue()
+        assert EntryEmbedding.objects.filter(model="test-bag-of-words").count() == 1
+        assert MessageEmbedding.objects.filter(model="test-bag-of-words").count() == 1

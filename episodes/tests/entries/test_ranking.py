@@ -60,3 +60,13 @@ class FuseTests(SimpleTestCase):
         assert weights_for_mode("lexical").vector == 0 and weights_for_mode("lexical").context == 0
         assert weights_for_mode("vector").lexical == 0
         assert fuse([]) == []
+
+    def test_second_neighbours_weigh_less_than_first(self):
+        """A strong match two turns away lifts a candidate less than one next to it."""
+        candidates = [
+            Candidate(id="near", lexical=1.0, next_id="q"),
+            Candidate(id="far", lexical=1.0, next2_id="q"),
+            Candidate(id="q", lexical=9.0, rankable=False),
+        ]
+        ranked = fuse(candidates, weights=RankingWeights(vector=0, context=0, recency=0))
+        assert [c.id for c, _ in ranked] == ["near", "far"]
