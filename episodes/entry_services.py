@@ -263,13 +263,25 @@ def _previous_messages(messages) -> dict:
 
 
 def message_embed_sweep(*, limit: int = 500) -> list:
-    """Ids of up to `limit` user/assistant messages with no vector yet, oldest first."""
+    """Ids of up to `limit` messages with no vector yet, oldest first.
+
+    Only agents with `semantic_recall` on are swept: embedding every message of every
+    agent would spend the workers' CPU on vectors nobody searches.
+    """
+    from core.models import Agent
     from threads.models import Message
 
+    enabled = [
+        a.pk for a in Agent.objects.only("pk", "memory_settings") if memory_settings_for(a).semantic_recall
+    ]
+    if not enabled:
+        return []
     has_vector = MessageEmbedding.objects.filter(message=OuterRef("pk"))
     return [
         str(pk)
-        for pk in Message.objects.filter(role__in=EMBEDDABLE_ROLES, thread__memory_user__isnull=False)
+        for pk in Message.objects.filter(
+            role__in=EMBEDDABLE_ROLES, thread__agent__in=enabled, thread__memory_user__isnull=False
+        )
         .exclude(content="")
         .filter(~Exists(has_vector))
         .order_by("created_at")

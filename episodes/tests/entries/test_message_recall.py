@@ -72,7 +72,10 @@ class MessageRecallTests(MemoryTestCase):
         assert result.hits == []
 
     def test_sweep_enqueues_messages_without_vectors(self):
-        """The periodic sweep finds unembedded messages; the eager task embeds them."""
+        """The periodic sweep finds unembedded messages of agents with semantic recall on."""
+        assert message_embed_sweep(limit=100) == []
+        self.agent.memory_settings = {"semantic_recall": True}
+        self.agent.save()
         assert len(message_embed_sweep(limit=100)) == 4
         with self.settings(CELERY_TASK_ALWAYS_EAGER=True):
             message_embed_sweep_task.apply()
