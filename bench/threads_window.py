@@ -14,11 +14,12 @@ parent is the user message) and the conversation continues on the new branch.
 """
 
 import argparse
+import json
 import random
 import time
 import uuid
 
-from bench.harness import measure, print_table, setup_django, write_json
+from bench.harness import measure, print_table, setup_django, summarize, write_json
 
 SENTENCES = [
     "Can you check the flight to Lisbon on 14 May?",
@@ -165,6 +166,33 @@ def main():
         )
     )
 
+    # The statement's own execution time and buffer reads, as PostgreSQL reports them: the
+    # window reads a few hundred 8 kB pages whatever the thread's size.
+    from django.conf import settings as django_settings
+
+    from threads.selectors import _window_sql
+
+    sql, params = _window_sql(
+        thread=thread,
+        leaf=None,
+        scope="",
+        summary_id=thread.summary_upto_id,
+        summary_depth=thread.summary_upto_depth,
+        limit=django_settings.MEMORY_DEFAULTS["recent_messages"] + 32,
+        delegation=None,
+    )
+    executions, buffers = [], []
+    with connection.cursor() as cursor:
+        for _ in range(100):
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params)
+            plan = cursor.fetchone()[0]
+            plan = (json.loads(plan) if isinstance(plan, str) else plan)[0]
+            executions.append(plan["Execution Time"])
+            buffers.append(
+                plan["Plan"].get("Shared Hit Blocks", 0) + plan["Plan"].get("Shared Read Blocks", 0)
+            )
+    rows.append(("  its SQL statement alone (EXPLAIN ANALYZE)", summarize(executions)))
+    print(f"the window statement touched at most {max(buffers)} buffers (8 kB pages)")
     print_table(
         f"History window (selector, server-side), {stored:,} messages, {len(abandoned)} branches", rows
     )

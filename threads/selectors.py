@@ -218,8 +218,7 @@ LEFT JOIN LATERAL (SELECT {columns} FROM walk WHERE {where} LIMIT %(limit)s) r O
 """
 
 
-def _window_rows(*, thread, leaf, scope, summary_id, summary_depth, limit, delegation):
-    """(rows newest first, leaf id or None, stop depth) for the history window."""
+def _window_sql(*, thread, leaf, scope, summary_id, summary_depth, limit, delegation) -> tuple[str, dict]:
     params = {
         "thread": thread.pk,
         "scope": scope,
@@ -245,6 +244,12 @@ def _window_rows(*, thread, leaf, scope, summary_id, summary_depth, limit, deleg
     sql = _WINDOW_SQL.format(
         leaf_sql=leaf_sql, select=_SELECT, columns=", ".join(_WALK_COLUMNS), where=" AND ".join(where)
     )
+    return sql, params
+
+
+def _window_rows(**kwargs):
+    """(rows newest first, leaf id or None, stop depth) for the history window."""
+    sql, params = _window_sql(**kwargs)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
