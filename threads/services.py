@@ -307,7 +307,7 @@ _ROW_SELECT = ", ".join(f"{{t}}.{c}" for c in _ROW_COLUMNS)
 # node scope the batch continues, the jump target of each (needed to place a child), the
 # messages already stored under the batch's idempotency keys, and client ids already taken.
 _TREE_ROWS_SQL = f"""
-WITH base AS (
+WITH RECURSIVE base AS (
     SELECT 'parent' AS tag, {_ROW_SELECT.format(t="m")}
     FROM threads_message m
     WHERE m.id = ANY(%(parents)s) AND m.workspace_id = %(workspace)s
@@ -318,11 +318,20 @@ WITH base AS (
         SELECT * FROM threads_message
         WHERE thread_id = %(thread)s AND node_id = s.scope ORDER BY seq DESC LIMIT 1
     ) n
+),
+-- The whole jump chain up to the root (O(log n) rows): every jump target a new child can
+-- need lies on it.
+chain(id, jump_id) AS (
+    SELECT j.id, j.jump_id FROM threads_message j WHERE j.id IN (SELECT jump_id FROM base)
+  UNION
+    SELECT j.id, j.jump_id
+    FROM chain c JOIN threads_message j ON j.id = c.jump_id
+    WHERE c.jump_id <> c.id
 )
 SELECT * FROM base
 UNION ALL
 SELECT 'jump', {_ROW_SELECT.format(t="j")}
-FROM threads_message j WHERE j.id IN (SELECT jump_id FROM base)
+FROM threads_message j WHERE j.id IN (SELECT id FROM chain)
 UNION ALL
 SELECT 'dup', {_ROW_SELECT.format(t="d")}
 FROM threads_message d WHERE d.thread_id = %(thread)s AND d.idempotency_key = ANY(%(keys)s)
@@ -563,7 +572,14 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
                 content=window_text, tool_calls=m["tool_calls"], name=m["name"], model=model
             )
             parent = nodes.get(parent_id) if parent_id else None
-            parent_jump = nodes.get(parent.jump_id) if parent is not None else None
+            parent_jump = None
+            if parent is not None:
+                parent_jump = nodes.get(parent.jump_id)
+                if parent_jump is None and parent.jump_id is not None:
+                    # The jump target of a jump target: rarely needed, fetched once.
+                    jump_row = lookup(parent.jump_id)
+                    if jump_row is not None:
+                        parent_jump = nodes[parent.jump_id] = _tree_node(jump_row)
             depth, jump_id, jump_depth = child_position(parent, parent_jump, own_id=message_id)
             seq += 1
             message = Message(

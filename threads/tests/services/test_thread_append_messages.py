@@ -58,3 +58,23 @@ class AppendTests(MemoryTestCase):
             append(thread, {"role": "tool", "tool_call_id": "c1", "content": "r", "parent": str(user.pk)})
         (result,) = append(thread, {"role": "tool", "tool_call_id": "c1", "content": "r"})
         assert result.parent_id == call.pk
+
+
+class JumpPointerShapeTests(MemoryTestCase):
+    def test_batches_build_the_same_pointers_as_single_appends(self):
+        """Appending in batches of any size gives each message the canonical skew-binary jump."""
+        from threads.lib.tree import TreeNode, child_position
+
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        stored = []
+        for size in (1, 7, 50, 3, 120, 1, 64):
+            stored += append(thread, *[("user", "x")] * size)
+        expected: dict = {}
+        previous = None
+        for message in stored:
+            parent = expected.get(previous.pk) if previous else None
+            parent_jump = expected.get(parent.jump_id) if parent else None
+            depth, jump_id, jump_depth = child_position(parent, parent_jump, own_id=message.pk)
+            expected[message.pk] = TreeNode(message.pk, depth, jump_id, jump_depth, 0)
+            assert (message.depth, message.jump_id, message.jump_depth) == (depth, jump_id, jump_depth)
+            previous = message
