@@ -53,21 +53,11 @@ def build(n_rows: int, seed: int = 11):
     ).user
     agents = [agent_get_or_create(workspace=workspace, slug=f"agent-{i}") for i in range(10)]
     other_agent = agent_get_or_create(workspace=other, slug="agent-0")
-    words = [
-        "alpha",
-        "bravo",
-        "charlie",
-        "delta",
-        "echo",
-        "foxtrot",
-        "golf",
-        "hotel",
-        "india",
-        "juliet",
-        "kilo",
-        "lima",
-        "mike",
-    ]
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
+    # Free text draws from 600 words, so a one-word search matches a few percent of the rows,
+    # as it would in real notes (a 10-word vocabulary would make every search match ~all rows).
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "te", "vo", "zi", "pa"]
+    vocabulary = words + [a + b + c for a in syllables for b in syllables for c in syllables[:6]]
     batch = 5000
     timings = {}
 
@@ -75,7 +65,7 @@ def build(n_rows: int, seed: int = 11):
         return now - timedelta(days=rng.randint(0, max_days), seconds=rng.randint(0, 86_400))
 
     def phrase(n=4):
-        return " ".join(rng.choice(words) for _ in range(n))
+        return " ".join(rng.choice(vocabulary) for _ in range(n))
 
     def ws(i):
         # 1% of rows belong to another workspace; the page must never count or show them.

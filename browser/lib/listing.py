@@ -64,6 +64,13 @@ def paginate_sorted(request, queryset, *, sorts: list[Sort], default: str) -> Li
         per_page = DEFAULT_PER_PAGE
     if per_page not in PER_PAGE_CHOICES:
         per_page = DEFAULT_PER_PAGE
-    paginator = Paginator(queryset.order_by(*order), per_page)
+    # Sort and page over primary keys only, then load that page's rows with the selector's
+    # joins, annotations and prefetches. Sorting the joined rows instead makes PostgreSQL join
+    # every matching row before the top-N sort (100k facts: ~230 ms -> the join of 50 rows),
+    # and a DISTINCT (multiple-choice filters) compares every column instead of the key.
+    paginator = Paginator(queryset.order_by(*order).values_list("pk", flat=True), per_page)
     page = paginator.get_page(request.GET.get("page"))
+    ids = list(page.object_list)
+    rows = {row.pk: row for row in queryset.filter(pk__in=ids).order_by()} if ids else {}
+    page.object_list = [rows[pk] for pk in ids if pk in rows]
     return Listing(page=page, sort=sort, sorts=sorts, per_page=per_page)

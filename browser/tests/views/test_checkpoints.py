@@ -32,13 +32,13 @@ class CheckpointsTabTests(BrowserTestCase):
     def test_full_page_and_fragments_in_bounded_queries(self):
         url = self.url("memories:checkpoints")
         self.open_as(self.viewer, url)
-        # session, user, memberships, count, rows with threads, pending writes.
-        with self.assertNumQueries(6):
+        # session, user, memberships, count, page of ids, rows with threads, pending writes.
+        with self.assertNumQueries(7):
             response = self.client.get(url)
         assert b'data-total="5"' in response.content and b"globex-cp" not in response.content
         for n in range(10):
             checkpoint_put(thread=self.thread, checkpoint_id=f"more-{n}", type="json", data=b"{}")
-        with self.assertNumQueries(6):
+        with self.assertNumQueries(7):
             fragment = self.htmx("get", url, target="results")
         assert b"<html" not in fragment.content and b'data-total="15"' in fragment.content
 

@@ -22,12 +22,12 @@ class EpisodesTabTests(BrowserTestCase):
     def test_full_page_and_fragments_in_bounded_queries(self):
         url = self.url("memories:episodes")
         self.open_as(self.viewer, url)
-        with self.assertNumQueries(5):
+        with self.assertNumQueries(6):
             response = self.client.get(url)
         assert b'data-total="5"' in response.content and b"globex-only" not in response.content
         for _ in range(10):
             EpisodeFactory(agent=self.agent, memory_user=self.person)
-        with self.assertNumQueries(5):
+        with self.assertNumQueries(6):
             fragment = self.htmx("get", url, target="results")
         assert b"<html" not in fragment.content
 

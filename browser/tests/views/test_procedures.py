@@ -16,13 +16,13 @@ class ProceduresTabTests(BrowserTestCase):
     def test_full_page_and_fragments_in_bounded_queries(self):
         url = self.url("memories:procedures")
         self.open_as(self.viewer, url)
-        with self.assertNumQueries(5):
+        with self.assertNumQueries(6):
             response = self.client.get(url)
         assert b'data-total="5"' in response.content
         assert b"Refund flow" in response.content and b"Globex secret" not in response.content
         for n in range(10):
             ProcedureFactory(workspace=self.workspace, agent=self.other_agent, name=f"extra {n}")
-        with self.assertNumQueries(5):
+        with self.assertNumQueries(6):
             self.htmx("get", url, target="results")
         fragment = self.htmx("get", url + "?name=refund", target="results")
         assert b"<html" not in fragment.content and b'data-total="1"' in fragment.content

@@ -29,7 +29,7 @@ class ThreadsTabTests(BrowserTestCase):
     def test_full_page_and_fragments_in_bounded_queries(self):
         url = self.url("memories:threads")
         self.open_as(self.viewer, url)
-        with self.assertNumQueries(5):
+        with self.assertNumQueries(6):
             response = self.client.get(url)
         assert b'data-total="4"' in response.content
         assert b"Trip planning" in response.content and b"Globex plans" not in response.content
@@ -37,7 +37,7 @@ class ThreadsTabTests(BrowserTestCase):
             make_thread(
                 workspace=self.workspace, agent=self.agent, memory_user=self.person, title=f"more {n}"
             )
-        with self.assertNumQueries(5):
+        with self.assertNumQueries(6):
             fragment = self.htmx("get", url, target="results")
         assert b"<html" not in fragment.content and b'data-total="14"' in fragment.content
 

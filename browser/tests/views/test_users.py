@@ -32,13 +32,13 @@ class UsersTabTests(BrowserTestCase):
     def test_full_page_and_fragments_in_bounded_queries(self):
         url = self.url("memories:users")
         self.open_as(self.viewer, url)
-        # session, user, memberships, count, rows (with statistics), identities.
-        with self.assertNumQueries(6):
+        # session, user, memberships, count, page of ids, rows (with statistics), identities.
+        with self.assertNumQueries(7):
             response = self.client.get(url)
         assert b'data-total="3"' in response.content
         for n in range(10):
             memory_user_identify(workspace=self.workspace, channel="web", external_id=f"w{n}")
-        with self.assertNumQueries(6):
+        with self.assertNumQueries(7):
             fragment = self.htmx("get", url, target="results")
         assert b"<html" not in fragment.content and b'data-total="13"' in fragment.content
 
