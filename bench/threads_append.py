@@ -11,6 +11,7 @@ rendering; no network socket), one after another on one connection, as one agent
 """
 
 import argparse
+import os
 import random
 import time
 
@@ -24,6 +25,24 @@ SENTENCES = [
     "What did we decide about the Berlin office budget?",
     "Remind me to call the plumber tomorrow morning.",
 ]
+
+
+def _backend_pid() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def _process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a local process (the PostgreSQL backend serving this connection)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main():
@@ -65,6 +84,9 @@ def main():
     client.post(url, batch_body(-args.batch), format="json")
     bodies = [batch_body(start) for start in range(0, args.messages, args.batch)]
     samples = []
+    backend_pid = _backend_pid()
+    backend_cpu_before = _process_cpu_seconds(backend_pid)
+    cpu_before = time.process_time()
     started = time.perf_counter()
     for body in bodies:
         t0 = time.perf_counter()
@@ -72,11 +94,18 @@ def main():
         samples.append((time.perf_counter() - t0) * 1000)
         assert response.status_code == 201, response.content[:500]
     elapsed = time.perf_counter() - started
+    python_cpu = time.process_time() - cpu_before
+    backend_cpu = _process_cpu_seconds(backend_pid) - backend_cpu_before
     stored = Message.objects.filter(thread=thread).count() - args.batch
     assert stored == args.messages, stored
     rate = args.messages / elapsed
     stats = summarize(samples)
+    cpu_rate = args.messages / (python_cpu + backend_cpu)
     print(f"\n{args.messages:,} messages in batches of {args.batch}: {elapsed:.2f} s, {rate:,.0f} messages/s")
+    print(
+        f"CPU used: Django process {python_cpu:.2f} s + PostgreSQL backend {backend_cpu:.2f} s "
+        f"= {cpu_rate:,.0f} messages per CPU-second (load average now {os.getloadavg()[0]:.1f})"
+    )
     print_table(
         "POST /api/v1/threads/{id}/messages/ (Django test client)", [(f"batch of {args.batch}", stats)]
     )
@@ -87,6 +116,8 @@ def main():
             "batch": args.batch,
             "seconds": round(elapsed, 2),
             "rate": round(rate),
+            "cpu_seconds": {"django": round(python_cpu, 2), "postgres": round(backend_cpu, 2)},
+            "messages_per_cpu_second": round(cpu_rate),
             "request": stats,
         },
     )

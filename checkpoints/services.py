@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from checkpoints.models import Checkpoint, CheckpointWrite
+from checkpoints.models import Checkpoint
 from core.access import Principal, require_write
 from core.errors import ApplicationError, NotFoundError
 from core.services import audit_record
@@ -114,34 +114,36 @@ def checkpoint_writes_put(
     indexes = [w["idx"] for w in writes]
     if len(set(indexes)) != len(indexes):
         raise ApplicationError(WRITE_IDX_DUPLICATE, fields={"writes": [WRITE_IDX_DUPLICATE]})
-    rows = [
-        CheckpointWrite(
-            workspace_id=checkpoint.workspace_id,
-            checkpoint_id=checkpoint.pk,
-            task_id=task_id,
-            task_path=task_path,
-            idx=w["idx"],
-            channel=w["channel"],
-            type=w["type"],
-            data=bytes(w["data"]),
-        )
-        for w in writes
-    ]
-    regular = [r for r in rows if r.idx >= 0]
-    special = [r for r in rows if r.idx < 0]
-    with transaction.atomic():
-        before = CheckpointWrite.objects.filter(checkpoint_id=checkpoint.pk, task_id=task_id).count()
-        if regular:
-            CheckpointWrite.objects.bulk_create(regular, ignore_conflicts=True)
-        if special:
-            CheckpointWrite.objects.bulk_create(
-                special,
-                update_conflicts=True,
-                unique_fields=["checkpoint", "task_id", "idx"],
-                update_fields=["channel", "type", "data", "task_path"],
-            )
-        after = CheckpointWrite.objects.filter(checkpoint_id=checkpoint.pk, task_id=task_id).count()
-    return after - before
+    now = timezone.now()
+    values, params = [], []
+    for w in writes:
+        values.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s)")
+        params += [
+            checkpoint.workspace_id,
+            checkpoint.pk,
+            task_id,
+            task_path,
+            w["idx"],
+            w["channel"],
+            w["type"],
+            bytes(w["data"]),
+            now,
+        ]
+    # One statement. Regular writes keep the first value stored (DO NOTHING on the conflict);
+    # special writes (idx < 0) take the new one. RETURNING reports only rows inserted now.
+    sql = f"""
+        INSERT INTO checkpoints_checkpointwrite
+            (workspace_id, checkpoint_id, task_id, task_path, idx, channel, type, data, created_at)
+        VALUES {", ".join(values)}
+        ON CONFLICT (checkpoint_id, task_id, idx) DO UPDATE SET
+            channel = EXCLUDED.channel, type = EXCLUDED.type, data = EXCLUDED.data,
+            task_path = EXCLUDED.task_path
+        WHERE EXCLUDED.idx < 0
+        RETURNING (xmax = 0)
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return sum(1 for (inserted,) in cursor.fetchall() if inserted)
 
 
 def checkpoint_thread_delete(*, thread: Thread, actor: str = "system") -> dict:
