@@ -269,6 +269,10 @@ EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", "")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "")
 
+# Context assembly (runtime/): threads per process that read the context's parts side by
+# side; each holds its own database connection. 0 reads them one after another.
+CONTEXT_PARALLEL_WORKERS = env_int("CONTEXT_PARALLEL_WORKERS", 4)
+
 # Episodic memory and semantic recall (docs/episodic.md).
 # Scopes up to this many vectors are searched with an exact sort (48 ms at 20,000 rows
 # here), larger ones through HNSW with iterative scan.
