@@ -160,7 +160,7 @@ def fuse(
     return ranked
 
 
-def bm25_sql(scope_sql: str) -> str:
+def bm25_sql(scope_sql: str, *, materialized: bool = False) -> str:
     """BM25 over the tsvectors of a scope, best first.
 
     `scope_sql` selects `id`, `tsv` (a tsvector) and `created_at` of the rows to rank, with named
@@ -168,9 +168,14 @@ def bm25_sql(scope_sql: str) -> str:
     the query's own lexemes under the `english` configuration, so stemming and stop words
     match the stored vectors. Document frequency and average length are those of the
     scope: a term common in this person's history weighs little.
+
+    `materialized=False` lets PostgreSQL push the match into the scope query (a stored
+    tsvector with a GIN index); `materialized=True` analyses each row once when the
+    tsvectors are computed at query time.
     """
+    cte = "MATERIALIZED" if materialized else "NOT MATERIALIZED"
     return f"""
-        WITH scope AS NOT MATERIALIZED ({scope_sql}),
+        WITH scope AS {cte} ({scope_sql}),
         q AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))),
         qt AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM q),
         stats AS (
@@ -264,6 +269,8 @@ class Corpus:
     describe_sql: str
     params: dict
     has_context: bool = False
+    # True when `lexical_scope_sql` computes its tsvectors (see bm25_sql).
+    lexical_materialized: bool = False
 
 
 @dataclass
@@ -296,7 +303,10 @@ def hybrid_search(
     with transaction.atomic(), connection.cursor() as cursor:
         if weights.lexical > 0 and query.strip():
             # Scores beyond the pool are kept so vector candidates get their exact BM25.
-            cursor.execute(bm25_sql(corpus.lexical_scope_sql), {**params, "query": query, "limit": pool * 10})
+            cursor.execute(
+                bm25_sql(corpus.lexical_scope_sql, materialized=corpus.lexical_materialized),
+                {**params, "query": query, "limit": pool * 10},
+            )
             rows = cursor.fetchall()
             lexical = {row[0]: float(row[1]) for row in rows}
             pool_ids.extend(row[0] for row in rows[:pool])

@@ -253,6 +253,7 @@ def message_search_related(
         """,
         params=params,
         has_context=True,
+        lexical_materialized=True,
     )
     outcome = hybrid_search(
         corpus=corpus,
