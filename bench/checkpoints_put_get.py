@@ -19,6 +19,7 @@ import time
 import uuid
 
 from bench.harness import measure, print_table, setup_django, summarize, write_json
+from bench.threads_cpu import cpu_meter, load_average
 
 
 def checkpoint_id(n: int) -> str:
@@ -127,8 +128,16 @@ def main():
     put_samples.clear()
     latest_samples.clear()
     pair_samples.clear()
-    for _ in range(args.repeat):
-        put_and_latest()
+    with cpu_meter() as cpu_used:
+        for _ in range(args.repeat):
+            put_and_latest()
+    django_cpu, postgres_cpu = cpu_used()
+    cpu_per_pair_ms = (django_cpu + postgres_cpu) / args.repeat * 1000
+    print(
+        f"CPU per PUT + GET latest: Django {django_cpu / args.repeat * 1000:.2f} ms + PostgreSQL "
+        f"{postgres_cpu / args.repeat * 1000:.2f} ms = {cpu_per_pair_ms:.2f} ms "
+        f"(load average {load_average():.1f})"
+    )
 
     def list_before():
         thread = rng.choice(threads)
@@ -193,6 +202,7 @@ def main():
             "checkpoints": stored,
             "threads": len(threads),
             "load_seconds": round(load_seconds, 1),
+            "cpu_ms_per_put_and_latest": round(cpu_per_pair_ms, 3),
             "results": dict(rows),
         },
     )

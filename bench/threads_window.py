@@ -20,6 +20,7 @@ import time
 import uuid
 
 from bench.harness import measure, print_table, setup_django, summarize, write_json
+from bench.threads_cpu import cpu_meter, load_average
 
 SENTENCES = [
     "Can you check the flight to Lisbon on 14 May?",
@@ -102,6 +103,14 @@ def main():
         f"in {build_seconds:.1f} s ({stored / build_seconds:,.0f} msg/s through the service)"
     )
 
+    with cpu_meter() as cpu_used:
+        for _ in range(args.repeat):
+            message_history_window(thread=thread)
+    django_cpu, postgres_cpu = cpu_used()
+    print(
+        f"CPU per default window: Django {django_cpu / args.repeat * 1000:.2f} ms + PostgreSQL "
+        f"{postgres_cpu / args.repeat * 1000:.2f} ms (load average {load_average():.1f})"
+    )
     rows = []
     rows.append(
         (

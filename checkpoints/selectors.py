@@ -21,22 +21,40 @@ def checkpoint_scoped_queryset(*, principal: Principal):
     return scope_to_principal(Checkpoint.objects.all(), principal, agent_field="thread__agent")
 
 
-def checkpoint_latest(*, thread: Thread, checkpoint_ns: str = "") -> Checkpoint:
-    checkpoint = (
-        _with_writes(Checkpoint.objects.filter(thread=thread, checkpoint_ns=checkpoint_ns))
-        .order_by("-checkpoint_id")
-        .first()
-    )
+def _thread_checkpoints(*, thread, principal, thread_id):
+    """A thread's checkpoints; with `principal` and `thread_id`, scoped in the same query
+    (a thread the principal cannot see has, for it, no checkpoints: 404)."""
+    if thread is not None:
+        return Checkpoint.objects.filter(thread=thread)
+    return checkpoint_scoped_queryset(principal=principal).filter(thread_id=thread_id)
+
+
+def checkpoint_latest(
+    *,
+    thread: Thread | None = None,
+    checkpoint_ns: str = "",
+    principal: Principal | None = None,
+    thread_id=None,
+) -> Checkpoint:
+    """The newest checkpoint of a namespace (greatest id), with its pending writes."""
+    queryset = _thread_checkpoints(thread=thread, principal=principal, thread_id=thread_id)
+    checkpoint = _with_writes(queryset.filter(checkpoint_ns=checkpoint_ns)).order_by("-checkpoint_id").first()
     if checkpoint is None:
         raise NotFoundError(CHECKPOINT_NOT_FOUND)
     return checkpoint
 
 
 def checkpoint_get(
-    *, thread: Thread, checkpoint_id: str, checkpoint_ns: str = "", with_writes: bool = True
+    *,
+    checkpoint_id: str,
+    thread: Thread | None = None,
+    checkpoint_ns: str = "",
+    with_writes: bool = True,
+    principal: Principal | None = None,
+    thread_id=None,
 ) -> Checkpoint:
-    queryset = Checkpoint.objects.filter(
-        thread=thread, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id
+    queryset = _thread_checkpoints(thread=thread, principal=principal, thread_id=thread_id).filter(
+        checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id
     )
     if with_writes:
         queryset = _with_writes(queryset)

@@ -201,3 +201,14 @@ class WorkspaceCheckpointApiTests(MemoryTestCase):
             .status_code
             == 403
         )
+
+
+class CheckpointQueryCountTests(MemoryTestCase):
+    def test_latest_is_scoped_in_the_checkpoint_query(self):
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        make_checkpoint(thread, "c1")
+        client = self.api(self.agent_key)
+        url = f"/api/v1/threads/{thread.pk}/checkpoints/latest/"
+        client.get(url)
+        with self.assertNumQueries(3):  # key, checkpoint (scoped through its thread), pending writes
+            assert client.get(url).status_code == 200
