@@ -32,6 +32,11 @@ class ThreadsAdminTests(MemoryTestCase):
         ]:
             assert self.client.get(path).status_code == 200, path
 
+    def test_search_accepts_text_and_ids(self):
+        for path in ["/admin/threads/thread/", "/admin/threads/message/", "/admin/checkpoints/checkpoint/"]:
+            assert self.client.get(path, {"q": "hello"}).status_code == 200, path
+            assert self.client.get(path, {"q": str(self.thread.pk)}).status_code == 200, path
+
     def test_changelist_queries_do_not_grow_with_rows(self):
         self.client.get("/admin/threads/thread/")
         with CaptureQueriesContext(connection) as few:
