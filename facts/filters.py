@@ -91,4 +91,6 @@ class FactFilter(django_filters.FilterSet):
         return queryset.filter(key_normalized__in=keys)
 
     def filter_q(self, queryset, name, value):
-        return text_search(queryset, value) if value.strip() else queryset
+        if not value.strip():
+            return queryset
+        return queryset.filter(search_vector=SearchQuery(value, search_type="websearch", config="english"))

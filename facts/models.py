@@ -1,7 +1,7 @@
 import re
 
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
@@ -87,6 +87,12 @@ class Fact(TimeStampedModel):
     value = models.JSONField()
     # Normalized key words plus the value as text; full-text search reads its GIN index.
     search_text = models.TextField(blank=True, editable=False)
+    # Stored, so a full-text filter reads it instead of re-parsing search_text per row.
+    search_vector = models.GeneratedField(
+        expression=SearchVector("search_text", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
     fact_type = models.CharField(max_length=20, choices=FactType.choices, default=FactType.WORLD_KNOWLEDGE)
     confidence = models.FloatField(default=0.8)
     times_confirmed = models.PositiveIntegerField(default=0)
@@ -140,8 +146,7 @@ class Fact(TimeStampedModel):
         indexes = [
             # Fuzzy key search: `%` / `<%` and ILIKE '%...%' on the normalized key.
             GinIndex(fields=["key_normalized"], opclasses=["gin_trgm_ops"], name="facts_key_trgm"),
-            # Must compile to the same expression as selectors' SearchVector to be used.
-            GinIndex(SearchVector("search_text", config="english"), name="facts_search_fts"),
+            GinIndex(fields=["search_vector"], name="facts_search_fts"),
             models.Index(
                 fields=["workspace", "memory_user", "-valid_from"],
                 condition=Q(valid_to__isnull=True),
