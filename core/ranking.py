@@ -300,7 +300,7 @@ def hybrid_search(
     pool_ids: list = []
     plan = scope_size = None
     use_vectors = query_vector is not None and (weights.vector > 0 or weights.context > 0)
-    with transaction.atomic(), connection.cursor() as cursor:
+    with connection.cursor() as cursor:
         if weights.lexical > 0 and query.strip():
             # Scores beyond the pool are kept so vector candidates get their exact BM25.
             cursor.execute(
@@ -323,17 +323,22 @@ def hybrid_search(
             cursor.execute(corpus.scope_size_sql, vparams)
             scope_size = cursor.fetchone()[0]
             plan = vector_plan(scope_size=scope_size, model=model, dimensions=len(query_vector))
-            if plan == PLAN_HNSW:
-                # pgvector >= 0.8: keep scanning the graph until `limit` rows pass the scope filter.
-                ef_search = int(max(pool, settings.EPISODIC_HNSW_EF_SEARCH))
-                cursor.execute(
-                    f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef_search}"
-                )
             table, id_column, where = corpus.vector_table, corpus.vector_id_column, corpus.vector_scope_where
-            cursor.execute(
-                vector_sql(table=table, id_column=id_column, scope_where=where, plan=plan), vparams
-            )
-            rows = cursor.fetchall()
+            sql = vector_sql(table=table, id_column=id_column, scope_where=where, plan=plan)
+            if plan == PLAN_HNSW:
+                # SET LOCAL needs a transaction; the exact plan saves its two round trips.
+                with transaction.atomic():
+                    # pgvector >= 0.8: keep scanning the graph until `limit` rows pass the scope filter.
+                    ef_search = int(max(pool, settings.EPISODIC_HNSW_EF_SEARCH))
+                    cursor.execute(
+                        "SET LOCAL hnsw.iterative_scan = relaxed_order; "
+                        f"SET LOCAL hnsw.ef_search = {ef_search}"
+                    )
+                    cursor.execute(sql, vparams)
+                    rows = cursor.fetchall()
+            else:
+                cursor.execute(sql, vparams)
+                rows = cursor.fetchall()
             vector = {row[0]: float(row[1]) for row in rows}
             pool_ids.extend(row[0] for row in sorted(rows, key=lambda r: -r[1]))
             # The context vectors have no HNSW index: on the exact plan only.
@@ -380,9 +385,10 @@ def hybrid_search(
                     context.setdefault(row_id, float(ctx_sim))
 
     candidates = []
+    pool_set = set(pool_ids)
     for row_id in every_id:
         created_at, prev_id, next_id, prev2_id, next2_id = described.get(row_id, (None,) * 5)
-        if row_id in pool_ids and row_id not in described:
+        if row_id in pool_set and row_id not in described:
             continue  # Deleted between the two reads.
         candidates.append(
             Candidate(
