@@ -186,6 +186,15 @@ def main():
     def agents_get():
         assert client.get("/api/v1/agents/graph/").status_code == 200
 
+    with cpu_meter() as calibration_cpu:
+        for _ in range(200):
+            agents_get()
+    django_cal, postgres_cal = calibration_cpu()
+    print(
+        f"CPU per calibration GET: Django {django_cal / 200 * 1000:.2f} ms + PostgreSQL "
+        f"{postgres_cal / 200 * 1000:.2f} ms"
+    )
+
     rows = [
         ("PUT checkpoint", summarize(put_samples)),
         ("GET latest (with pending writes)", summarize(latest_samples)),
