@@ -46,6 +46,7 @@ class EpisodicEntryAdmin(admin.ModelAdmin):
         "embedding_model",
         "created_at",
         "updated_at",
+        "audit_history",
     ]
     readonly_fields = [
         "id",
@@ -60,8 +61,15 @@ class EpisodicEntryAdmin(admin.ModelAdmin):
         "embedding_model",
         "created_at",
         "updated_at",
+        "audit_history",
     ]
     actions = ["delete_entries", "mark_superseded"]
+
+    @admin.display(description="audit history")
+    def audit_history(self, obj):
+        from facts.admin import audit_history_html
+
+        return audit_history_html(entity_type="episodic_entry", obj=obj)
 
     def has_add_permission(self, request):
         # Entries come from extraction, which validates evidence; the admin only curates.
