@@ -18,11 +18,15 @@ class EntryAdminTests(MemoryTestCase):
 
     def test_changelist_query_count_is_bounded(self):
         """Related objects come from one join, whatever the number of rows."""
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
         url = reverse("admin:episodes_episodicentry_changelist")
-        with self.assertNumQueries(7):
+        with CaptureQueriesContext(connection) as three_rows:
             assert self.client.get(url).status_code == 200
-        entry_factory(agent=self.agent, memory_user=self.person, content="One more")
-        with self.assertNumQueries(7):
+        for i in range(5):
+            entry_factory(agent=self.agent, memory_user=self.person, content=f"More {i}")
+        with self.assertNumQueries(len(three_rows)):
             assert self.client.get(url).status_code == 200
 
     def test_change_page_shows_history_and_never_the_vector(self):
