@@ -21,7 +21,7 @@ class EntryOutputSerializer(serializers.Serializer):
     """An episodic entry; its vectors are never exposed."""
 
     id = serializers.UUIDField()
-    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    agent = serializers.CharField(source="agent.slug", help_text="Agent slug.")
     memory_user = serializers.UUIDField(source="memory_user_id")
     content = serializers.CharField()
     content_hash = serializers.CharField()
@@ -117,10 +117,19 @@ class EntryDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class BatchDeleteOutputSerializer(serializers.Serializer):
+    deleted = serializers.IntegerField()
+    not_found = serializers.ListField(child=serializers.UUIDField())
+
+
+class QueuedOutputSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["queued"])
+
+
 class EntryBatchDeleteApi(APIView):
     """Delete the listed entries; ids the key cannot see are reported in `not_found`."""
 
-    @extend_schema(request=BatchDeleteInputSerializer, responses={200: serializers.DictField()})
+    @extend_schema(request=BatchDeleteInputSerializer, responses=BatchDeleteOutputSerializer)
     def post(self, request):
         serializer = BatchDeleteInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -183,7 +192,7 @@ class EntryExtractApi(APIView):
         llm_used = serializers.BooleanField()
         llm_error = serializers.CharField()
 
-    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 202: serializers.DictField()})
+    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 202: QueuedOutputSerializer})
     def post(self, request):
         principal = request.user
         require_write(principal)
@@ -237,6 +246,11 @@ class EntryExtractApi(APIView):
         return Response(body, status=status.HTTP_200_OK)
 
 
+class EntryHitSerializer(serializers.Serializer):
+    score = serializers.FloatField()
+    entry = EntryOutputSerializer()
+
+
 class EntrySearchApi(APIView):
     """`recall_memory(query)`: the person's entries most related to `query`, best first."""
 
@@ -248,12 +262,8 @@ class EntrySearchApi(APIView):
         mode = serializers.ChoiceField(choices=["hybrid", "lexical", "vector"], default="hybrid")
         render = serializers.BooleanField(default=False, help_text="Also return the <memory> block.")
 
-    class HitSerializer(serializers.Serializer):
-        score = serializers.FloatField()
-        entry = EntryOutputSerializer()
-
     class OutputSerializer(serializers.Serializer):
-        results = serializers.ListField(child=serializers.DictField())
+        results = serializers.ListField(child=EntryHitSerializer())
         plan = serializers.CharField(allow_null=True, help_text="Vector plan used: exact or hnsw.")
         memory = serializers.CharField(required=False)
 
