@@ -4,7 +4,9 @@
 append of the incoming message happens in `runtime.services.context_assemble` first.
 """
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.db.models import Case, IntegerField, Value, When
@@ -56,6 +58,9 @@ class Section:
     omitted: int = 0
     summary_included: bool = False
     embedding_ms: float = 0.0
+    # Rows fetched for the block, kept so a re-render (summary moved in) needs no query.
+    candidates: list = field(default_factory=list, repr=False)
+    plan: object = None
 
     def as_dict(self) -> dict:
         return {
@@ -95,6 +100,9 @@ def _current_facts(context: MemoryContext, **filters):
 
 
 FACT_COLUMNS = ("id", "key", "value", "fact_type", "effective_confidence")
+# Session facts are fetched for at least this many tokens, so a re-render with the summary
+# moved in (a larger cap) can reuse them.
+SESSION_FACTS_TOKENS = 1000
 
 
 def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
@@ -128,17 +136,21 @@ def _plan_lines(plan) -> list[str]:
     return [f"- plan: {escape_text(plan, limit=4 * ITEM_VALUE_CHARS)}"]
 
 
-def context_session_memory(*, context: MemoryContext, cap: int, plan=None, summary: str = "") -> Section:
+def context_session_memory(
+    *, context: MemoryContext, cap: int, plan=None, summary: str = "", facts: list | None = None
+) -> Section:
     """The thread's plan, its compaction summary (when the history window applied it) and
-    its session-scope facts, in that order of priority."""
+    its session-scope facts, in that order of priority. `facts` reuses an earlier fetch."""
     section = Section(cap=cap)
     if context.thread is None or cap <= 0:
         return section
-    facts = list(
-        _current_facts(context, scope=Fact.Scope.SESSION, thread=context.thread)
-        .order_by("-effective_confidence", "-valid_from")
-        .values(*FACT_COLUMNS)[: _candidate_limit(cap)]
-    )
+    if facts is None:
+        facts = list(
+            _current_facts(context, scope=Fact.Scope.SESSION, thread=context.thread)
+            .order_by("-effective_confidence", "-valid_from")
+            .values(*FACT_COLUMNS)[: _candidate_limit(max(cap, SESSION_FACTS_TOKENS))]
+        )
+    section.candidates = facts
     lines = _plan_lines(plan)
     fixed = len(lines)
     if summary:
@@ -356,40 +368,38 @@ def context_build(
         )
     available = token_budget - reserved
     caps = {name: int(available * share) if name in wanted else 0 for name, share in shares.items()}
-    plan = _thread_plan(context.thread) if "session_memory" in wanted else None
-
-    timings: dict[str, float] = {}
-
-    def timed(name, fn, **kwargs):
-        started = time.perf_counter()
-        value = fn(**kwargs)
-        timings[name] = round((time.perf_counter() - started) * 1000, 3)
-        return value
-
-    sections = {
-        "user_profile": timed(
-            "user_profile", context_user_profile, context=context, cap=caps["user_profile"]
-        ),
-        "memory": timed("memory", context_memory, context=context, query=message, cap=caps["memory"]),
-        "procedures": timed(
-            "procedures",
+    parallel = _parallel_enabled()
+    jobs = {
+        "user_profile": (context_user_profile, {"context": context, "cap": caps["user_profile"]}),
+        "memory": (context_memory, {"context": context, "query": message, "cap": caps["memory"]}),
+        "procedures": (
             context_procedures,
-            context=context,
-            goal=message,
-            channel=channel,
-            cap=caps["procedures"],
+            {"context": context, "goal": message, "channel": channel, "cap": caps["procedures"]},
         ),
-        "session_memory": timed(
-            "session_memory", context_session_memory, context=context, cap=caps["session_memory"], plan=plan
+        "session_memory": (
+            _session_memory_job,
+            {"context": context, "cap": caps["session_memory"], "wanted": "session_memory" in wanted},
         ),
     }
+    if parallel and "history" in wanted:
+        # The window is read at the same time as the blocks, for every token they might leave
+        # unused, then cut from its oldest end to what they actually left (below).
+        jobs["history"] = (_history, {"context": context, "node": node, "max_tokens": available})
+    parts, timings = _run_parts(jobs, parallel=parallel)
+    sections = {name: parts[name] for name in ("user_profile", "memory", "procedures", "session_memory")}
+    plan = sections["session_memory"].plan
     timings["query_embedding"] = round(sections["memory"].embedding_ms, 3)
     remaining = available - sum(s.tokens for s in sections.values())
-    history = (
-        timed("history", _history, context=context, node=node, max_tokens=remaining)
-        if "history" in wanted
-        else _no_history()
-    )
+    if "history" not in wanted:
+        history = _no_history()
+    elif parallel:
+        history = parts["history"]
+        if history["tokens"] > remaining:
+            history = _trim_history(history, history["tokens"] - remaining)
+    else:
+        started = time.perf_counter()
+        history = _history(context=context, node=node, max_tokens=remaining)
+        timings["history"] = round((time.perf_counter() - started) * 1000, 3)
 
     if history["summary_applied"] and context.thread is not None and history["messages"]:
         # Move the summary from the window into <session-memory>: the block may grow by what
@@ -397,9 +407,12 @@ def context_build(
         summary_tokens = chat_message_tokens(history["messages"][0])
         session = sections["session_memory"]
         room = session.tokens + summary_tokens + max(0, remaining - history["tokens"])
-        moved = context_session_memory(context=context, cap=room, plan=plan, summary=context.thread.summary)
+        moved = context_session_memory(
+            context=context, cap=room, plan=plan, summary=context.thread.summary, facts=session.candidates
+        )
         if moved.summary_included:
             moved.cap = session.cap
+            moved.plan = plan
             sections["session_memory"] = moved
             history = {
                 **history,
@@ -422,6 +435,66 @@ def context_build(
     if excess > 0:
         result.history = _trim_history(result.history, excess)
     return result
+
+
+def _session_memory_job(*, context: MemoryContext, cap: int, wanted: bool) -> Section:
+    if not wanted:
+        return Section(cap=0)
+    plan = _thread_plan(context.thread)
+    section = context_session_memory(context=context, cap=cap, plan=plan)
+    section.plan = plan
+    return section
+
+
+def _parallel_enabled() -> bool:
+    from django.conf import settings
+    from django.db import connection
+
+    # Rows written in an open transaction (a caller's atomic block, a TestCase) are
+    # invisible to the pool threads' own connections, so such callers read sequentially.
+    return getattr(settings, "CONTEXT_PARALLEL_WORKERS", 0) > 0 and not connection.in_atomic_block
+
+
+_executor = None
+_executor_lock = threading.Lock()
+
+
+def _pool():
+    global _executor
+    from django.conf import settings
+
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(
+                max_workers=settings.CONTEXT_PARALLEL_WORKERS, thread_name_prefix="context-part"
+            )
+    return _executor
+
+
+def _in_pool_thread(fn, kwargs):
+    from django.db import close_old_connections
+
+    # Pool threads keep one connection each across requests; this applies CONN_MAX_AGE and
+    # the health check the request cycle applies to request threads.
+    close_old_connections()
+    started = time.perf_counter()
+    return fn(**kwargs), round((time.perf_counter() - started) * 1000, 3)
+
+
+def _run_parts(jobs: dict, *, parallel: bool) -> tuple[dict, dict]:
+    """Run the independent parts, on the pool when `parallel` (each part is a few indexed
+    queries plus rendering; side by side they cost the slowest one, not their sum)."""
+    results, timings = {}, {}
+    if parallel:
+        futures = {name: _pool().submit(_in_pool_thread, fn, kwargs) for name, (fn, kwargs) in jobs.items()}
+        for name, future in futures.items():
+            results[name], timings[name] = future.result()
+    else:
+        for name, (fn, kwargs) in jobs.items():
+            started = time.perf_counter()
+            results[name] = fn(**kwargs)
+            timings[name] = round((time.perf_counter() - started) * 1000, 3)
+    return results, timings
 
 
 def _thread_plan(thread):
