@@ -2,6 +2,10 @@
 (function () {
   "use strict";
 
+  // Not a <noscript> style: htmx parses history-restore responses without scripting, which
+  // would switch such a style on.
+  document.documentElement.classList.replace("no-js", "js");
+
   function toast(message, level) {
     var box = document.getElementById("toasts");
     if (!box || !message) return;

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.staticfiles.testing import StaticLiveServerTestCase
+from playwright.sync_api import expect
 
 # Playwright's sync API keeps an event loop in this thread; the ORM calls tests make for
 # their fixtures are still synchronous and safe.
@@ -73,7 +74,9 @@ class BrowserLiveTestCase(StaticLiveServerTestCase):
     def setUp(self):
         super().setUp()
         self.context = self.browser.new_context(viewport=self.viewport)
-        self.context.set_default_timeout(10_000)
+        # Generous: this 2-core machine runs other test suites at the same time.
+        self.context.set_default_timeout(15_000)
+        expect.set_options(timeout=15_000)
         self.page = self.context.new_page()
 
     def tearDown(self):
