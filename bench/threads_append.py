@@ -16,6 +16,7 @@ import random
 import time
 
 from bench.harness import print_table, setup_django, summarize, write_json
+from bench.threads_cpu import backend_pid, process_cpu_seconds
 
 SENTENCES = [
     "Can you check the flight to Lisbon on 14 May?",
@@ -25,24 +26,6 @@ SENTENCES = [
     "What did we decide about the Berlin office budget?",
     "Remind me to call the plumber tomorrow morning.",
 ]
-
-
-def _backend_pid() -> int:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        return cursor.fetchone()[0]
-
-
-def _process_cpu_seconds(pid: int) -> float:
-    """User + system CPU of a local process (the PostgreSQL backend serving this connection)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main():
@@ -84,8 +67,8 @@ def main():
     client.post(url, batch_body(-args.batch), format="json")
     bodies = [batch_body(start) for start in range(0, args.messages, args.batch)]
     samples = []
-    backend_pid = _backend_pid()
-    backend_cpu_before = _process_cpu_seconds(backend_pid)
+    backend = backend_pid()
+    backend_cpu_before = process_cpu_seconds(backend)
     cpu_before = time.process_time()
     started = time.perf_counter()
     for body in bodies:
@@ -95,7 +78,7 @@ def main():
         assert response.status_code == 201, response.content[:500]
     elapsed = time.perf_counter() - started
     python_cpu = time.process_time() - cpu_before
-    backend_cpu = _process_cpu_seconds(backend_pid) - backend_cpu_before
+    backend_cpu = process_cpu_seconds(backend) - backend_cpu_before
     stored = Message.objects.filter(thread=thread).count() - args.batch
     assert stored == args.messages, stored
     rate = args.messages / elapsed
