@@ -210,6 +210,9 @@ class FactEmbedding(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     fact = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="embeddings")
+    # Copied from the fact (facts never change workspace): "does this workspace have
+    # vectors yet" is then an index probe, not a join the planner may turn into a scan.
+    workspace = models.ForeignKey(Workspace, null=True, on_delete=models.CASCADE, related_name="+")
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()
     embedding = VectorField()

@@ -217,14 +217,17 @@ _KEYS_BY_WORDS_SQL = (
 # Typo tolerance works on words, not keys: each query word missing from the dictionary's
 # words is replaced by its most trigram-similar word (similarity >= 0.3). Comparing a short
 # word with a few thousand distinct words is far cheaper than word_similarity against every
-# key (~100 ms at 6,000 keys on the dev box under load).
+# key (~100 ms at 6,000 keys on the dev box under load). Words are de-duplicated first
+# (MATERIALIZED, or the planner computes similarity for every word of every key), and
+# numbers and words of very different length are skipped before the trigram comparison.
 _WORD_FIX_SQL = """
-WITH words AS (
+WITH words AS MATERIALIZED (
     SELECT DISTINCT word FROM facts_factkey, unnest(string_to_array(key_normalized, ' ')) AS word
-    WHERE workspace_id = %s
+    WHERE workspace_id = %s AND word !~ '^[0-9]+$'
 )
 SELECT query_word, (
-    SELECT word FROM words WHERE similarity(word, query_word) >= 0.3
+    SELECT word FROM words
+    WHERE abs(length(word) - length(query_word)) <= 3 AND similarity(word, query_word) >= 0.3
     ORDER BY similarity(word, query_word) DESC, word LIMIT 1
 )
 FROM unnest(%s::text[]) AS query_word
@@ -319,8 +322,8 @@ def vectors_exist(*, workspace) -> bool:
     from procedures.models import ProcedureEmbedding
 
     return (
-        FactEmbedding.objects.filter(fact__workspace=workspace).exists()
-        or ProcedureEmbedding.objects.filter(procedure__workspace=workspace).exists()
+        FactEmbedding.objects.filter(workspace=workspace).exists()
+        or ProcedureEmbedding.objects.filter(workspace=workspace).exists()
     )
 
 

@@ -491,7 +491,13 @@ def fact_embed_batch(*, fact_ids, provider=None) -> int:
         vectors = group_provider.embed([fact_embedding_text(fact) for fact in todo])
         rows = FactEmbedding.objects.bulk_create(
             [
-                FactEmbedding(fact=fact, model=model, dimensions=len(vector), embedding=vector)
+                FactEmbedding(
+                    fact=fact,
+                    workspace_id=fact.workspace_id,
+                    model=model,
+                    dimensions=len(vector),
+                    embedding=vector,
+                )
                 for fact, vector in zip(todo, vectors, strict=True)
             ],
             ignore_conflicts=True,

@@ -102,6 +102,8 @@ class ProcedureEmbedding(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     procedure = models.ForeignKey(Procedure, on_delete=models.CASCADE, related_name="embeddings")
+    # Copied from the procedure, for the same cheap "any vectors yet" probe as facts.
+    workspace = models.ForeignKey(Workspace, null=True, on_delete=models.CASCADE, related_name="+")
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()
     # The text embedded; a procedure edit that changes it replaces the vector.

@@ -319,7 +319,12 @@ def procedure_embed_batch(*, procedure_ids, provider=None) -> int:
         ProcedureEmbedding.objects.update_or_create(
             procedure=procedure,
             model=chosen.model_name,
-            defaults={"dimensions": len(vector), "embedding": vector, "text_hash": text_hash},
+            defaults={
+                "workspace_id": procedure.workspace_id,
+                "dimensions": len(vector),
+                "embedding": vector,
+                "text_hash": text_hash,
+            },
         )
         written += 1
     return written
