@@ -37,6 +37,7 @@ NODE_REQUIRED = "Name the node whose memory to clear (`node`)."
 MEMORY_USER_UNKNOWN = "Unknown memory user."
 PLAN_INVALID = "The plan must be a JSON object or list."
 RUN_ID_INVALID = "A run id is 1 to 200 characters."
+METADATA_INVALID = "Metadata must be a JSON object."
 
 # A compaction holds its lease at most this long; a crashed worker's lease then expires.
 COMPACTION_LEASE = timedelta(minutes=5)
@@ -69,6 +70,8 @@ def thread_create(
     model: str = "",
 ) -> Thread:
     memory_user = memory_user_canonical(memory_user)
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ApplicationError(METADATA_INVALID, fields={"metadata": [METADATA_INVALID]})
     if agent.workspace_id != workspace.pk:
         raise NotFoundError("Agent not found.")
     if memory_user is not None and memory_user.workspace_id != workspace.pk:
@@ -176,6 +179,8 @@ def thread_resolve_or_create(
 def thread_update(*, thread: Thread, actor: str = "system", **changes) -> Thread:
     """Change title, metadata, model, channel or client key; audited."""
     allowed = {"title", "metadata", "model", "channel", "client_key"}
+    if changes.get("metadata") is not None and not isinstance(changes["metadata"], dict):
+        raise ApplicationError(METADATA_INVALID, fields={"metadata": [METADATA_INVALID]})
     changed = {}
     for key, value in changes.items():
         if key not in allowed or value is None:
