@@ -15,6 +15,7 @@ page and the htmx fragment (`HX-Target: results`) are measured.
 """
 
 import argparse
+import os
 import random
 import time
 import uuid
@@ -281,6 +282,7 @@ def main():
 
     client = Client()
     client.force_login(viewer)
+    load_before = os.getloadavg()
     rows, results = [], {}
     for name, path in cases(workspace, agents, users_in, threads_in):
         response = client.get(path)
@@ -294,6 +296,8 @@ def main():
         rows += [(f"{name} (page)", full), (f"{name} (fragment)", fragment)]
         results[name] = {"page": full, "fragment": fragment}
     print_table(f"/memories first pages, {args.rows:,} rows per tab (target p95 <= {TARGET_MS:.0f} ms)", rows)
+    load_after = os.getloadavg()
+    print(f"\nload average (1/5/15 min) before: {load_before}, after: {load_after} on {os.cpu_count()} cores")
     worst = max(stats["p95_ms"] for _, stats in rows)
     print(f"\nworst p95: {worst:.1f} ms -> {'PASS' if worst <= TARGET_MS else 'FAIL'}")
     write_json(

@@ -26,7 +26,9 @@ FACTS = TabSpec(
         Sort("accessed", "Reads", "access_count"),
         Sort("valid_from", "Valid from", "valid_from"),
     ],
-    default_sort="-valid_from",
+    # Alphabetical by default: facts_key_history (workspace, key, ...) serves it, so the first
+    # page never sorts the whole workspace; newest-first is one click on "Valid from".
+    default_sort="key",
     batch_delete=lambda principal, ids: fact_batch_delete(principal=principal, ids=ids),
     edit_form=FactEditForm,
     detail_context=lambda principal, fact: {"history": list(fact_history(fact=fact)[:200])},

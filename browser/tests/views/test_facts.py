@@ -255,3 +255,19 @@ class FactsFilterFormTests(BrowserTestCase):
         query = "?q=&key=&scope=agent&fact_type=&source=&agent=&memory_user=&min_confidence=&current=true"
         response = self.htmx("get", self.url("memories:facts") + query, target="results")
         assert b'data-total="1"' in response.content
+
+
+class LargeTotalsTests(BrowserTestCase):
+    def test_totals_above_the_cap_are_estimated_and_say_so(self):
+        from unittest import mock
+
+        for n in range(8):
+            fact_remember(workspace=self.workspace, key=f"k{n}", value=n, scope="global")
+        self.login(self.viewer)
+        with mock.patch("browser.lib.listing.EXACT_COUNT_CAP", 5):
+            response = self.client.get(self.url("memories:facts") + "?per_page=25")
+        content = response.content.decode()
+        assert ">about " in content
+        assert "k0" in content and "k7" in content
+        response = self.client.get(self.url("memories:facts"))
+        assert 'data-total="8">8<' in response.content.decode()
