@@ -107,7 +107,7 @@ def live_api_server() -> LiveProcess:
         "--threads",
         "4",
         "--timeout",
-        "120",
+        "300",
         "--log-level",
         "warning",
     ]

@@ -79,7 +79,8 @@ def build(client: MemoryClient, saver: MemoryServerSaver):
 
 def main(argv):
     mode, url, key, graph_thread = argv[:4]
-    client = MemoryClient(url, key)
+    # Generous: the first request to a fresh server process loads the local embedding model.
+    client = MemoryClient(url, key, timeout=180)
     saver = MemoryServerSaver(url, key, agent=AGENT, client=client)
     graph = build(client, saver)
     config = {"configurable": {"thread_id": graph_thread}}

@@ -67,7 +67,7 @@ def agent_step(*args) -> dict:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
@@ -87,7 +87,7 @@ def test_agent_loop_through_the_rest_api(live_api, fresh_workspace, model_server
     resumed = agent_step("resume", live_api.url, key, "booking-1", "yes")
     assert resumed["stored"] == ["Wants a window seat on every flight."]
 
-    with MemoryClient(live_api.url, key) as client:
+    with MemoryClient(live_api.url, key, timeout=180) as client:
         user = client.memory_users.identify(channel="telegram", external_id="555")["memory_user"]
         messages = client.threads.messages(resumed["thread"])["results"]
         assert [m["role"] for m in messages] == ["user", "assistant"]
@@ -106,7 +106,7 @@ def test_agent_loop_through_the_rest_api(live_api, fresh_workspace, model_server
     done = agent_step("resume", live_api.url, key, "booking-2", "yes")
     assert done["thread"] == resumed["thread"]
 
-    with MemoryClient(live_api.url, key) as client:
+    with MemoryClient(live_api.url, key, timeout=180) as client:
         context = client.context.assemble(
             agent="concierge",
             channel="telegram",
@@ -124,7 +124,7 @@ def test_agent_loop_through_mcp(live_mcp, fresh_workspace, model_server):
     key = fresh_workspace["agent_key"]
 
     async def scenario():
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120)
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=180)
         async with Client(streamable_http_client(live_mcp.url + "/mcp", http_client=http)) as mcp:
 
             async def call(name, **arguments):

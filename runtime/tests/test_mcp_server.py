@@ -13,7 +13,8 @@ pytestmark = pytest.mark.slow
 
 
 def mcp_client(server, key):
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    # Generous: the first call in a fresh process loads the local embedding model.
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=180)
     return Client(streamable_http_client(server.url + "/mcp", http_client=http))
 
 

@@ -42,13 +42,14 @@ def workspace_keys(transactional_db):
 
 @pytest.fixture
 def client(live_server_url, workspace_keys):
-    with MemoryClient(live_server_url, workspace_keys["key"]) as client:
+    # Generous: the first request to a fresh server process loads the local embedding model.
+    with MemoryClient(live_server_url, workspace_keys["key"], timeout=180) as client:
         yield client
 
 
 @pytest.fixture
 def async_client_factory(live_server_url, workspace_keys):
     def make(key=None):
-        return AsyncMemoryClient(live_server_url, key or workspace_keys["key"])
+        return AsyncMemoryClient(live_server_url, key or workspace_keys["key"], timeout=180)
 
     return make
