@@ -152,11 +152,10 @@ def entry_search_hybrid(
         now=now or timezone.now(),
     )
     top = outcome.ranked[:top_k]
-    entries = (
-        EpisodicEntry.objects.select_related("agent", "memory_user")
-        .defer("search_vector")
-        .in_bulk([c.id for c, _ in top])
-    )
+    entries = EpisodicEntry.objects.defer("search_vector").in_bulk([c.id for c, _ in top])
+    for entry in entries.values():
+        # Every hit belongs to the searched pair: no join needed to serialize them.
+        entry.agent, entry.memory_user = agent, memory_user
     hits = [EntryHit(entry=entries[c.id], score=score) for c, score in top if c.id in entries]
     return EntrySearchResult(hits=hits, plan=outcome.plan, scope_size=outcome.scope_size)
 
