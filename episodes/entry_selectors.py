@@ -4,6 +4,7 @@ Read scope is fixed to (agent, memory user): searches take both and never widen 
 """
 
 import html
+import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,11 +13,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.access import Principal, scope_to_principal
-from core.embeddings import embedding_provider_for
+from core.embeddings import EmbeddingError, embedding_provider_for
 from core.errors import ApplicationError, NotFoundError
 from core.ranking import DEFAULT_WEIGHTS, MODES, Corpus, RankingWeights, hybrid_search, weights_for_mode
 from episodes.entry_filters import EpisodicEntryFilter
 from episodes.models import EpisodicEntry
+
+logger = logging.getLogger(__name__)
 
 ENTRY_NOT_FOUND = "Episodic entry not found."
 QUERY_REQUIRED = "The query must not be empty."
@@ -73,7 +76,12 @@ def _query_vector(*, workspace, query, weights, provider):
     if weights.vector <= 0 and weights.context <= 0:
         return None, ""
     provider = provider or embedding_provider_for(workspace)
-    return provider.embed([query])[0], provider.model_name
+    try:
+        return provider.embed([query])[0], provider.model_name
+    except EmbeddingError as exc:
+        # A search must not fail with the embedding endpoint: it degrades to lexical ranking.
+        logger.warning("episodic search: query embedding failed, lexical only: %s", exc)
+        return None, ""
 
 
 @dataclass

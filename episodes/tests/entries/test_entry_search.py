@@ -47,6 +47,16 @@ class EntrySearchTests(MemoryTestCase):
         result = self.search("window seats")
         assert [h.entry for h in result.hits] == [entry]
 
+    def test_a_failing_embedding_endpoint_degrades_to_lexical(self):
+        """The query vector cannot be computed: lexical ranking still answers."""
+        wanted = entry_factory(
+            agent=self.agent, memory_user=self.person, content="Ada is training for a marathon."
+        )
+        self.server.fail_next = 1
+        result = self.search("marathon")
+        assert [h.entry for h in result.hits] == [wanted]
+        assert result.plan is None
+
     def test_scope_is_one_agent_and_one_person(self):
         """Another person's entries and another agent's entries are never returned."""
         entry_factory(
