@@ -254,8 +254,7 @@ def main() -> None:
     ]
     for name in ("user_profile", "session_memory", "procedures", "history"):
         rows.append((f"  part: {name}", summarize(parts[name])))
-    memory_search = [m - e for m, e in zip(parts["memory"], parts["query_embedding"], strict=True)]
-    rows.append(("  part: memory (search + render, excl. embed)", summarize(memory_search)))
+    rows.append(("  part: memory (search + render, excl. embed)", summarize(parts["memory"])))
 
     # The write path: the same call appending the incoming message (idempotency key per turn).
     appended = []

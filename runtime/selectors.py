@@ -9,8 +9,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from django.db.models import Case, IntegerField, Value, When
-
 from core.errors import ApplicationError
 from core.lib.tokens import count_message_tokens, count_tokens
 from core.memory_settings import memory_settings_for
@@ -41,12 +39,6 @@ MIN_FACT_CONFIDENCE = 0.5
 USER_PROFILE_HEADER = "What is known about the person you are talking to (stored facts, most certain first):"
 SESSION_MEMORY_HEADER = "State of this conversation:"
 PROCEDURES_HEADER = "Procedures that apply to this request (follow them when relevant):"
-
-_PREFERENCES_FIRST = Case(
-    When(fact_type=Fact.FactType.USER_PREFERENCE, then=Value(0)),
-    default=Value(1),
-    output_field=IntegerField(),
-)
 
 
 @dataclass
@@ -106,19 +98,27 @@ SESSION_FACTS_TOKENS = 1000
 
 
 def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
-    """User-scope facts of the person: preferences first, then by confidence and recency.
+    """User-scope facts of the person: preferences first, then the other facts; within each,
+    by confidence, then recency.
 
-    `MemoryUser.preferences` is kept in step with the user-scope `user_preference` facts,
-    so the facts alone carry both without repeating a preference.
+    Candidates are the most recent current versions of each kind (as many as the cap can
+    hold), read backwards along the facts_user index: ranking all of a heavy person's facts
+    by confidence would sort every one of them (9 ms at 9,000 facts) for a block that holds
+    a few dozen. For the usual person with fewer facts than that, nothing is left out.
+    `MemoryUser.preferences` mirrors the `user_preference` facts, so it is not repeated.
     """
     section = Section(cap=cap)
     if context.memory_user is None or cap <= 0:
         return section
-    facts = list(
-        _current_facts(context, scope=Fact.Scope.USER, memory_user=context.memory_user)
-        .annotate(preference_rank=_PREFERENCES_FIRST)
-        .order_by("preference_rank", "-effective_confidence", "-valid_from")
-        .values(*FACT_COLUMNS)[: _candidate_limit(cap)]
+    limit = _candidate_limit(cap)
+    base = _current_facts(context, scope=Fact.Scope.USER, memory_user=context.memory_user).order_by(
+        "-valid_from"
+    )
+    preferences = list(base.filter(fact_type=Fact.FactType.USER_PREFERENCE).values(*FACT_COLUMNS)[:limit])
+    others = list(base.exclude(fact_type=Fact.FactType.USER_PREFERENCE).values(*FACT_COLUMNS)[:limit])
+    # sorted() is stable: equal confidences keep the newest-first order of the query.
+    facts = sorted(preferences, key=lambda f: -f["effective_confidence"]) + sorted(
+        others, key=lambda f: -f["effective_confidence"]
     )
     header = USER_PROFILE_HEADER
     if context.memory_user.display_name:
@@ -209,37 +209,60 @@ def message_tokens(text: str) -> int:
     return count_message_tokens(content=text) if text else 0
 
 
-def context_memory(*, context: MemoryContext, query: str, cap: int) -> Section:
-    """Episodic entries for (agent, person) relevant to the incoming message: the auto-inject
-    of `<memory>`, when the agent's settings enable it (`episodic_memory`, `auto_inject`,
-    `auto_inject_top_k`). The block is rendered by the episodic tier; entries are dropped
-    from the least relevant end until it fits `cap`."""
-    section = Section(cap=cap)
-    if context.memory_user is None or context.agent is None or not query or cap <= 0:
-        return section
+@dataclass(frozen=True)
+class MemoryQuery:
+    text: str
+    vector: list
+    model: str
+    top_k: int
+    embedding_ms: float
+
+
+def memory_query(*, context: MemoryContext, message: str) -> MemoryQuery | None:
+    """The auto-inject query for `<memory>` (the user's message, cut to what a search accepts)
+    and its embedding, or None when the agent's settings turn auto-inject off
+    (`episodic_memory`, `auto_inject`) or there is no person or message."""
+    if context.memory_user is None or context.agent is None or not message:
+        return None
     agent_settings = memory_settings_for(context.agent)
     if not (agent_settings.episodic_memory and agent_settings.auto_inject):
-        return section
+        return None
     from django.conf import settings
 
     from core.embeddings import embedding_provider_for
-    from episodes.entry_selectors import entry_render_memory_block, entry_search_hybrid
 
-    # The auto-inject query is the user's message, cut to what a search accepts.
-    query = query.strip()[: settings.EPISODIC_QUERY_MAX_LENGTH]
-    if not query:
-        return section
+    text = message.strip()[: settings.EPISODIC_QUERY_MAX_LENGTH]
+    if not text:
+        return None
     started = time.perf_counter()
     provider = embedding_provider_for(context.workspace)
-    query_vector = provider.embed([query])[0]
-    section.embedding_ms = (time.perf_counter() - started) * 1000
+    vector = provider.embed([text])[0]
+    return MemoryQuery(
+        text=text,
+        vector=vector,
+        model=provider.model_name,
+        top_k=agent_settings.auto_inject_top_k,
+        embedding_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+def context_memory(*, context: MemoryContext, query: MemoryQuery | None, cap: int) -> Section:
+    """Episodic entries for (agent, person) relevant to the incoming message: the auto-inject
+    of `<memory>`, at most `auto_inject_top_k`. The block is rendered by the episodic tier;
+    entries are dropped from the least relevant end until it fits `cap`."""
+    section = Section(cap=cap)
+    if query is None or cap <= 0:
+        return section
+    from episodes.entry_selectors import entry_render_memory_block, entry_search_hybrid
+
+    section.embedding_ms = query.embedding_ms
     hits = entry_search_hybrid(
         agent=context.agent,
         memory_user=context.memory_user,
-        query=query,
-        top_k=agent_settings.auto_inject_top_k,
-        query_vector=query_vector,
-        model=provider.model_name,
+        query=query.text,
+        top_k=query.top_k,
+        query_vector=query.vector,
+        model=query.model,
     ).hits
     entries = [getattr(hit, "entry", hit) for hit in hits]
     kept = len(entries)
@@ -368,10 +391,13 @@ def context_build(
         )
     available = token_budget - reserved
     caps = {name: int(available * share) if name in wanted else 0 for name, share in shares.items()}
+    # The query is embedded first, on its own: the model saturates the CPU while it runs, and
+    # its time is then reported apart from the database work (timings["query_embedding"]).
+    query = memory_query(context=context, message=message) if caps["memory"] > 0 else None
     parallel = _parallel_enabled()
     jobs = {
         "user_profile": (context_user_profile, {"context": context, "cap": caps["user_profile"]}),
-        "memory": (context_memory, {"context": context, "query": message, "cap": caps["memory"]}),
+        "memory": (context_memory, {"context": context, "query": query, "cap": caps["memory"]}),
         "procedures": (
             context_procedures,
             {"context": context, "goal": message, "channel": channel, "cap": caps["procedures"]},
@@ -388,7 +414,7 @@ def context_build(
     parts, timings = _run_parts(jobs, parallel=parallel)
     sections = {name: parts[name] for name in ("user_profile", "memory", "procedures", "session_memory")}
     plan = sections["session_memory"].plan
-    timings["query_embedding"] = round(sections["memory"].embedding_ms, 3)
+    timings["query_embedding"] = round(query.embedding_ms, 3) if query is not None else 0.0
     remaining = available - sum(s.tokens for s in sections.values())
     if "history" not in wanted:
         history = _no_history()

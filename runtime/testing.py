@@ -38,6 +38,8 @@ def server_env(**extra: str) -> dict[str, str]:
         "DATABASE_URL": test_database_url(),
         "DATABASE_CONN_MAX_AGE": "0",
         "HF_HUB_OFFLINE": "1",
+        # The live servers read the context's parts on the pool, so that path is tested too.
+        "CONTEXT_PARALLEL_WORKERS": "4",
         **extra,
     }
 
