@@ -27,8 +27,8 @@ DEFAULT_ALLOCATION = {
     "procedures": 0.10,
 }
 
-# Facts a block considers at most; a budget never fits more. 200 rows ~ 2 ms on the
-# (workspace, memory_user) partial index at 10,000 facts per person.
+# Facts a block considers at most (fewer for smaller caps, see _candidate_limit): the default
+# 4,000-token budget gives the profile 600 tokens, about 100 fact lines.
 FACT_CANDIDATES = 200
 PROCEDURE_CANDIDATES = 5
 # Characters of one item's value; a longer value is cut with an ellipsis.
@@ -427,7 +427,12 @@ def context_build(
         history = _history(context=context, node=node, max_tokens=remaining)
         timings["history"] = round((time.perf_counter() - started) * 1000, 3)
 
-    if history["summary_applied"] and context.thread is not None and history["messages"]:
+    if (
+        history["summary_applied"]
+        and "session_memory" in wanted
+        and context.thread is not None
+        and history["messages"]
+    ):
         # Move the summary from the window into <session-memory>: the block may grow by what
         # the window frees plus what the window left unused, so the total cannot grow.
         summary_tokens = chat_message_tokens(history["messages"][0])
