@@ -17,9 +17,9 @@ from core.models import ProviderCredential
 
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 LOCAL_MODEL_DIMENSIONS = 384
-# 64 texts per forward pass: measured on 2 cores, larger batches gain nothing and hold
-# more memory (bench/episodic_perf.py reports the batch/one-at-a-time ratio).
-LOCAL_BATCH_SIZE = 64
+# 32 texts per forward pass: on 2 cores with one thread, 16-32 gave 80-170 texts/s and
+# 64-256 no more (short texts; bench/episodic_perf.py reports the batch/single ratio).
+LOCAL_BATCH_SIZE = 32
 # OpenAI accepts up to 2048 inputs per request; 256 keeps each request well under 1 MB.
 REMOTE_BATCH_SIZE = 256
 
