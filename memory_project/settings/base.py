@@ -166,6 +166,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "APPEND_COMPONENTS": {"securitySchemes": {"ApiKeyAuth": {"type": "http", "scheme": "bearer"}}},
     "SECURITY": [{"ApiKeyAuth": []}],
+    # Several serializers have an `outcome` field with different choices; name each set.
+    "ENUM_NAME_OVERRIDES": {"EpisodeOutcomeEnum": "episodes.models.Episode.Outcome"},
 }
 
 # Celery: tasks are thin wrappers over services; limits and retries live here.
