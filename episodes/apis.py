@@ -1,3 +1,4 @@
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -18,8 +19,6 @@ from episodes.services import (
     episode_update,
 )
 from facts.selectors import memory_context_resolve
-
-COUNTS = serializers.DictField(child=serializers.IntegerField())
 
 
 class EpisodeOutputSerializer(serializers.Serializer):
@@ -119,7 +118,7 @@ class EpisodeDetailApi(APIView):
         episode = episode_update(episode=episode, actor=request.user.actor, **serializer.validated_data)
         return Response(EpisodeOutputSerializer(episode).data)
 
-    @extend_schema(responses={200: COUNTS})
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def delete(self, request, episode_id):
         episode = episode_get(principal=request.user, episode_id=episode_id)
         return Response(episode_delete(episode=episode, actor=request.user.actor))
@@ -163,7 +162,7 @@ class EpisodeFeedbackApi(APIView):
 
 
 class EpisodeBatchDeleteApi(APIView):
-    @extend_schema(request=BatchDeleteInputSerializer, responses={200: COUNTS})
+    @extend_schema(request=BatchDeleteInputSerializer, responses={200: OpenApiTypes.OBJECT})
     def post(self, request):
         serializer = BatchDeleteInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -1,4 +1,5 @@
 from django.db import transaction
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -93,7 +94,7 @@ class RememberInputSerializer(ContextInputSerializer):
 
 
 class RememberOutputSerializer(serializers.Serializer):
-    outcome = serializers.ChoiceField(choices=["created", "confirmed", "superseded", "skipped"])
+    outcome = serializers.CharField(help_text="created, confirmed, superseded or skipped.")
     fact = FactOutputSerializer()
     previous = serializers.UUIDField(allow_null=True, help_text="The version this one superseded.")
 
@@ -253,7 +254,7 @@ class FactDetailApi(APIView):
         fact = fact_update(fact=fact, actor=request.user.actor, **serializer.validated_data)
         return Response(FactOutputSerializer(fact_get(principal=request.user, fact_id=fact.pk)).data)
 
-    @extend_schema(responses={200: serializers.DictField(child=serializers.IntegerField())})
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def delete(self, request, fact_id):
         fact = fact_get(principal=request.user, fact_id=fact_id)
         return Response(fact_delete(fact=fact, actor=request.user.actor))
@@ -278,7 +279,7 @@ class FactBatchDeleteApi(APIView):
 
     @extend_schema(
         request=BatchDeleteInputSerializer,
-        responses={200: serializers.DictField(child=serializers.IntegerField())},
+        responses={200: OpenApiTypes.OBJECT},
     )
     def post(self, request):
         serializer = BatchDeleteInputSerializer(data=request.data)
@@ -349,7 +350,7 @@ class ToolsApi(APIView):
     """OpenAI-style function schemas for recall, remember and identify_user, ready to hand
     to a model unchanged."""
 
-    @extend_schema(responses={200: serializers.ListField(child=serializers.DictField())})
+    @extend_schema(responses={200: OpenApiTypes.ANY})
     def get(self, request):
         return Response(tool_schemas())
 

@@ -1,3 +1,4 @@
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -148,7 +149,8 @@ class MemoryUserDetailApi(APIView):
         return Response(MemoryUserOutputSerializer(memory_user).data)
 
     @extend_schema(
-        responses={200: COUNTS}, description="Right to erasure: deletes everything of this person."
+        responses={200: OpenApiTypes.OBJECT},
+        description="Right to erasure: deletes everything of this person.",
     )
     def delete(self, request, memory_user_id):
         memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
@@ -184,7 +186,7 @@ class MemoryUserMergeApi(APIView):
 
 
 class MemoryUserBatchDeleteApi(APIView):
-    @extend_schema(request=BatchDeleteInputSerializer, responses={200: COUNTS})
+    @extend_schema(request=BatchDeleteInputSerializer, responses={200: OpenApiTypes.OBJECT})
     def post(self, request):
         serializer = BatchDeleteInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -1,3 +1,4 @@
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -16,8 +17,6 @@ from procedures.services import (
     procedure_record_run,
     procedure_update,
 )
-
-COUNTS = serializers.DictField(child=serializers.IntegerField())
 
 
 class ProcedureOutputSerializer(serializers.Serializer):
@@ -114,7 +113,7 @@ class ProcedureDetailApi(APIView):
         )
         return Response(ProcedureOutputSerializer(procedure).data)
 
-    @extend_schema(responses={200: COUNTS})
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def delete(self, request, procedure_id):
         procedure = procedure_get(principal=request.user, procedure_id=procedure_id)
         return Response(procedure_delete(procedure=procedure, actor=request.user.actor))
@@ -174,7 +173,7 @@ class ProcedureRunApi(APIView):
 
 
 class ProcedureBatchDeleteApi(APIView):
-    @extend_schema(request=BatchDeleteInputSerializer, responses={200: COUNTS})
+    @extend_schema(request=BatchDeleteInputSerializer, responses={200: OpenApiTypes.OBJECT})
     def post(self, request):
         serializer = BatchDeleteInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
