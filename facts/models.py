@@ -144,8 +144,6 @@ class Fact(TimeStampedModel):
             ),
         ]
         indexes = [
-            # Fuzzy key search: `%` / `<%` and ILIKE '%...%' on the normalized key.
-            GinIndex(fields=["key_normalized"], opclasses=["gin_trgm_ops"], name="facts_key_trgm"),
             GinIndex(fields=["search_vector"], name="facts_search_fts"),
             models.Index(
                 fields=["workspace", "memory_user", "-valid_from"],
