@@ -370,6 +370,10 @@ WITH unlinked AS (
     -- deferred foreign key is checked at commit, after this).
     UPDATE facts_fact SET superseded_by_id = NULL
     WHERE superseded_by_id = ANY(%(ids)s::uuid[]) AND NOT (id = ANY(%(ids)s::uuid[]))
+), unembedded AS (
+    -- FactEmbedding cascades in Django only; the database's foreign key is checked at commit.
+    DELETE FROM facts_factembedding e USING facts_fact f
+    WHERE e.fact_id = f.id AND f.workspace_id = %(workspace)s AND f.id = ANY(%(ids)s::uuid[])
 ), deleted AS (
     DELETE FROM facts_fact
     WHERE workspace_id = %(workspace)s AND id = ANY(%(ids)s::uuid[]) {agent_condition}
