@@ -35,6 +35,13 @@ class Base64Field(serializers.CharField):
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
 
+    def run_validation(self, data=serializers.empty):
+        # CharField returns "" early for a blank value, skipping to_internal_value; empty
+        # bytes are a legitimate value (LangGraph writes `("null", b"")`).
+        if data == "":
+            return b""
+        return super().run_validation(data)
+
     def to_internal_value(self, data):
         text = super().to_internal_value(data)
         try:

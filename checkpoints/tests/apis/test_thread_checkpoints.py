@@ -83,6 +83,17 @@ class CheckpointPutGetTests(MemoryTestCase):
         assert one["checkpoint_id"] == "1ef-001" and one["pending_writes"] == []
         assert client.get(f"{self.url}nope/").status_code == 404
 
+    def test_empty_payloads_round_trip(self):
+        """Regression: an empty base64 string skipped decoding and became a 500; LangGraph
+        writes `("null", b"")` for None values."""
+        assert self._put("empty", data=b"").status_code == 201
+        client = self.api()
+        body = {"task_id": "t", "writes": [{"idx": 0, "channel": "x", "value": {"type": "null", "data": ""}}]}
+        assert client.put(f"{self.url}empty/writes/", body, format="json").status_code == 200
+        latest = client.get(f"{self.url}latest/").json()
+        assert latest["checkpoint"] == {"type": "msgpack", "data": ""}
+        assert latest["pending_writes"][0]["value"] == {"type": "null", "data": ""}
+
     def test_special_writes_replace_regular_writes_keep_the_first(self):
         self._put("c1")
         client = self.api()
