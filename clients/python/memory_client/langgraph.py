@@ -49,10 +49,6 @@ WRITES_WAIT_SECONDS = 10.0
 
 def _encode(typed: tuple[str, bytes]) -> dict[str, str]:
     kind, data = typed
-    if kind == "null" and not data:
-        # JsonPlus stores None as ("null", b""); the payload of "null" is never read, and a
-        # non-empty one passes servers that treat an empty base64 string as missing.
-        data = b"\x00"
     return {"type": kind, "data": base64.b64encode(data).decode("ascii")}
 
 
