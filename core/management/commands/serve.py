@@ -27,6 +27,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--mcp-port", type=int, default=8765, help="MCP server port (0: do not start it)."
+        )
         parser.add_argument("--web-workers", type=int, default=2)
         parser.add_argument("--worker-concurrency", type=int, default=2)
         parser.add_argument("--no-demo", action="store_true", help="Do not create the demo workspace.")
@@ -89,6 +92,16 @@ class Command(BaseCommand):
                     "--graceful-timeout=10",
                 ],
             ]
+            if options["mcp_port"]:
+                commands.append(
+                    [
+                        python,
+                        str(settings.BASE_DIR / "manage.py"),
+                        "mcp_server",
+                        f"--host={options['host']}",
+                        f"--port={options['mcp_port']}",
+                    ]
+                )
             for command in commands:
                 # A new session each, so Ctrl-C reaches only this process, which stops
                 # the children in order (web, beat, worker) and then the servers.
@@ -96,7 +109,13 @@ class Command(BaseCommand):
             self.stdout.write(
                 self.style.SUCCESS(
                     f"Serving on http://{options['host']}:{options['port']}/  (admin: /admin/, "
-                    f"browser: /memories/, API docs: /api/docs/). Ctrl-C stops everything."
+                    f"browser: /memories/, API docs: /api/docs/"
+                    + (
+                        f", MCP: http://{options['host']}:{options['mcp_port']}/mcp"
+                        if options["mcp_port"]
+                        else ""
+                    )
+                    + "). Ctrl-C stops everything."
                 )
             )
             self._wait(children)
