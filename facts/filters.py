@@ -32,9 +32,11 @@ class FactFilter(django_filters.FilterSet):
     key = django_filters.CharFilter(field_name="key")
     key_fuzzy = django_filters.CharFilter(method="filter_key_fuzzy", label="Key, fuzzy")
     q = django_filters.CharFilter(method="filter_q", label="Full-text search")
-    scope = django_filters.MultipleChoiceFilter(choices=Fact.Scope.choices)
-    fact_type = django_filters.MultipleChoiceFilter(choices=Fact.FactType.choices)
-    source = django_filters.MultipleChoiceFilter(choices=Fact.Source.choices)
+    # distinct=False: these are plain columns; DISTINCT made PostgreSQL de-duplicate every
+    # matching row before it could take a page (~190 ms at 100,000 facts).
+    scope = django_filters.MultipleChoiceFilter(choices=Fact.Scope.choices, distinct=False)
+    fact_type = django_filters.MultipleChoiceFilter(choices=Fact.FactType.choices, distinct=False)
+    source = django_filters.MultipleChoiceFilter(choices=Fact.Source.choices, distinct=False)
     agent = django_filters.CharFilter(field_name="agent__slug")
     memory_user = django_filters.UUIDFilter(field_name="memory_user_id")
     thread = django_filters.UUIDFilter(field_name="thread_id")

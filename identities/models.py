@@ -36,6 +36,7 @@ class MemoryUser(TimeStampedModel):
         ]
         indexes = [
             models.Index(fields=["workspace", "-last_seen_at"], name="identities_user_recent"),
+            models.Index(fields=["workspace", "display_name"], name="identities_user_name"),
         ]
 
     def __str__(self):
