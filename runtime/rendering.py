@@ -1,28 +1,12 @@
 """Render context blocks (`<user-profile>`, `<session-memory>`, `<procedures>`) within a token cap.
 
-Stored text is untrusted: a fact value or a plan written by anyone with a key could try to
-close a block early (`</user-profile>`), forge a new one (`<system>`), or start a line
-that looks like another item. `escape_text` neutralises all three: `&`, `<` and `>` become
-entities and line breaks become spaces, so every item stays one line inside its block.
+Every stored value is escaped with core.lib.escaping.escape_text first.
 """
 
-from html import escape
-
+from core.lib.escaping import escape_text
 from core.lib.tokens import count_tokens
 
-
-def escape_text(value, *, limit: int | None = None) -> str:
-    text = value if isinstance(value, str) else _compact(value)
-    text = " ".join(text.split())
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1].rstrip() + "…"
-    return escape(text, quote=False)
-
-
-def _compact(value) -> str:
-    import json
-
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+__all__ = ["escape_text", "fit_block", "render_block"]
 
 
 def render_block(tag: str, header: str, lines: list[str]) -> str:

@@ -325,6 +325,12 @@ class ThreadHistoryApi(APIView):
         delegation = serializers.CharField(max_length=100, required=False)
         files = serializers.ChoiceField(choices=["include", "omit"], default="include")
         system_as = serializers.ChoiceField(choices=["system", "user"], default="system")
+        semantic_recall = serializers.BooleanField(
+            required=False, allow_null=True, default=None, help_text="Default: the agent's setting."
+        )
+        recall_query = serializers.CharField(
+            max_length=4000, required=False, help_text="Default: the newest user message."
+        )
 
     @extend_schema_serializer(component_name="ThreadHistoryOutput")
     class OutputSerializer(serializers.Serializer):

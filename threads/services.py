@@ -646,7 +646,23 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
         main_leaf = next((m for m in reversed(created) if not m.node_id), None)
         if main_leaf is not None:
             _compaction_request_if_needed(thread=thread, locked=locked, leaf=main_leaf)
+        _semantic_recall_embed(thread=thread, messages=created)
     return result
+
+
+def _semantic_recall_embed(*, thread: Thread, messages: list[Message]) -> None:
+    """Queue the vectors semantic recall needs, once the messages commit.
+
+    Only agents with semantic recall on pay for embeddings; the periodic sweep
+    (episodes.tasks.message_embed_sweep_task) catches anything a lost task missed.
+    """
+    if thread.memory_user_id is None or not memory_settings_for(thread.agent).semantic_recall:
+        return
+    ids = [str(m.pk) for m in messages if m.role in (Message.Role.USER, Message.Role.ASSISTANT) and m.content]
+    if ids:
+        from episodes.tasks import message_embed_task
+
+        message_embed_task.delay_on_commit(ids)
 
 
 def context_window_for(thread: Thread) -> int:
