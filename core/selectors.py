@@ -1,5 +1,6 @@
 import hashlib
 import hmac
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -27,14 +28,36 @@ def api_key_parse_prefix(secret: str) -> str | None:
     return parts[1]
 
 
+# Authenticated keys (with their workspace and agent) are remembered per process for
+# settings.API_KEY_CACHE_SECONDS: the lookup was ~30% of a trivial request
+# (bench.checkpoints_put_get's calibration GET). A revocation or an agent settings change
+# is seen at once by the process that makes it and within that many seconds by the others.
+_api_key_cache: dict[str, tuple[float, ApiKey]] = {}
+_API_KEY_CACHE_MAX = 10_000
+
+
+def api_key_cache_clear() -> None:
+    _api_key_cache.clear()
+
+
 def api_key_authenticate(*, secret: str) -> ApiKey | None:
     """The active key for `secret`, or None. Also refreshes last_used_at (throttled)."""
     prefix = api_key_parse_prefix(secret)
     if prefix is None:
         return None
-    api_key = ApiKey.objects.active().select_related("workspace", "agent").filter(prefix=prefix).first()
-    if api_key is None or not hmac.compare_digest(api_key.secret_hash, api_key_hash(secret)):
-        return None
+    digest = api_key_hash(secret)
+    clock = time.monotonic()
+    cached = _api_key_cache.get(digest)
+    if cached is not None and clock - cached[0] < settings.API_KEY_CACHE_SECONDS and cached[1].is_active:
+        api_key = cached[1]
+    else:
+        api_key = ApiKey.objects.active().select_related("workspace", "agent").filter(prefix=prefix).first()
+        if api_key is None or not hmac.compare_digest(api_key.secret_hash, digest):
+            _api_key_cache.pop(digest, None)
+            return None
+        if len(_api_key_cache) >= _API_KEY_CACHE_MAX:
+            _api_key_cache.clear()
+        _api_key_cache[digest] = (clock, api_key)
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > API_KEY_TOUCH_INTERVAL:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)

@@ -9,7 +9,7 @@ from core.errors import ApplicationError, ConflictError
 from core.lib.crypto import encrypt
 from core.memory_settings import memory_settings_validate
 from core.models import Agent, ApiKey, AuditEvent, Membership, ProviderCredential, WorkerHeartbeat, Workspace
-from core.selectors import api_key_hash
+from core.selectors import api_key_cache_clear, api_key_hash
 
 WORKSPACE_EXISTS = "A workspace with this name already exists."
 AGENT_EXISTS = "An agent with this slug already exists in the workspace."
@@ -83,6 +83,8 @@ def agent_update(*, agent: Agent, name: str | None = None, memory_settings=None)
         agent.memory_settings = memory_settings_validate({k: v for k, v in merged.items() if v is not None})
     agent.full_clean(validate_unique=False, validate_constraints=False)
     agent.save()
+    # Agent-bound keys carry their agent in the key cache; drop it so settings apply now.
+    api_key_cache_clear()
     return agent
 
 
@@ -119,6 +121,7 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     # Compare-and-set: revoking twice keeps the first revocation time.
     ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     api_key.refresh_from_db()
+    api_key_cache_clear()
     return api_key
 
 

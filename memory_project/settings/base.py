@@ -135,6 +135,8 @@ LOGOUT_REDIRECT_URL = "login"
 
 # Requests to /api/ with a larger body are refused with 413 before they are read.
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 5 * 1024 * 1024)
+# Seconds a web process trusts an API key it has authenticated before looking it up again.
+API_KEY_CACHE_SECONDS = env_float("API_KEY_CACHE_SECONDS", 5.0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 
 REST_FRAMEWORK = {

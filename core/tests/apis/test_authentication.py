@@ -1,11 +1,13 @@
 from datetime import timedelta
 
+from django.test import override_settings
 from django.utils import timezone
 
 from core.authentication import INVALID_KEY
 from core.errors import READ_ONLY_KEY
 from core.models import ApiKey
-from core.services import api_key_create, api_key_revoke
+from core.selectors import api_key_cache_clear
+from core.services import agent_update, api_key_create, api_key_revoke
 from core.testing import MemoryTestCase
 
 AGENTS_URL = "/api/v1/agents/"
@@ -60,3 +62,30 @@ class ApiKeyAuthenticationTests(MemoryTestCase):
         assert self.owner_key not in self.owner_api_key.secret_hash
         assert len(self.owner_api_key.secret_hash) == 64
         assert self.owner_key.startswith(f"mem_{self.owner_api_key.prefix}_")
+
+
+@override_settings(API_KEY_CACHE_SECONDS=60)
+class ApiKeyCacheTests(MemoryTestCase):
+    def setUp(self):
+        api_key_cache_clear()
+        self.addCleanup(api_key_cache_clear)
+
+    def test_repeated_requests_skip_the_key_lookup(self):
+        client = self.api()
+        client.get(AGENTS_URL)
+        # Count, page: the key comes from the process cache.
+        with self.assertNumQueries(2):
+            client.get(AGENTS_URL)
+
+    def test_revoking_through_the_service_takes_effect_at_once(self):
+        client = self.api()
+        assert client.get(AGENTS_URL).status_code == 200
+        api_key_revoke(api_key=self.owner_api_key)
+        assert client.get(AGENTS_URL).status_code == 401
+
+    def test_agent_settings_changes_take_effect_at_once(self):
+        client = self.api(self.agent_key)
+        client.get(AGENTS_URL)
+        agent_update(agent=self.agent, memory_settings={"recent_messages": 7})
+        body = client.get(AGENTS_URL).json()
+        assert body["results"][0]["effective_memory_settings"]["recent_messages"] == 7
