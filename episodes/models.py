@@ -44,6 +44,8 @@ class Episode(TimeStampedModel):
         indexes = [
             models.Index(fields=["workspace", "memory_user", "-started_at"], name="episodes_user_recent"),
             models.Index(fields=["workspace", "agent", "-started_at"], name="episodes_agent_recent"),
+            # The browser's workspace-wide newest-first page (bench.browser_tabs).
+            models.Index(fields=["workspace", "-started_at"], name="episodes_recent"),
         ]
 
     def __str__(self):
@@ -98,6 +100,9 @@ class EpisodicEntry(TimeStampedModel):
                 fields=["workspace", "agent", "memory_user", "content_hash"], name="episodes_entry_hash"
             ),
             GinIndex(fields=["search_vector"], name="episodes_entry_search"),
+            # The browser's workspace-wide newest-first page: without it every first page
+            # sorted the whole workspace (~140 ms at 100,000 entries, ~88 ms with it).
+            models.Index(fields=["workspace", "-created_at"], name="episodes_entry_recent"),
         ]
 
     def __str__(self):
