@@ -77,10 +77,15 @@ class RealWorkerTests(TransactionTestCase):
     def _reset_pools(self):
         # Connection and producer pools are cached on the app with the broker they were
         # made for; an earlier test may have built them for the in-memory transport.
+        from kombu import pools
+
         if app._pool is not None:
             app._pool.force_close_all()
         app._pool = None
         app.amqp._producer_pool = None
+        # Producer pools also live in kombu's global registry, keyed by broker URL: clear it,
+        # or a later eager task would acquire from the pool closed above.
+        pools.reset()
 
     def _restore_app(self):
         self._reset_pools()
