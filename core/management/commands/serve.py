@@ -102,10 +102,15 @@ class Command(BaseCommand):
                         f"--port={options['mcp_port']}",
                     ]
                 )
+            # Workers embed in batches, where a second torch thread measured 5.2x the
+            # one-at-a-time rate against 3.7x with one (docs/episodic.md); web processes
+            # embed single queries, where one thread is faster under contention.
+            worker_env = {**env, "EMBEDDING_TORCH_THREADS": env.get("EMBEDDING_WORKER_TORCH_THREADS", "2")}
             for command in commands:
                 # A new session each, so Ctrl-C reaches only this process, which stops
                 # the children in order (web, beat, worker) and then the servers.
-                children.append(subprocess.Popen(command, env=env, start_new_session=True))
+                child_env = worker_env if "worker" in command else env
+                children.append(subprocess.Popen(command, env=child_env, start_new_session=True))
             self.stdout.write(
                 self.style.SUCCESS(
                     f"Serving on http://{options['host']}:{options['port']}/  (admin: /admin/, "
