@@ -4,6 +4,7 @@
 append of the incoming message happens in `runtime.services.context_assemble` first.
 """
 
+import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -123,7 +124,7 @@ def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
     header = USER_PROFILE_HEADER
     if context.memory_user.display_name:
         header += f"\n- name: {escape_text(context.memory_user.display_name, limit=200)}"
-    lines = [_fact_line(f) for f in facts]
+    lines = (_fact_line(f) for f in facts)
     section.text, section.tokens, kept = fit_block("user-profile", header, lines, cap)
     section.items = [_fact_item(f) for f in facts[:kept]]
     section.omitted = len(facts) - kept
@@ -156,12 +157,12 @@ def context_session_memory(
     if summary:
         lines.append(f"- summary of earlier messages: {escape_text(summary)}")
         fixed += 1
-    lines += [_fact_line(f) for f in facts]
-    section.text, section.tokens, kept = fit_block("session-memory", SESSION_MEMORY_HEADER, lines, cap)
+    all_lines = itertools.chain(lines, (_fact_line(f) for f in facts))
+    section.text, section.tokens, kept = fit_block("session-memory", SESSION_MEMORY_HEADER, all_lines, cap)
     section.summary_included = bool(summary) and kept >= fixed
     kept_facts = max(0, kept - fixed)
     section.items = [_fact_item(f) for f in facts[:kept_facts]]
-    section.omitted = len(lines) - kept
+    section.omitted = fixed + len(facts) - kept
     return section
 
 
