@@ -1,6 +1,6 @@
 from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -353,14 +353,3 @@ class ToolsApi(APIView):
     @extend_schema(responses={200: OpenApiTypes.ANY})
     def get(self, request):
         return Response(tool_schemas())
-
-
-# Nested serializers share class names across views; give their schema components unique names.
-for _view in (
-    FactLookupApi,
-    FactDetailApi,
-    RecallApi,
-):
-    for _name in ("InputSerializer", "OutputSerializer", "FilterSerializer"):
-        if _name in vars(_view):
-            extend_schema_serializer(component_name=f"{_view.__name__}{_name[:-10]}")(vars(_view)[_name])

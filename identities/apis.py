@@ -1,5 +1,5 @@
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -193,15 +193,3 @@ class MemoryUserBatchDeleteApi(APIView):
         return Response(
             memory_user_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
         )
-
-
-# Nested serializers share class names across views; give their schema components unique names.
-for _view in (
-    MemoryUserListApi,
-    MemoryUserIdentifyApi,
-    MemoryUserDetailApi,
-    MemoryUserMergeApi,
-):
-    for _name in ("InputSerializer", "OutputSerializer", "FilterSerializer"):
-        if _name in vars(_view):
-            extend_schema_serializer(component_name=f"{_view.__name__}{_name[:-10]}")(vars(_view)[_name])
