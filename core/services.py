@@ -164,3 +164,19 @@ def audit_record(
         entity_id=str(entity_id),
         changes=changes or {},
     )
+
+
+def audit_record_deletes(*, workspace, actor: str, entity_type: str, ids) -> None:
+    """One delete event per id, written in a single INSERT (batch deletions)."""
+    AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(
+                workspace=workspace,
+                actor=actor,
+                action=AuditEvent.Action.DELETE,
+                entity_type=entity_type,
+                entity_id=str(pk),
+            )
+            for pk in ids
+        ]
+    )

@@ -8,7 +8,7 @@ from django.utils import timezone
 from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError, ConflictError, NotFoundError
 from core.models import AuditEvent
-from core.services import audit_record
+from core.services import audit_record, audit_record_deletes
 from episodes.models import Episode
 
 EPISODE_OUTCOME_UNKNOWN = "outcome must be success or failure."
@@ -209,18 +209,7 @@ def _episodes_delete(*, workspace, ids: list, actor: str) -> dict:
     # Facts learned from an episode keep their value; only the link goes (SET NULL).
     unlinked = Fact.objects.filter(source_episode__in=ids).count()
     deleted, _ = Episode.objects.filter(pk__in=ids).delete()
-    AuditEvent.objects.bulk_create(
-        [
-            AuditEvent(
-                workspace=workspace,
-                actor=actor,
-                action=AuditEvent.Action.DELETE,
-                entity_type="episode",
-                entity_id=str(pk),
-            )
-            for pk in ids
-        ]
-    )
+    audit_record_deletes(workspace=workspace, actor=actor, entity_type="episode", ids=ids)
     return {"episodes": deleted, "facts_unlinked": unlinked}
 
 

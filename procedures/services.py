@@ -23,7 +23,7 @@ from django.utils import timezone
 from core.access import Principal
 from core.errors import ApplicationError, ConflictError, NotFoundError
 from core.models import AuditEvent
-from core.services import audit_record
+from core.services import audit_record, audit_record_deletes
 from procedures.models import Procedure, ProcedureEmbedding
 
 PROCEDURE_CONTENT_MAX_BYTES = 256 * 1024
@@ -262,18 +262,7 @@ def _procedures_delete(*, workspace, ids: list, actor: str) -> dict:
     # Evolved children keep existing; their `parent` becomes NULL (SET NULL).
     children = Procedure.objects.filter(parent__in=ids).exclude(pk__in=ids).count()
     deleted, _ = Procedure.objects.filter(pk__in=ids).delete()
-    AuditEvent.objects.bulk_create(
-        [
-            AuditEvent(
-                workspace=workspace,
-                actor=actor,
-                action=AuditEvent.Action.DELETE,
-                entity_type="procedure",
-                entity_id=str(pk),
-            )
-            for pk in ids
-        ]
-    )
+    audit_record_deletes(workspace=workspace, actor=actor, entity_type="procedure", ids=ids)
     return {"procedures": deleted, "children_unlinked": children}
 
 
