@@ -48,8 +48,23 @@ class BpeTokenCounter:
     def count(self, text: str, *, model: str | None = None) -> int:
         if not text:
             return 0
-        # disallowed_special=() counts "<|endoftext|>" typed by a user as text instead of raising.
-        return len(self.encoding_for(model).encode(text, disallowed_special=()))
+        name = (self._encoding_name_for_model(model) if model else None) or self.default_encoding
+        if len(text) <= MEMO_MAX_CHARS:
+            return _bpe_count_memo(name, text)
+        return _bpe_count(name, text)
+
+
+def _bpe_count(encoding: str, text: str) -> int:
+    # disallowed_special=() counts "<|endoftext|>" typed by a user as text instead of raising.
+    return len(BpeTokenCounter._encoding(encoding).encode(text, disallowed_special=()))
+
+
+# The same lines are counted turn after turn (a person's facts, the recent messages, block
+# headers): remembering the counts of short texts saves most of the encoding work of a
+# context assembly. Bounded: at most MEMO_SIZE texts of at most MEMO_MAX_CHARS characters.
+MEMO_MAX_CHARS = 2000
+MEMO_SIZE = 8192
+_bpe_count_memo = lru_cache(maxsize=MEMO_SIZE)(_bpe_count)
 
 
 class CharacterTokenCounter:
