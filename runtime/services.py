@@ -132,6 +132,31 @@ def _thread(principal: Principal, request: ContextRequest, *, agent, memory_user
     )
 
 
+def _turn_thread(principal: Principal, request: ContextRequest):
+    """The named thread with its agent and person, in one query, for the usual turn (thread
+    and agent named, the person by id or not at all, not merged away); None sends the
+    request down the general path, which also produces the precise errors."""
+    from threads.models import Thread
+
+    if not request.thread or request.channel or request.external_id:
+        return None
+    filters = {"workspace": principal.workspace, "pk": request.thread}
+    if principal.agent is not None:
+        filters["agent"] = agent_resolve(principal, request.agent)
+    elif request.agent:
+        filters["agent__slug"] = request.agent
+    else:
+        return None
+    thread = Thread.objects.select_related("agent", "memory_user").filter(**filters).first()
+    if thread is None:
+        return None
+    if request.memory_user and str(thread.memory_user_id) != str(request.memory_user):
+        return None
+    if thread.memory_user is not None and thread.memory_user.merged_into_id is not None:
+        return None
+    return thread
+
+
 def context_assemble(*, principal: Principal, request: ContextRequest) -> ContextResult:
     """Everything the agent sends to its model this turn, within `request.token_budget`.
 
@@ -143,11 +168,16 @@ def context_assemble(*, principal: Principal, request: ContextRequest) -> Contex
         require_write(principal)
         if not request.message:
             raise _invalid("message", APPEND_NEEDS_MESSAGE)
-    agent = agent_resolve(principal, request.agent, create=principal.can_write)
     appended = None
+    thread = _turn_thread(principal, request)
+    if thread is not None:
+        agent, memory_user = thread.agent, thread.memory_user
+    else:
+        agent = agent_resolve(principal, request.agent, create=principal.can_write)
     with transaction.atomic():
-        memory_user = _memory_user(principal, request)
-        thread = _thread(principal, request, agent=agent, memory_user=memory_user)
+        if thread is None:
+            memory_user = _memory_user(principal, request)
+            thread = _thread(principal, request, agent=agent, memory_user=memory_user)
         if memory_user is None and thread is not None and thread.memory_user_id:
             from identities.selectors import memory_user_resolve_merged
 

@@ -189,6 +189,37 @@ class ContextAssembleTests(MemoryTestCase):
         response = self.post(memory_user=str(stranger.pk), thread=str(self.thread.pk))
         assert response.status_code == 404
 
+    def test_thread_named_with_another_agent_is_404(self):
+        """A thread is found only under its own agent's slug."""
+        response = self.post(agent="researcher", memory_user=str(self.person.pk), thread=str(self.thread.pk))
+        assert response.status_code == 404
+        assert response.json()["error"]["fields"] == {"thread": ["Thread not found."]}
+
+    def test_merged_person_id_reads_the_surviving_persons_thread(self):
+        """After a merge, the old id of the person still assembles the thread moved to the survivor."""
+        from identities.services import memory_user_merge
+
+        survivor = person(self.workspace, external_id="3003", display_name="Ada L.")
+        old = person(self.workspace, external_id="3004")
+        thread = conversation(self.workspace, self.agent, old, turns=2)
+        memory_user_merge(source=old, target=survivor, actor="test")
+        response = self.post(memory_user=str(old.pk), thread=str(thread.pk), message="hello")
+        assert response.status_code == 200, response.json()
+        assert response.json()["memory_user"]["id"] == str(survivor.pk)
+        assert response.json()["history"]["messages"][-1]["content"].startswith("Answer 1")
+
+    def test_usual_turn_reads_thread_agent_and_person_together(self):
+        """Naming the thread, agent and person costs one lookup query, not three."""
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        body = {"memory_user": str(self.person.pk), "thread": str(self.thread.pk), "message": "a refund"}
+        with CaptureQueriesContext(connection) as queries:
+            assert self.post(**body).status_code == 200
+        lookups = [q["sql"] for q in queries if 'FROM "threads_thread"' in q["sql"]]
+        assert len(lookups) == 1 and '"core_agent"' in lookups[0] and '"identities_memoryuser"' in lookups[0]
+        assert not [q for q in queries if q["sql"].startswith('SELECT "core_agent"')]
+
     def test_read_only_key_reads_but_cannot_append(self):
         read = self.post(self.read_only_key, memory_user=str(self.person.pk), thread=str(self.thread.pk))
         assert read.status_code == 200
