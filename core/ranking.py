@@ -248,6 +248,31 @@ def vector_literal(vector: list[float]) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
+def _hnsw_fetch(cursor, sql: str, params: dict, *, ef_search: int) -> list:
+    """Rows of an HNSW query run with iterative scan (pgvector >= 0.8: keep walking the graph
+    until `limit` rows pass the scope filter) and `ef_search` candidates.
+
+    SET LOCAL needs a transaction. With client-side binding (Django's default for psycopg)
+    the settings and the query travel as one simple-protocol message, which PostgreSQL runs
+    as one implicit transaction: one round trip instead of BEGIN, SET, SELECT and COMMIT.
+    Inside a caller's transaction the settings hold until it ends, as any SET LOCAL does.
+    """
+    from django.db import connection, transaction
+
+    settings_sql = (
+        f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {int(ef_search)}"
+    )
+    if connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
+        with transaction.atomic():
+            cursor.execute(settings_sql)
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+    cursor.execute(f"{settings_sql}; {sql}", params)
+    cursor.nextset()
+    cursor.nextset()
+    return cursor.fetchall()
+
+
 @dataclass(frozen=True)
 class Corpus:
     """What `hybrid_search` ranks: SQL fragments over one table family, with named params.
@@ -290,7 +315,7 @@ def hybrid_search(
     now: datetime | None = None,
 ) -> SearchOutcome:
     """Candidates from each channel, their neighbours, every channel scored exactly, fused."""
-    from django.db import connection, transaction
+    from django.db import connection
 
     params = dict(corpus.params)
     pool = weights.pool
@@ -326,16 +351,8 @@ def hybrid_search(
             table, id_column, where = corpus.vector_table, corpus.vector_id_column, corpus.vector_scope_where
             sql = vector_sql(table=table, id_column=id_column, scope_where=where, plan=plan)
             if plan == PLAN_HNSW:
-                # SET LOCAL needs a transaction; the exact plan saves its two round trips.
-                with transaction.atomic():
-                    # pgvector >= 0.8: keep scanning the graph until `limit` rows pass the scope filter.
-                    ef_search = int(max(pool, settings.EPISODIC_HNSW_EF_SEARCH))
-                    cursor.execute(
-                        "SET LOCAL hnsw.iterative_scan = relaxed_order; "
-                        f"SET LOCAL hnsw.ef_search = {ef_search}"
-                    )
-                    cursor.execute(sql, vparams)
-                    rows = cursor.fetchall()
+                ef_search = max(pool, settings.EPISODIC_HNSW_EF_SEARCH)
+                rows = _hnsw_fetch(cursor, sql, vparams, ef_search=ef_search)
             else:
                 cursor.execute(sql, vparams)
                 rows = cursor.fetchall()

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import numpy as np
 from django.db import connection
-from django.test import override_settings
+from django.test import TransactionTestCase, override_settings
 from django.utils import timezone
 
 from core.embeddings import LOCAL_MODEL_NAME
@@ -211,3 +211,26 @@ class VectorPlanRoutingTests(MemoryTestCase):
             rows = cursor.fetchall()
         assert rows[0][0] == self.entries[0].pk
         assert rows[0][1] > 2 * rows[1][1]
+
+    def test_hnsw_query_carries_its_scan_settings(self):
+        """The HNSW query runs with iterative scan and the configured ef_search, sent with it."""
+        from core.ranking import _hnsw_fetch
+
+        sql = "SELECT current_setting('hnsw.iterative_scan'), current_setting('hnsw.ef_search'), %(x)s"
+        with connection.cursor() as cursor:
+            rows = _hnsw_fetch(cursor, sql, {"x": 1}, ef_search=321)
+        assert rows == [("relaxed_order", "321", 1)]
+
+
+class HnswSettingsScopeTests(TransactionTestCase):
+    def test_scan_settings_do_not_outlive_the_query(self):
+        """Outside a transaction the settings end with the query: the connection keeps its defaults."""
+        from core.ranking import _hnsw_fetch
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT '[1]'::vector")  # loads pgvector, which defines the settings
+            cursor.execute("SELECT current_setting('hnsw.ef_search', true)")
+            before = cursor.fetchone()[0]
+            assert _hnsw_fetch(cursor, "SELECT 1", {}, ef_search=77) == [(1,)]
+            cursor.execute("SELECT current_setting('hnsw.ef_search', true)")
+            assert cursor.fetchone()[0] == before != "77"
