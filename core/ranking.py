@@ -248,6 +248,36 @@ def vector_literal(vector: list[float]) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
+# Scope sizes counted recently, per process: {(sql, params, model): (monotonic time, size)}.
+_scope_sizes: dict = {}
+_SCOPE_SIZES_MAX = 10_000
+
+
+def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str) -> int:
+    """The scope's vector count for plan routing, counted up to the exact-plan threshold + 1
+    (counting 5,001 index entries is ~1 ms per search).
+
+    A scope found over the threshold within SEARCH_SCOPE_SIZE_CACHE_SECONDS is not counted
+    again: only the plan depends on it. A growing scope is always recounted, so it changes
+    plan at once; one that shrinks under the threshold by deletions keeps the HNSW plan
+    for at most that long, which still answers, only approximately.
+    """
+    import time
+
+    key = (corpus.scope_size_sql, repr(sorted(corpus.params.items())), model)
+    now = time.monotonic()
+    cached = _scope_sizes.get(key)
+    fresh = cached is not None and now - cached[0] < settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS
+    if fresh and cached[1] > settings.EPISODIC_EXACT_SCOPE_MAX:
+        return cached[1]
+    cursor.execute(corpus.scope_size_sql, params)
+    size = cursor.fetchone()[0]
+    if len(_scope_sizes) >= _SCOPE_SIZES_MAX:
+        _scope_sizes.clear()
+    _scope_sizes[key] = (now, size)
+    return size
+
+
 def _hnsw_fetch(cursor, sql: str, params: dict, *, ef_search: int) -> list:
     """Rows of an HNSW query run with iterative scan (pgvector >= 0.8: keep walking the graph
     until `limit` rows pass the scope filter) and `ef_search` candidates.
@@ -345,8 +375,7 @@ def hybrid_search(
                 "limit": pool,
                 "count_cap": settings.EPISODIC_EXACT_SCOPE_MAX + 1,
             }
-            cursor.execute(corpus.scope_size_sql, vparams)
-            scope_size = cursor.fetchone()[0]
+            scope_size = _scope_size(cursor, corpus, vparams, model=model)
             plan = vector_plan(scope_size=scope_size, model=model, dimensions=len(query_vector))
             table, id_column, where = corpus.vector_table, corpus.vector_id_column, corpus.vector_scope_where
             sql = vector_sql(table=table, id_column=id_column, scope_where=where, plan=plan)

@@ -192,6 +192,30 @@ class VectorPlanRoutingTests(MemoryTestCase):
         assert result.hits[0].entry == self.entries[3]
         assert "episodes_entry_embedding_hnsw" in self.explain(PLAN_HNSW)
 
+    @override_settings(EPISODIC_EXACT_SCOPE_MAX=10)
+    def test_a_scope_over_the_threshold_is_not_recounted_at_once(self):
+        """A scope found over the threshold keeps its plan without a count for a while; a
+        scope under it is counted every time, so growth changes the plan at once."""
+        from django.test.utils import CaptureQueriesContext
+
+        from core import ranking
+
+        ranking._scope_sizes.clear()
+        self.addCleanup(ranking._scope_sizes.clear)
+
+        def counts():
+            with CaptureQueriesContext(connection) as queries:
+                result = self.run_search()
+            return result.plan, sum("SELECT count(*)" in q["sql"] for q in queries)
+
+        assert counts() == (PLAN_HNSW, 1)
+        assert counts() == (PLAN_HNSW, 0)
+        with override_settings(EPISODIC_EXACT_SCOPE_MAX=100):
+            assert counts() == (PLAN_EXACT, 1)
+            assert counts() == (PLAN_EXACT, 1)
+        with override_settings(SEARCH_SCOPE_SIZE_CACHE_SECONDS=0):
+            assert counts() == (PLAN_HNSW, 1)
+
     def test_other_models_never_take_the_hnsw_plan(self):
         """A model without an index is sorted exactly whatever the scope size."""
         from core.ranking import vector_plan
