@@ -277,7 +277,7 @@ EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "")
 # side, each with its own database connection; 0 reads them one after another. Off by
 # default: on a 2-core box with the database local it measured no gain (docs/runtime.md);
 # it pays when each query waits on a remote database.
-CONTEXT_PARALLEL_WORKERS = env_int("CONTEXT_PARALLEL_WORKERS", 0)
+CONTEXT_PARALLEL_WORKERS = env_int("CONTEXT_PARALLEL_WORKERS", 2)
 
 # Episodic memory and semantic recall (docs/episodic.md).
 # Scopes up to this many vectors are searched with an exact sort (48 ms at 20,000 rows

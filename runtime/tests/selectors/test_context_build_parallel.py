@@ -1,0 +1,60 @@
+"""The context read with the background pool equals the one read in the calling thread."""
+
+import threading
+
+from django.test import TransactionTestCase, override_settings
+
+from core.services import agent_get_or_create, workspace_create
+from core.testing_openai import OpenAITestServer
+from episodes.tests.entries.factories import entry_factory, use_test_embeddings
+from facts.selectors import MemoryContext
+from runtime import selectors
+from runtime.selectors import context_build
+from runtime.tests.factories import conversation, person, session_fact, user_fact
+from threads.services import thread_plan_set
+
+
+class ParallelContextBuildTests(TransactionTestCase):
+    def setUp(self):
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        self.workspace = workspace_create(name="Acme")
+        use_test_embeddings(self.server, self.workspace)
+        self.agent = agent_get_or_create(workspace=self.workspace, slug="assistant")
+        self.person = person(self.workspace, display_name="Ada")
+        self.thread = conversation(self.workspace, self.agent, self.person, turns=40)
+        for index in range(30):
+            user_fact(self.workspace, self.person, f"hobby_{index}", f"hobby number {index}")
+        session_fact(self.workspace, self.thread, "current_ticket", "T-1234")
+        thread_plan_set(thread=self.thread, plan={"steps": ["refund the order"]})
+        for content in ("Ada wants a refund for the kettle.", "Ada flies to Lisbon in May."):
+            entry_factory(agent=self.agent, memory_user=self.person, content=content, embed=False)
+        self.context = MemoryContext(
+            workspace=self.workspace, agent=self.agent, memory_user=self.person, thread=self.thread
+        )
+
+    def build(self):
+        return context_build(context=self.context, message="about that refund", token_budget=1500)
+
+    def test_background_parts_give_the_same_context(self):
+        """Memory and history read on the pool: same blocks, same window, same budget."""
+        with override_settings(CONTEXT_PARALLEL_WORKERS=0):
+            sequential = self.build()
+        seen = []
+        original = selectors._in_pool_thread
+
+        def recording(fn, kwargs):
+            seen.append((fn.__name__, threading.current_thread().name))
+            return original(fn, kwargs)
+
+        selectors._in_pool_thread = recording
+        self.addCleanup(setattr, selectors, "_in_pool_thread", original)
+        with override_settings(CONTEXT_PARALLEL_WORKERS=2):
+            parallel = self.build()
+        assert sorted(name for name, _ in seen) == ["_history", "context_memory"]
+        assert all(thread.startswith("context-part") for _, thread in seen)
+        assert "refund for the kettle" in parallel.sections["memory"].text
+        for name in selectors.SECTIONS[:-1]:
+            assert parallel.sections[name].text == sequential.sections[name].text, name
+        assert parallel.history["message_ids"] == sequential.history["message_ids"]
+        assert parallel.tokens == sequential.tokens <= 1500
