@@ -51,6 +51,8 @@ class BpeTokenCounter:
         name = (self._encoding_name_for_model(model) if model else None) or self.default_encoding
         if len(text) <= MEMO_MAX_CHARS:
             return _bpe_count_memo(name, text)
+        if len(text) <= BLOCK_MEMO_MAX_CHARS:
+            return _bpe_count_block_memo(name, text)
         return _bpe_count(name, text)
 
 
@@ -59,12 +61,16 @@ def _bpe_count(encoding: str, text: str) -> int:
     return len(BpeTokenCounter._encoding(encoding).encode(text, disallowed_special=()))
 
 
-# The same lines are counted turn after turn (a person's facts, the recent messages, block
-# headers): remembering the counts of short texts saves most of the encoding work of a
-# context assembly. Bounded: at most MEMO_SIZE texts of at most MEMO_MAX_CHARS characters.
+# The same texts are counted turn after turn (a person's facts, the recent messages, block
+# headers, whole blocks that did not change): remembering their counts saves most of the
+# encoding work of a context assembly. Bounded: MEMO_SIZE lines of at most MEMO_MAX_CHARS
+# characters, and BLOCK_MEMO_SIZE rendered blocks of at most BLOCK_MEMO_MAX_CHARS (~10 MB).
 MEMO_MAX_CHARS = 2000
 MEMO_SIZE = 8192
+BLOCK_MEMO_MAX_CHARS = 40_000
+BLOCK_MEMO_SIZE = 256
 _bpe_count_memo = lru_cache(maxsize=MEMO_SIZE)(_bpe_count)
+_bpe_count_block_memo = lru_cache(maxsize=BLOCK_MEMO_SIZE)(_bpe_count)
 
 
 class CharacterTokenCounter:

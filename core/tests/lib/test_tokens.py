@@ -31,12 +31,23 @@ def test_short_texts_are_counted_once():
     assert tokens._bpe_count_memo.cache_info().hits == hits + 1
 
 
-def test_long_texts_bypass_the_memo():
-    """Texts past MEMO_MAX_CHARS are counted directly, so the memo stays small."""
-    text = "a long message " * (tokens.MEMO_MAX_CHARS // 10)
-    size = tokens._bpe_count_memo.cache_info().currsize
+def test_long_texts_use_the_small_block_memo():
+    """Texts past MEMO_MAX_CHARS (whole blocks) go to the small block memo, not the line memo."""
+    text = "a long block " * (tokens.MEMO_MAX_CHARS // 10)
+    lines = tokens._bpe_count_memo.cache_info().currsize
     assert count_tokens(text) == _encoded(text)
-    assert tokens._bpe_count_memo.cache_info().currsize == size
+    hits = tokens._bpe_count_block_memo.cache_info().hits
+    assert count_tokens(text) == _encoded(text)
+    assert tokens._bpe_count_block_memo.cache_info().hits == hits + 1
+    assert tokens._bpe_count_memo.cache_info().currsize == lines
+
+
+def test_huge_texts_are_not_remembered():
+    """Past BLOCK_MEMO_MAX_CHARS nothing is kept."""
+    text = "huge " * (tokens.BLOCK_MEMO_MAX_CHARS // 4)
+    blocks = tokens._bpe_count_block_memo.cache_info().currsize
+    assert count_tokens(text) == _encoded(text)
+    assert tokens._bpe_count_block_memo.cache_info().currsize == blocks
 
 
 def test_message_tokens_add_overhead_and_tool_calls():
