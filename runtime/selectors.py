@@ -115,12 +115,15 @@ def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
     base = _current_facts(context, scope=Fact.Scope.USER, memory_user=context.memory_user).order_by(
         "-valid_from"
     )
-    preferences = list(base.filter(fact_type=Fact.FactType.USER_PREFERENCE).values(*FACT_COLUMNS)[:limit])
-    others = list(base.exclude(fact_type=Fact.FactType.USER_PREFERENCE).values(*FACT_COLUMNS)[:limit])
-    # sorted() is stable: equal confidences keep the newest-first order of the query.
-    facts = sorted(preferences, key=lambda f: -f["effective_confidence"]) + sorted(
-        others, key=lambda f: -f["effective_confidence"]
+    preference = Fact.FactType.USER_PREFERENCE
+    # Both candidate sets in one statement, each read newest first along the index and
+    # appended in that order; the stable sort keeps it among equal confidences.
+    rows = (
+        base.filter(fact_type=preference)
+        .values(*FACT_COLUMNS)[:limit]
+        .union(base.exclude(fact_type=preference).values(*FACT_COLUMNS)[:limit], all=True)
     )
+    facts = sorted(rows, key=lambda f: (f["fact_type"] != preference, -f["effective_confidence"]))
     header = USER_PROFILE_HEADER
     if context.memory_user.display_name:
         header += f"\n- name: {escape_text(context.memory_user.display_name, limit=200)}"
