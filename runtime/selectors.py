@@ -5,10 +5,14 @@ append of the incoming message happens in `runtime.services.context_assemble` fi
 """
 
 import itertools
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from core.errors import ApplicationError
 from core.lib.tokens import count_message_tokens, count_tokens
@@ -65,15 +69,24 @@ class Section:
         }
 
 
+def _fact_value(fact: dict):
+    # Values arrive as JSON text (value_json) and are decoded only for the lines a block
+    # reads: a heavy person's candidates are mostly never rendered.
+    if "value" not in fact:
+        fact["value"] = json.loads(fact["value_json"])
+    return fact["value"]
+
+
 def _fact_line(fact: dict) -> str:
-    return f"- {escape_text(fact['key'], limit=200)}: {escape_text(fact['value'], limit=ITEM_VALUE_CHARS)}"
+    value = escape_text(_fact_value(fact), limit=ITEM_VALUE_CHARS)
+    return f"- {escape_text(fact['key'], limit=200)}: {value}"
 
 
 def _fact_item(fact: dict) -> dict:
     return {
         "id": str(fact["id"]),
         "key": fact["key"],
-        "value": fact["value"],
+        "value": _fact_value(fact),
         "fact_type": fact["fact_type"],
         "confidence": round(fact["effective_confidence"], 4),
     }
@@ -89,10 +102,14 @@ def _current_facts(context: MemoryContext, **filters):
     """Current facts above MIN_FACT_CONFIDENCE (after decay), as dicts: rendering needs five
     columns, and building model instances for hundreds of rows costs more than the query."""
     queryset = Fact.objects.filter(workspace=context.workspace, valid_to__isnull=True, **filters)
-    return with_effective_confidence(queryset).filter(effective_confidence__gte=MIN_FACT_CONFIDENCE)
+    return (
+        with_effective_confidence(queryset)
+        .filter(effective_confidence__gte=MIN_FACT_CONFIDENCE)
+        .annotate(value_json=Cast("value", TextField()))
+    )
 
 
-FACT_COLUMNS = ("id", "key", "value", "fact_type", "effective_confidence")
+FACT_COLUMNS = ("id", "key", "value_json", "fact_type", "effective_confidence")
 # Session facts are fetched for at least this many tokens, so a re-render with the summary
 # moved in (a larger cap) can reuse them.
 SESSION_FACTS_TOKENS = 1000

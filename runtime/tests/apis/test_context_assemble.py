@@ -57,6 +57,20 @@ class ContextAssembleTests(MemoryTestCase):
         assert body["tokens"] <= body["token_budget"] == 4000
         assert body["system_prompt"].startswith("<user-profile>")
 
+    def test_structured_values_render_compact_and_come_back_decoded(self):
+        """A JSON object or number value is one compact line in the block and itself in items."""
+        user_fact(
+            self.workspace, self.person, "seat", {"side": "window", "row": 12}, fact_type="user_preference"
+        )
+        user_fact(self.workspace, self.person, "shoe_size", 38, fact_type="user_preference")
+        response = self.post(memory_user=str(self.person.pk), thread=str(self.thread.pk), message="hi")
+        profile = response.json()["user_profile"]
+        # PostgreSQL's jsonb keeps keys shortest first.
+        assert '- seat: {"row": 12, "side": "window"}' in profile["text"]
+        assert "- shoe_size: 38" in profile["text"]
+        items = {item["key"]: item["value"] for item in profile["items"]}
+        assert items["seat"] == {"side": "window", "row": 12} and items["shoe_size"] == 38
+
     def test_budget_is_never_exceeded(self):
         """Whatever the budget, the parts sum to at most it, and each block to at most its cap."""
         for budget in (100, 150, 300, 700, 1500, 5000, 20000):
