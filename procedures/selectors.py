@@ -1,8 +1,11 @@
 """Reads of procedures, and `procedure_match`: which procedures fire for a goal."""
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 
-from django.db.models import Q
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
 
 from core.access import Principal
 from core.errors import NotFoundError
@@ -81,6 +84,13 @@ def _phrases_in(goal: str, phrases: list) -> list:
     return [p for p in phrases if p.lower() in goal]
 
 
+@lru_cache(maxsize=4096)
+def _conditions_parse(text: str | None) -> dict:
+    # The same few hundred conditions are read on every turn: parsed once per process (by
+    # their JSON text, so an edit is a new entry). The result is shared: read it only.
+    return (json.loads(text) if text else None) or {}
+
+
 def _conditions_fire(conditions: dict, *, goal: str, agent_slug: str | None, context: dict):
     """(fires, score, matched condition names). The score rewards specific conditions:
     each matched goal phrase 2, each satisfied agent/channel/context condition 1."""
@@ -134,14 +144,15 @@ def procedure_match(
         .active()
         .for_agent(agent)
         .order_by("-times_used")
-        .values_list("pk", "trigger_conditions", "success_count", "failure_count", "times_used", "name")[
+        .annotate(conditions_json=Cast("trigger_conditions", TextField()))
+        .values_list("pk", "conditions_json", "success_count", "failure_count", "times_used", "name")[
             :MATCH_CANDIDATE_LIMIT
         ]
     )
     fired = []
-    for pk, conditions, successes, failures, times_used, name in candidates:
+    for pk, conditions_json, successes, failures, times_used, name in candidates:
         fires, score, matched = _conditions_fire(
-            conditions or {}, goal=goal, agent_slug=agent_slug, context=context
+            _conditions_parse(conditions_json), goal=goal, agent_slug=agent_slug, context=context
         )
         if fires:
             smoothed = (successes + 1) / (successes + failures + 2)
