@@ -99,8 +99,34 @@ def api_key_list(*, workspace):
     return ApiKey.objects.filter(workspace=workspace).select_related("agent").order_by("-created_at")
 
 
+# Endpoints per (workspace, purpose), kept per process for settings.PROVIDER_CACHE_SECONDS:
+# every context assembly and search looks up the embedding endpoint (~1 ms with the
+# decryption); provider_credential_set clears it, other processes see a change within the TTL.
+_provider_cache: dict = {}
+_PROVIDER_CACHE_MAX = 10_000
+
+
+def provider_cache_clear() -> None:
+    _provider_cache.clear()
+
+
 def provider_credential_get(*, workspace, purpose: str) -> dict | None:
     """The workspace's endpoint for `purpose` with its key decrypted, else the settings' one."""
+    ttl = settings.PROVIDER_CACHE_SECONDS
+    key = (getattr(workspace, "pk", workspace), purpose)
+    clock = time.monotonic()
+    cached = _provider_cache.get(key) if ttl > 0 else None
+    if cached is not None and clock - cached[0] < ttl:
+        return dict(cached[1]) if cached[1] is not None else None
+    endpoint = _provider_credential_read(workspace=workspace, purpose=purpose)
+    if ttl > 0:
+        if len(_provider_cache) >= _PROVIDER_CACHE_MAX:
+            _provider_cache.clear()
+        _provider_cache[key] = (clock, endpoint)
+    return dict(endpoint) if endpoint is not None else None
+
+
+def _provider_credential_read(*, workspace, purpose: str) -> dict | None:
     credential = ProviderCredential.objects.filter(workspace=workspace, purpose=purpose).first()
     if credential is not None:
         return {

@@ -9,7 +9,7 @@ from core.errors import ApplicationError, ConflictError
 from core.lib.crypto import encrypt
 from core.memory_settings import memory_settings_validate
 from core.models import Agent, ApiKey, AuditEvent, Membership, ProviderCredential, WorkerHeartbeat, Workspace
-from core.selectors import api_key_cache_clear, api_key_hash
+from core.selectors import api_key_cache_clear, api_key_hash, provider_cache_clear
 
 WORKSPACE_EXISTS = "A workspace with this name already exists."
 AGENT_EXISTS = "An agent with this slug already exists in the workspace."
@@ -146,6 +146,7 @@ def provider_credential_set(
         credential.api_key_encrypted = encrypt(api_key)
     credential.full_clean(validate_unique=False, validate_constraints=False)
     credential.save()
+    provider_cache_clear()
     return credential
 
 

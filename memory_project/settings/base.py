@@ -137,6 +137,8 @@ LOGOUT_REDIRECT_URL = "login"
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 5 * 1024 * 1024)
 # Seconds a web process trusts an API key it has authenticated before looking it up again.
 API_KEY_CACHE_SECONDS = env_float("API_KEY_CACHE_SECONDS", 5.0)
+# Seconds a process keeps a workspace's LLM / embedding endpoint before reading it again.
+PROVIDER_CACHE_SECONDS = env_float("PROVIDER_CACHE_SECONDS", 5.0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 
 REST_FRAMEWORK = {

@@ -16,6 +16,7 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 # Tasks run inline in unit tests; core/tests/test_worker.py runs a real worker on a real broker.
 # Every test sees key changes at once (revocation by update(), expiry moved back).
 API_KEY_CACHE_SECONDS = 0
+PROVIDER_CACHE_SECONDS = 0
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_URL = "memory://"
