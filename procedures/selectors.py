@@ -4,7 +4,8 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 
-from django.db.models import Q, TextField
+from django.db.models import BooleanField, Q, TextField
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from core.access import Principal
@@ -127,6 +128,25 @@ def _conditions_fire(conditions: dict, *, goal: str, agent_slug: str | None, con
     return True, score, matched
 
 
+# Candidates with a `goal_contains` condition come back only when one of its phrases occurs
+# in the (lowercased) goal, so a workspace with thousands of procedures does not ship and
+# evaluate them all on every turn. Evaluated for ASCII phrases with an ASCII-only lowercase
+# (the same as Python's, whatever the database's locale); a phrase with other characters
+# always passes, and every returned candidate is checked exactly by _conditions_fire.
+GOAL_PREFILTER_SQL = """
+    CASE WHEN jsonb_typeof("procedures_procedure"."trigger_conditions" -> 'goal_contains') = 'array'
+    THEN EXISTS (
+        SELECT 1
+        FROM jsonb_array_elements_text(
+            "procedures_procedure"."trigger_conditions" -> 'goal_contains'
+        ) AS phrase
+        WHERE octet_length(phrase) <> char_length(phrase)
+           OR strpos(%s, translate(phrase, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')) > 0
+    )
+    ELSE TRUE END
+"""
+
+
 def procedure_match(
     *, workspace, goal: str, agent=None, context: dict | None = None, limit: int = 10
 ) -> list:
@@ -143,6 +163,7 @@ def procedure_match(
         Procedure.objects.filter(workspace=workspace)
         .active()
         .for_agent(agent)
+        .filter(RawSQL(GOAL_PREFILTER_SQL, [goal], output_field=BooleanField()))
         .order_by("-times_used")
         .annotate(conditions_json=Cast("trigger_conditions", TextField()))
         .values_list("pk", "conditions_json", "success_count", "failure_count", "times_used", "name")[
