@@ -28,7 +28,7 @@ import time
 import uuid
 from datetime import timedelta
 
-from bench.harness import print_table, setup_django, summarize, write_json
+from bench.harness import machine_reference_ms, print_table, setup_django, summarize, write_json
 
 WORDS = [
     *("lisbon", "porto", "flight", "window", "seat", "vegetarian", "meal", "invoice", "budget"),
@@ -286,11 +286,13 @@ def main() -> None:
         http.append((time.perf_counter() - started) * 1000 - response.json()["timings_ms"]["query_embedding"])
     rows.append(("POST /api/v1/context/ (test client), excl. embed", summarize(http)))
 
+    results["machine_reference_ms"] = reference = machine_reference_ms()
     print_table(
         f"Context assembly: {args.facts} facts, {args.entries} entries, {args.messages}-message thread, "
         f"budget {args.budget}, parallel workers {settings.CONTEXT_PARALLEL_WORKERS}",
         rows,
     )
+    print(f"machine reference: {reference} ms (bench.harness.machine_reference_ms; higher is slower)")
     print(
         f"tokens of the last context: {last.tokens} / {args.budget}; "
         f"over budget: {over_budget} of {args.repeat}; "

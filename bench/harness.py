@@ -69,6 +69,31 @@ def measure(fn, *, repeat: int, warmup: int = 5) -> dict:
     return summarize(samples)
 
 
+def machine_reference_ms() -> float:
+    """Median time of a fixed pure-Python workload (arithmetic, dict building, JSON).
+
+    The shared 2-core machines here run the same code up to ~1.6x slower at some times than
+    at others; printing this beside a run says which kind of period it was measured in.
+    """
+    import gc
+
+    samples = []
+    enabled = gc.isenabled()
+    gc.disable()  # A process holding a model has a large heap: collections would dominate.
+    try:
+        for _ in range(5):
+            start = time.perf_counter()
+            total = 0
+            for i in range(1_000_000):
+                total += i * i % 7
+            json.loads(json.dumps({str(i): i for i in range(100_000)}))
+            samples.append((time.perf_counter() - start) * 1000)
+    finally:
+        if enabled:
+            gc.enable()
+    return round(statistics.median(samples), 1)
+
+
 def write_json(path: str | None, payload: dict) -> None:
     if path:
         with open(path, "w") as handle:
