@@ -78,8 +78,11 @@ def _fact_value(fact: dict):
 
 
 def _fact_line(fact: dict) -> str:
-    value = escape_text(_fact_value(fact), limit=ITEM_VALUE_CHARS)
-    return f"- {escape_text(fact['key'], limit=200)}: {value}"
+    # Kept on the row: <session-memory> renders its candidates again when the summary moves in.
+    if "line" not in fact:
+        value = escape_text(_fact_value(fact), limit=ITEM_VALUE_CHARS)
+        fact["line"] = f"- {escape_text(fact['key'], limit=200)}: {value}"
+    return fact["line"]
 
 
 def _fact_item(fact: dict) -> dict:
