@@ -170,8 +170,8 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False) -> str:
     scope: a term common in this person's history weighs little.
 
     `materialized=False` lets PostgreSQL push the match into the scope query (a stored
-    tsvector with a GIN index); `materialized=True` analyses each row once when the
-    tsvectors are computed at query time.
+    tsvector with a GIN index); `materialized=True` reads the scope once, for a scope query
+    that is costly to repeat (a join, or tsvectors computed at query time).
     """
     cte = "MATERIALIZED" if materialized else "NOT MATERIALIZED"
     return f"""
@@ -193,8 +193,12 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False) -> str:
         hits AS (
             SELECT m.id, u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,
                    length(m.tsv)::float8 AS dl
-            FROM matched m CROSS JOIN LATERAL unnest(m.tsv) u
-            WHERE u.lexeme IN (SELECT lexeme FROM q)
+            -- Only the query's lexemes are unnested: setweight marks them A in the stored
+            -- vector (whose lexemes all carry the default weight D) and ts_filter keeps
+            -- those, instead of expanding every lexeme of every matched row.
+            FROM matched m CROSS JOIN LATERAL unnest(
+                ts_filter(setweight(m.tsv, 'A', ARRAY(SELECT lexeme FROM q)), '{{a}}')
+            ) u
         ),
         df AS (SELECT lexeme, count(*)::float8 AS df FROM hits GROUP BY lexeme)
         SELECT h.id, sum(
@@ -203,7 +207,7 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False) -> str:
         ) AS score
         FROM hits h JOIN df USING (lexeme) CROSS JOIN stats
         GROUP BY h.id
-        ORDER BY score DESC
+        ORDER BY score DESC, h.id
         LIMIT %(limit)s
     """
 
@@ -324,7 +328,7 @@ class Corpus:
     describe_sql: str
     params: dict
     has_context: bool = False
-    # True when `lexical_scope_sql` computes its tsvectors (see bm25_sql).
+    # True when `lexical_scope_sql` is costly to run more than once (see bm25_sql).
     lexical_materialized: bool = False
 
 
