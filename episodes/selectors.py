@@ -1,8 +1,7 @@
 """Reads of episode records (the records of past runs; episodic entries live in entry_*.py)."""
 
-from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
-from django.db.models import TextField
-from django.db.models.functions import Cast
+from django.db.models import BooleanField, FloatField
+from django.db.models.expressions import RawSQL
 
 from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
@@ -10,9 +9,6 @@ from episodes.filters import EpisodeFilter
 from episodes.models import Episode
 
 EPISODE_NOT_FOUND = "Episode not found."
-# Full-text search over episodes runs without an index (see docs/global-memory.md), so it
-# ranks only the most recent episodes in scope: 5,000 rows ~ 30 ms on the dev box.
-EPISODE_SEARCH_WINDOW = 5000
 
 
 def episode_scope(principal: Principal):
@@ -40,25 +36,19 @@ def episode_list(*, principal: Principal, filters=None):
 
 def episode_search(*, workspace, query: str, agent=None, memory_user=None, limit: int = 10) -> list:
     """Episodes whose trigger, input, output, error or feedback match `query` (websearch
-    syntax), best rank first, among the most recent EPISODE_SEARCH_WINDOW in scope."""
-    recent = Episode.objects.filter(workspace=workspace)
+    syntax), best rank first, then most recent.
+
+    Matching and ranking read `episodes_episode.search_tsv` (episodes migration 0004: a
+    stored, weighted tsvector with a GIN index; a column, not a model field)."""
+    episodes = Episode.objects.filter(workspace=workspace)
     if agent is not None:
-        recent = recent.filter(agent=agent)
+        episodes = episodes.filter(agent=agent)
     if memory_user is not None:
-        recent = recent.filter(memory_user=memory_user)
-    window = recent.order_by("-started_at").values("pk")[:EPISODE_SEARCH_WINDOW]
-    vector = (
-        SearchVector("trigger_type", weight="A", config="english")
-        + SearchVector(Cast("input", TextField()), weight="B", config="english")
-        + SearchVector(Cast("final_output", TextField()), weight="B", config="english")
-        + SearchVector("error", weight="B", config="english")
-        + SearchVector("feedback_comment", weight="C", config="english")
-    )
-    search = SearchQuery(query, search_type="websearch", config="english")
+        episodes = episodes.filter(memory_user=memory_user)
+    tsquery = "websearch_to_tsquery('english'::regconfig, %s)"
     return list(
-        Episode.objects.filter(pk__in=window)
-        .annotate(rank=SearchRank(vector, search))
-        .filter(rank__gt=0)
+        episodes.filter(RawSQL(f'"episodes_episode"."search_tsv" @@ {tsquery}', [query], BooleanField()))
+        .annotate(rank=RawSQL(f'ts_rank("episodes_episode"."search_tsv", {tsquery})', [query], FloatField()))
         .select_related("agent", "memory_user", "thread")
         .order_by("-rank", "-started_at")[:limit]
     )
