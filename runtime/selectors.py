@@ -511,29 +511,46 @@ def _parallel_enabled() -> bool:
 
 
 _executor = None
+_executor_slots = None
 _executor_lock = threading.Lock()
 
 
-def _pool():
-    global _executor
+def _pool() -> tuple[ThreadPoolExecutor, threading.Semaphore]:
+    global _executor, _executor_slots
     from django.conf import settings
 
     with _executor_lock:
         if _executor is None:
-            _executor = ThreadPoolExecutor(
-                max_workers=settings.CONTEXT_PARALLEL_WORKERS, thread_name_prefix="context-part"
-            )
-    return _executor
+            workers = settings.CONTEXT_PARALLEL_WORKERS
+            _executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="context-part")
+            _executor_slots = threading.Semaphore(workers)
+    return _executor, _executor_slots
 
 
-def _in_pool_thread(fn, kwargs):
+def _submit(fn, kwargs):
+    """The part's future when a pool thread is free, else None (run it inline): with several
+    requests at once (gunicorn threads), a part must not queue behind other requests'."""
+    executor, slots = _pool()
+    if not slots.acquire(blocking=False):
+        return None
+    try:
+        return executor.submit(_in_pool_thread, fn, kwargs, slots)
+    except BaseException:
+        slots.release()
+        raise
+
+
+def _in_pool_thread(fn, kwargs, slots):
     from django.db import close_old_connections
 
-    # Pool threads keep one connection each across requests; this applies CONN_MAX_AGE and
-    # the health check the request cycle applies to request threads.
-    close_old_connections()
-    started = time.perf_counter()
-    return fn(**kwargs), round((time.perf_counter() - started) * 1000, 3)
+    try:
+        # Pool threads keep one connection each across requests; this applies CONN_MAX_AGE
+        # and the health check the request cycle applies to request threads.
+        close_old_connections()
+        started = time.perf_counter()
+        return fn(**kwargs), round((time.perf_counter() - started) * 1000, 3)
+    finally:
+        slots.release()
 
 
 # Parts that are mostly database time (the episodic search, the history window): with a
@@ -543,13 +560,15 @@ BACKGROUND_PARTS = ("memory", "history")
 
 
 def _run_parts(jobs: dict, *, parallel: bool) -> tuple[dict, dict]:
-    """Run the independent parts; with `parallel`, BACKGROUND_PARTS on the pool meanwhile."""
+    """Run the independent parts; with `parallel`, BACKGROUND_PARTS on the pool meanwhile
+    (those that find no free pool thread run in the calling thread like the others)."""
     results, timings, futures = {}, {}, {}
     if parallel:
         for name in BACKGROUND_PARTS:
             if name in jobs:
-                fn, kwargs = jobs[name]
-                futures[name] = _pool().submit(_in_pool_thread, fn, kwargs)
+                future = _submit(*jobs[name])
+                if future is not None:
+                    futures[name] = future
     for name, (fn, kwargs) in jobs.items():
         if name in futures:
             continue

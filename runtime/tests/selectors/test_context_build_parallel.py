@@ -40,21 +40,47 @@ class ParallelContextBuildTests(TransactionTestCase):
         """Memory and history read on the pool: same blocks, same window, same budget."""
         with override_settings(CONTEXT_PARALLEL_WORKERS=0):
             sequential = self.build()
-        seen = []
-        original = selectors._in_pool_thread
-
-        def recording(fn, kwargs):
-            seen.append((fn.__name__, threading.current_thread().name))
-            return original(fn, kwargs)
-
-        selectors._in_pool_thread = recording
-        self.addCleanup(setattr, selectors, "_in_pool_thread", original)
+        seen = self.record_pool_parts()
         with override_settings(CONTEXT_PARALLEL_WORKERS=2):
             parallel = self.build()
         assert sorted(name for name, _ in seen) == ["_history", "context_memory"]
         assert all(thread.startswith("context-part") for _, thread in seen)
         assert "refund for the kettle" in parallel.sections["memory"].text
+        self.assert_same(parallel, sequential)
+
+    def test_parts_run_inline_when_the_pool_is_busy(self):
+        """With every pool thread taken by other requests, nothing queues: the request's own
+        thread reads the parts, with the same result."""
+        with override_settings(CONTEXT_PARALLEL_WORKERS=0):
+            sequential = self.build()
+        seen = self.record_pool_parts()
+        with override_settings(CONTEXT_PARALLEL_WORKERS=2):
+            _, slots = selectors._pool()
+            taken = 0
+            while slots.acquire(blocking=False):
+                taken += 1
+            try:
+                busy = self.build()
+            finally:
+                for _ in range(taken):
+                    slots.release()
+        assert taken >= 1 and seen == []
+        self.assert_same(busy, sequential)
+
+    def record_pool_parts(self):
+        seen = []
+        original = selectors._in_pool_thread
+
+        def recording(fn, kwargs, slots):
+            seen.append((fn.__name__, threading.current_thread().name))
+            return original(fn, kwargs, slots)
+
+        selectors._in_pool_thread = recording
+        self.addCleanup(setattr, selectors, "_in_pool_thread", original)
+        return seen
+
+    def assert_same(self, context, sequential):
         for name in selectors.SECTIONS[:-1]:
-            assert parallel.sections[name].text == sequential.sections[name].text, name
-        assert parallel.history["message_ids"] == sequential.history["message_ids"]
-        assert parallel.tokens == sequential.tokens <= 1500
+            assert context.sections[name].text == sequential.sections[name].text, name
+        assert context.history["message_ids"] == sequential.history["message_ids"]
+        assert context.tokens == sequential.tokens <= 1500
