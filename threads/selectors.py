@@ -345,7 +345,17 @@ RECALLED_HEADER = (
 )
 
 
-def _recalled_section(*, thread, query: str, exclude_ids, top_k: int, max_tokens: int, system_as: str):
+def _recalled_section(
+    *,
+    thread,
+    query: str,
+    exclude_ids,
+    top_k: int,
+    max_tokens: int,
+    system_as: str,
+    query_vector: list | None = None,
+    model: str | None = None,
+):
     """The recalled block: (hits as dicts, the chat message carrying them, its tokens).
 
     Stored text is escaped so a recalled message can never close the block or pose as
@@ -362,6 +372,8 @@ def _recalled_section(*, thread, query: str, exclude_ids, top_k: int, max_tokens
         query=query,
         exclude_message_ids=exclude_ids,
         top_k=top_k,
+        query_vector=query_vector,
+        model=model,
     )
     hits, lines = [], []
     used = count_tokens(RECALLED_HEADER) + 8
@@ -410,6 +422,8 @@ def message_history_window(
     system_as: str = "system",
     semantic_recall: bool | None = None,
     recall_query: str | None = None,
+    recall_vector: list | None = None,
+    recall_model: str | None = None,
 ) -> HistoryWindow:
     """The messages to send to the model for the branch ending at `leaf`.
 
@@ -425,8 +439,10 @@ def message_history_window(
        its tokens count against `max_tokens`.
     5. With semantic recall (the agent's `semantic_recall`, or `semantic_recall=True`), the
        `semantic_recall_top_k` older messages of the same person's threads most related to
-       `recall_query` (default: the newest user message) come next, in one clearly marked
-       block, and their tokens count against `max_tokens` too (at most a quarter of it).
+       `recall_query` (default: the newest user message; cut to EPISODIC_QUERY_MAX_LENGTH
+       characters) come next, in one clearly marked block, and their tokens count against
+       `max_tokens` too (at most a quarter of it). `recall_vector` / `recall_model`, the
+       query's embedding when the caller already has it, save embedding it again.
 
     Reads a handful of rows, never the whole thread: one query for the leaf, one
     O(log n) ancestor lookup for the summary, one bounded walk.
@@ -483,6 +499,7 @@ def message_history_window(
     wants_recall = agent_settings.semantic_recall if semantic_recall is None else semantic_recall
     if wants_recall and thread.memory_user_id and not scope:
         query = recall_query or next((r["content"] for r in rows if r["role"] == "user" and r["content"]), "")
+        query = query.strip()[: settings.EPISODIC_QUERY_MAX_LENGTH]
         if query:
             recalled, recalled_message, recalled_tokens = _recalled_section(
                 thread=thread,
@@ -491,6 +508,8 @@ def message_history_window(
                 top_k=agent_settings.semantic_recall_top_k,
                 max_tokens=max_tokens // 4,
                 system_as=system_as,
+                query_vector=recall_vector if recall_query else None,
+                model=recall_model if recall_query else None,
             )
 
     budget = max_tokens - summary_tokens - recalled_tokens

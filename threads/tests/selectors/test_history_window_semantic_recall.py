@@ -80,3 +80,30 @@ class HistoryWindowSemanticRecallTests(MemoryTestCase):
         assert str(self.old[0].pk) in [hit["id"] for hit in response.json()["recalled"]]
         off = self.api().get(f"/api/v1/threads/{self.thread.pk}/history/", {"semantic_recall": "false"})
         assert off.json()["recalled"] == []
+
+    def test_a_long_newest_message_still_recalls(self):
+        """A user message longer than a search query may be is cut to the query limit, not an error."""
+        from django.conf import settings
+
+        long_question = "Does my dog Biscuit like swimming? " * (settings.EPISODIC_QUERY_MAX_LENGTH // 20)
+        with self.captureOnCommitCallbacks(execute=True):
+            append(self.thread, ("user", long_question))
+        window = message_history_window(thread=self.thread)
+        assert str(self.old[0].pk) in [hit["id"] for hit in window.recalled]
+
+    def test_a_given_query_vector_is_used_instead_of_embedding_again(self):
+        """The context passes the vector it already computed for the same text."""
+        from unittest import mock
+
+        from core.embeddings import embedding_provider_for
+
+        provider = embedding_provider_for(self.workspace)
+        vector = provider.embed(["my dog Biscuit"])[0]
+        with mock.patch.object(type(provider), "embed", side_effect=AssertionError("embedded again")):
+            window = message_history_window(
+                thread=self.thread,
+                recall_query="my dog Biscuit",
+                recall_vector=vector,
+                recall_model=provider.model_name,
+            )
+        assert str(self.old[0].pk) in [hit["id"] for hit in window.recalled]
