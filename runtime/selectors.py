@@ -434,7 +434,10 @@ def context_build(
     if parallel and "history" in wanted:
         # The window is read at the same time as the blocks, for every token they might leave
         # unused, then cut from its oldest end to what they actually left (below).
-        jobs["history"] = (_history, {"context": context, "node": node, "max_tokens": available})
+        jobs["history"] = (
+            _history,
+            {"context": context, "node": node, "max_tokens": available, "message": message, "query": query},
+        )
     parts, timings = _run_parts(jobs, parallel=parallel)
     sections = {name: parts[name] for name in ("user_profile", "memory", "procedures", "session_memory")}
     plan = sections["session_memory"].plan
@@ -448,7 +451,7 @@ def context_build(
             history = _trim_history(history, history["tokens"] - remaining)
     else:
         started = time.perf_counter()
-        history = _history(context=context, node=node, max_tokens=remaining)
+        history = _history(context=context, node=node, max_tokens=remaining, message=message, query=query)
         timings["history"] = round((time.perf_counter() - started) * 1000, 3)
 
     if (
@@ -601,12 +604,21 @@ def _no_history() -> dict:
     }
 
 
-def _history(*, context: MemoryContext, node: str | None, max_tokens: int) -> dict:
+def _history(
+    *, context: MemoryContext, node: str | None, max_tokens: int, message: str = "", query=None
+) -> dict:
+    """The history window; with semantic recall on, older messages related to the incoming
+    `message` (reusing the `<memory>` query's vector when there is one)."""
     if context.thread is None or max_tokens <= 0:
         return _no_history()
     from threads.selectors import message_history_window
 
-    window = message_history_window(thread=context.thread, node=node, max_tokens=max_tokens)
+    recall = {}
+    if query is not None:
+        recall = {"recall_query": query.text, "recall_vector": query.vector, "recall_model": query.model}
+    elif message.strip():
+        recall = {"recall_query": message}
+    window = message_history_window(thread=context.thread, node=node, max_tokens=max_tokens, **recall)
     data = window.as_dict()
     data.pop("summary_id", None)
     data.pop("max_tokens", None)

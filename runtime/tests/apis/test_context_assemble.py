@@ -7,7 +7,7 @@ from core.testing import MemoryTestCase
 from procedures.services import procedure_create
 from runtime.tests.factories import conversation, person, session_fact, user_fact
 from threads.models import Message
-from threads.services import thread_create, thread_plan_set
+from threads.services import thread_append_messages, thread_create, thread_plan_set
 
 URL = reverse("api:runtime:context")
 
@@ -248,3 +248,26 @@ class ContextAssembleTests(MemoryTestCase):
         agent_update(agent=self.agent, memory_settings={"auto_inject": False})
         body = self.post(memory_user=str(self.person.pk), message="anything").json()
         assert body["memory"]["text"] == "" and body["memory"]["items"] == []
+
+    def test_semantic_recall_follows_the_incoming_message_with_one_embedding(self):
+        """With semantic recall on, older messages related to the incoming message join the
+        history, and the query is embedded once for both <memory> and the recall."""
+        from unittest import mock
+
+        from core.embeddings import LocalEmbeddingProvider
+        from core.services import agent_update
+
+        agent_update(agent=self.agent, memory_settings={"semantic_recall": True})
+        older = thread_create(workspace=self.workspace, agent=self.agent, memory_user=self.person)
+        with self.captureOnCommitCallbacks(execute=True):
+            thread_append_messages(
+                thread=older,
+                messages=[{"role": "user", "content": "My dog Biscuit is a golden retriever."}],
+            )
+        original = LocalEmbeddingProvider.embed
+        with mock.patch.object(LocalEmbeddingProvider, "embed", autospec=True, side_effect=original) as embed:
+            body = self.post(
+                memory_user=str(self.person.pk), thread=str(self.thread.pk), message="What breed is Biscuit?"
+            ).json()
+        assert embed.call_count == 1
+        assert any("golden retriever" in hit["content"] for hit in body["history"]["recalled"])
