@@ -22,6 +22,7 @@ z-score fusion of the same two channels (docs/episodic.md).
 """
 
 import math
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -266,8 +267,6 @@ def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str) -> int:
     plan at once; one that shrinks under the threshold by deletions keeps the HNSW plan
     for at most that long, which still answers, only approximately.
     """
-    import time
-
     key = (corpus.scope_size_sql, repr(sorted(corpus.params.items())), model)
     now = time.monotonic()
     cached = _scope_sizes.get(key)
