@@ -267,7 +267,9 @@ def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str) -> int:
     plan at once; one that shrinks under the threshold by deletions keeps the HNSW plan
     for at most that long, which still answers, only approximately.
     """
-    key = (corpus.scope_size_sql, repr(sorted(corpus.params.items())), model)
+    # Keyed by the parameters the count uses (not, say, the ids a search excludes).
+    used = sorted((k, v) for k, v in corpus.params.items() if f"%({k})s" in corpus.scope_size_sql)
+    key = (corpus.scope_size_sql, repr(used), model)
     now = time.monotonic()
     cached = _scope_sizes.get(key)
     fresh = cached is not None and now - cached[0] < settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS

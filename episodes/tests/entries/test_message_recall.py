@@ -81,3 +81,21 @@ class MessageRecallTests(MemoryTestCase):
             message_embed_sweep_task.apply()
         assert message_embed_sweep(limit=100) == []
         assert MessageEmbedding.objects.count() == 4
+
+    def test_a_large_scope_is_counted_once_whatever_a_search_excludes(self):
+        """The scope-size memo is keyed by what the count reads, not by the excluded ids,
+        which change on every turn."""
+        from django.db import connection
+        from django.test import override_settings
+        from django.test.utils import CaptureQueriesContext
+
+        from core import ranking
+
+        message_embed_batch(message_ids=[m.pk for m in self.old + self.new])
+        ranking._scope_sizes.clear()
+        self.addCleanup(ranking._scope_sizes.clear)
+        with override_settings(EPISODIC_EXACT_SCOPE_MAX=1), CaptureQueriesContext(connection) as queries:
+            self.search("Alps tent")
+            self.search("Alps tent", exclude_message_ids=[self.old[0].pk])
+        size_count = "SELECT count(*) FROM (SELECT 1 FROM episodes_messageembedding"
+        assert len([q for q in queries if size_count in q["sql"]]) == 1
