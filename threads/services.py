@@ -49,12 +49,10 @@ COMPACTION_REQUEST_TTL = timedelta(minutes=10)
 
 
 def memory_user_canonical(memory_user):
-    """Follow `merged_into` to the user a merged identity now belongs to."""
-    hops = 0
-    while memory_user is not None and memory_user.merged_into_id and hops < 16:
-        memory_user = memory_user.merged_into
-        hops += 1
-    return memory_user
+    """The user a merged identity now belongs to (None stays None)."""
+    from identities.selectors import memory_user_resolve_merged
+
+    return None if memory_user is None else memory_user_resolve_merged(memory_user=memory_user)
 
 
 def thread_create(
