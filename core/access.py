@@ -3,14 +3,25 @@
 A `Principal` is built from an API key (REST) or from an operator's membership (browser).
 Objects outside the principal's workspace, or of another agent for an agent-bound key,
 are reported as 404, never 403.
+
+The rule for agent-bound keys: such a key reads and changes only rows of its agent; rows
+of the workspace as a whole (memory users, user- and global-scope facts) are visible to it.
+Ids named in a request body or query string are resolved through the same scope
+(`references_resolve`), so an id out of scope answers exactly like one that does not exist.
+Erasing, merging and editing a person are workspace-level acts (`require_workspace_key`).
 """
 
 from dataclasses import dataclass
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
 
 from core.errors import AGENT_REQUIRED, READ_ONLY_KEY, ApplicationError, NotFoundError
 from core.models import Agent, ApiKey, Membership, Workspace
+
+WORKSPACE_KEY_REQUIRED = (
+    "This API key is bound to an agent: editing, merging or erasing a person needs a workspace-wide key."
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,12 @@ def require_write(principal: Principal) -> None:
         raise ApplicationError(READ_ONLY_KEY, code="read_only", status_code=403)
 
 
+def require_workspace_key(principal: Principal) -> None:
+    """Refuse agent-bound keys: the act reaches rows of every agent of the workspace."""
+    if principal.agent is not None:
+        raise ApplicationError(WORKSPACE_KEY_REQUIRED, code="workspace_key_required", status_code=403)
+
+
 def scope_to_principal(queryset: QuerySet, principal: Principal, *, agent_field: str | None = "agent"):
     """Restrict `queryset` to the principal's workspace and, for agent-bound keys, its agent.
 
@@ -67,6 +84,42 @@ def scope_to_principal(queryset: QuerySet, principal: Principal, *, agent_field:
     if agent_field and principal.agent is not None:
         queryset = queryset.filter(**{agent_field: principal.agent})
     return queryset
+
+
+def references_resolve(
+    queryset: QuerySet, principal: Principal, ids, *, not_found: ApplicationError, agent_field="agent"
+) -> list:
+    """The rows of `queryset` named by `ids`, in that order (duplicates once), that the
+    principal may read, else `not_found` is raised.
+
+    Every id that arrives in a request body or query string is resolved here, through
+    `scope_to_principal` (the scope of a read), so a row of another workspace or agent
+    raises the very error an id that never existed raises: the answer is no existence oracle.
+    """
+    to_python = queryset.model._meta.pk.to_python
+    try:
+        # Parsed the way the column compares, so "ABC…" and "abc…" name one row.
+        ids = list(dict.fromkeys(to_python(pk) for pk in ids))
+    except DjangoValidationError:
+        raise not_found from None
+    if not ids:
+        return []
+    rows = {
+        row.pk: row
+        for row in scope_to_principal(queryset, principal, agent_field=agent_field).filter(pk__in=ids)
+    }
+    if len(rows) != len(ids):
+        raise not_found
+    return [rows[pk] for pk in ids]
+
+
+def reference_resolve(
+    queryset: QuerySet, principal: Principal, pk, *, not_found: ApplicationError, agent_field="agent"
+):
+    """`references_resolve` for one id; None for None."""
+    if pk is None or pk == "":
+        return None
+    return references_resolve(queryset, principal, [pk], not_found=not_found, agent_field=agent_field)[0]
 
 
 def agent_resolve(principal: Principal, slug: str | None, *, create: bool = True) -> Agent:

@@ -4,7 +4,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.access import agent_resolve
+from core.access import agent_resolve, require_workspace_key
 from core.pagination import paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from identities.filters import MemoryUserFilter
@@ -141,6 +141,7 @@ class MemoryUserDetailApi(APIView):
 
     @extend_schema(request=InputSerializer, responses=MemoryUserOutputSerializer)
     def patch(self, request, memory_user_id):
+        require_workspace_key(request.user)
         memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -153,6 +154,7 @@ class MemoryUserDetailApi(APIView):
         description="Right to erasure: deletes everything of this person.",
     )
     def delete(self, request, memory_user_id):
+        require_workspace_key(request.user)
         memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
         return Response(memory_user_erase(memory_user=memory_user, actor=request.user.actor))
 
@@ -170,6 +172,7 @@ class MemoryUserMergeApi(APIView):
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer)
     def post(self, request, memory_user_id):
+        require_workspace_key(request.user)
         source = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -188,6 +191,7 @@ class MemoryUserMergeApi(APIView):
 class MemoryUserBatchDeleteApi(APIView):
     @extend_schema(request=BatchDeleteInputSerializer, responses={200: OpenApiTypes.OBJECT})
     def post(self, request):
+        require_workspace_key(request.user)
         serializer = BatchDeleteInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         return Response(

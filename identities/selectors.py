@@ -22,20 +22,25 @@ def memory_user_resolve_merged(*, memory_user: MemoryUser) -> MemoryUser:
     return memory_user
 
 
-def with_statistics(queryset):
+def with_statistics(queryset, *, principal: Principal | None = None):
     """Annotate thread_count and message_count with correlated subqueries (a join of both
-    would multiply rows) for list pages without N+1."""
+    would multiply rows) for list pages without N+1. With `principal`, only the threads and
+    messages it may read count (an agent-bound key: its agent's)."""
     from threads.models import Message, Thread
 
+    threads, messages = Thread.objects.all(), Message.objects.all()
+    if principal is not None:
+        threads = scope_to_principal(threads, principal)
+        messages = scope_to_principal(messages, principal, agent_field="thread__agent")
     threads = (
-        Thread.objects.filter(memory_user=OuterRef("pk"))
+        threads.filter(memory_user=OuterRef("pk"))
         .order_by()
         .values("memory_user")
         .annotate(n=Count("pk"))
         .values("n")
     )
     messages = (
-        Message.objects.filter(thread__memory_user=OuterRef("pk"))
+        messages.filter(thread__memory_user=OuterRef("pk"))
         .order_by()
         .values("thread__memory_user")
         .annotate(n=Count("pk"))
@@ -53,7 +58,7 @@ def memory_user_scope(principal: Principal):
 
 def memory_user_get(*, principal: Principal, memory_user_id) -> MemoryUser:
     memory_user = (
-        with_statistics(memory_user_scope(principal))
+        with_statistics(memory_user_scope(principal), principal=principal)
         .select_related("merged_into")
         .prefetch_related("identities")
         .filter(pk=memory_user_id)
@@ -68,7 +73,7 @@ def memory_user_list(*, principal: Principal, filters=None):
     from facts.filters import filterset_apply
 
     queryset = memory_user_scope(principal).select_related("merged_into").prefetch_related("identities")
-    return with_statistics(filterset_apply(MemoryUserFilter, filters, queryset))
+    return with_statistics(filterset_apply(MemoryUserFilter, filters, queryset), principal=principal)
 
 
 def memory_user_context(*, memory_user: MemoryUser, agent=None, episodes_limit: int = 5) -> dict:

@@ -1,5 +1,6 @@
 """Writes of memory users: identify, update, merge and erase (the right to erasure)."""
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -7,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 
-from core.access import Principal, scope_to_principal
+from core.access import Principal, references_resolve, require_workspace_key
 from core.errors import ApplicationError, ConflictError, NotFoundError
 from core.models import AuditEvent
 from core.services import audit_record
@@ -58,6 +59,18 @@ def _channel_validate(channel, external_id) -> tuple[str, str]:
     if not external_id or len(external_id) > 255:
         raise _invalid("external_id", EXTERNAL_ID_REQUIRED)
     return channel, external_id
+
+
+def _canonical_id_for(channel: str, external_id: str) -> str:
+    """`<channel>:<external_id>`; when that is longer than the column (a 50-character channel
+    and a 255-character external id are 306), its head and a digest of the whole, so it still
+    fits and still names one identity."""
+    canonical_id = f"{channel}:{external_id}"
+    max_length = MemoryUser._meta.get_field("canonical_id").max_length
+    if len(canonical_id) <= max_length:
+        return canonical_id
+    digest = hashlib.sha256(canonical_id.encode()).hexdigest()[:32]
+    return f"{canonical_id[: max_length - len(digest) - 1]}~{digest}"
 
 
 def _profile_name(profile: dict) -> str:
@@ -176,7 +189,7 @@ def memory_user_identify(
 
 
 def _memory_user_for_new_identity(*, workspace, channel, external_id, profile) -> MemoryUser:
-    canonical_id = f"{channel}:{external_id}"
+    canonical_id = _canonical_id_for(channel, external_id)
     existing = MemoryUser.objects.filter(workspace=workspace, canonical_id=canonical_id).first()
     if existing is not None:
         # The canonical id exists without this identity (created by the API, or its identity
@@ -373,14 +386,17 @@ def memory_user_erase(*, memory_user: MemoryUser, actor: str) -> dict:
 
 
 def memory_user_batch_delete(*, principal: Principal, ids, actor: str | None = None) -> dict:
-    """Erase every memory user in `ids`, or nothing: an unknown id is a 404."""
-    ids = list(dict.fromkeys(ids))
+    """Erase every memory user in `ids`, or nothing: an unknown id is a 404. Erasure reaches
+    every agent's rows, so an agent-bound principal is refused (403)."""
+    require_workspace_key(principal)
     with transaction.atomic():
-        found = list(
-            scope_to_principal(MemoryUser.objects.all(), principal, agent_field=None)
-            .filter(pk__in=ids)
-            .values_list("pk", flat=True)
+        found = references_resolve(
+            MemoryUser.objects.only("pk"),
+            principal,
+            ids,
+            agent_field=None,
+            not_found=NotFoundError(MEMORY_USERS_NOT_FOUND, fields={"ids": ["Unknown id."]}),
         )
-        if len(found) != len(ids):
-            raise NotFoundError(MEMORY_USERS_NOT_FOUND, fields={"ids": ["Unknown id."]})
-        return _memory_users_erase(workspace=principal.workspace, ids=found, actor=actor or principal.actor)
+        return _memory_users_erase(
+            workspace=principal.workspace, ids=[u.pk for u in found], actor=actor or principal.actor
+        )
