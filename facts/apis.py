@@ -5,7 +5,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.access import require_write
+from core.access import reference_resolve, require_write
 from core.errors import NotFoundError
 from core.pagination import paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
@@ -112,23 +112,24 @@ def _remember(request, data) -> tuple[dict, int]:
         thread=data.get("thread"),
         create_agent=True,
     )
-    source_message = source_episode = None
-    if data.get("source_message"):
-        source_message = Message.objects.filter(
-            workspace=principal.workspace, pk=data["source_message"]
-        ).first()
-        if source_message is None:
-            raise NotFoundError(
-                SOURCE_MESSAGE_NOT_FOUND, fields={"source_message": [SOURCE_MESSAGE_NOT_FOUND]}
-            )
-    if data.get("source_episode"):
-        source_episode = Episode.objects.filter(
-            workspace=principal.workspace, pk=data["source_episode"]
-        ).first()
-        if source_episode is None:
-            raise NotFoundError(
-                SOURCE_EPISODE_NOT_FOUND, fields={"source_episode": [SOURCE_EPISODE_NOT_FOUND]}
-            )
+    # Resolved in the key's read scope: another agent's row answers like an unknown id.
+    source_message = reference_resolve(
+        Message.objects.all(),
+        principal,
+        data.get("source_message"),
+        agent_field="thread__agent",
+        not_found=NotFoundError(
+            SOURCE_MESSAGE_NOT_FOUND, fields={"source_message": [SOURCE_MESSAGE_NOT_FOUND]}
+        ),
+    )
+    source_episode = reference_resolve(
+        Episode.objects.all(),
+        principal,
+        data.get("source_episode"),
+        not_found=NotFoundError(
+            SOURCE_EPISODE_NOT_FOUND, fields={"source_episode": [SOURCE_EPISODE_NOT_FOUND]}
+        ),
+    )
     result = fact_remember(
         workspace=principal.workspace,
         key=data["key"],

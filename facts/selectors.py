@@ -10,7 +10,7 @@ from django.db.models import F, FloatField, Q, UUIDField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from core.access import Principal, agent_resolve
+from core.access import Principal, agent_resolve, reference_resolve
 from core.errors import ApplicationError, NotFoundError
 from core.models import Agent
 from facts.filters import FactFilter, filterset_apply
@@ -66,11 +66,14 @@ def memory_context_resolve(
     from threads.models import Thread
 
     workspace = principal.workspace
-    thread_obj = None
-    if thread:
-        thread_obj = Thread.objects.filter(workspace=workspace, pk=thread).select_related("agent").first()
-        if thread_obj is None:
-            raise NotFoundError(THREAD_NOT_FOUND, fields={"thread": [THREAD_NOT_FOUND]})
+    # Resolved in the principal's read scope: another agent's thread answers like an unknown
+    # one (THREAD_OTHER_AGENT below is only for rows the key may read).
+    thread_obj = reference_resolve(
+        Thread.objects.select_related("agent"),
+        principal,
+        thread or None,
+        not_found=NotFoundError(THREAD_NOT_FOUND, fields={"thread": [THREAD_NOT_FOUND]}),
+    )
     agent_obj = None
     if agent or principal.agent is not None:
         agent_obj = agent_resolve(principal, agent, create=create_agent)
@@ -80,9 +83,13 @@ def memory_context_resolve(
         raise NotFoundError(THREAD_NOT_FOUND, fields={"thread": [THREAD_OTHER_AGENT]})
     user_obj = None
     if memory_user:
-        user_obj = MemoryUser.objects.filter(workspace=workspace, pk=memory_user).first()
-        if user_obj is None:
-            raise NotFoundError(MEMORY_USER_NOT_FOUND, fields={"memory_user": [MEMORY_USER_NOT_FOUND]})
+        user_obj = reference_resolve(
+            MemoryUser.objects.all(),
+            principal,
+            memory_user,
+            agent_field=None,
+            not_found=NotFoundError(MEMORY_USER_NOT_FOUND, fields={"memory_user": [MEMORY_USER_NOT_FOUND]}),
+        )
         user_obj = memory_user_resolve_merged(memory_user=user_obj)
     elif thread_obj is not None and thread_obj.memory_user_id:
         user_obj = memory_user_resolve_merged(memory_user=thread_obj.memory_user)
