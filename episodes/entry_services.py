@@ -132,21 +132,35 @@ def entry_embed_batch(*, entry_ids, provider=None) -> int:
 
 
 def _entry_vectors_store(*, entries, vectors, model: str) -> int:
-    rows = [
-        EntryEmbedding(
-            entry=entry,
-            workspace_id=entry.workspace_id,
-            agent_id=entry.agent_id,
-            memory_user_id=entry.memory_user_id,
-            model=model,
-            dimensions=len(vector),
-            embedding=vector,
-        )
-        for entry, vector in zip(entries, vectors, strict=True)
-    ]
+    """Store the vectors of entries still holding the text they were computed from.
+
+    An entry deleted while its vector was computed is skipped (a vector of it would fail
+    the batch at commit, through the deferred foreign key), and so is one whose content was
+    edited meanwhile: the edit dropped its vectors and queued its own embedding.
+    """
     with transaction.atomic():
+        # Locked until the vectors commit, in pk order so that two batches never deadlock.
+        current = dict(
+            EpisodicEntry.objects.filter(pk__in=[e.pk for e in entries])
+            .order_by("pk")
+            .select_for_update(no_key=True)
+            .values_list("pk", "content")
+        )
+        rows = [
+            EntryEmbedding(
+                entry=entry,
+                workspace_id=entry.workspace_id,
+                agent_id=entry.agent_id,
+                memory_user_id=entry.memory_user_id,
+                model=model,
+                dimensions=len(vector),
+                embedding=vector,
+            )
+            for entry, vector in zip(entries, vectors, strict=True)
+            if entry.pk in current and current[entry.pk] == entry_embedding_text(entry)
+        ]
         EntryEmbedding.objects.bulk_create(rows, ignore_conflicts=True)
-        EpisodicEntry.objects.filter(pk__in=[e.pk for e in entries]).update(embedding_model=model)
+        EpisodicEntry.objects.filter(pk__in=[row.entry_id for row in rows]).update(embedding_model=model)
     return len(rows)
 
 
@@ -236,7 +250,18 @@ def message_embed_batch(*, message_ids, provider=None) -> int:
             )
             for m, v, c in zip(todo, plain, context, strict=True)
         ]
-        MessageEmbedding.objects.bulk_create(rows, ignore_conflicts=True)
+        with transaction.atomic():
+            # Messages deleted while the vectors were computed are skipped: a vector of one
+            # would fail the whole batch at commit (deferred foreign key). The lock keeps the
+            # others until their vectors commit; pk order, so two batches never deadlock.
+            alive = set(
+                Message.objects.filter(pk__in=[m.pk for m in todo])
+                .order_by("pk")
+                .select_for_update(no_key=True)
+                .values_list("pk", flat=True)
+            )
+            rows = [row for row in rows if row.message_id in alive]
+            MessageEmbedding.objects.bulk_create(rows, ignore_conflicts=True)
         written += len(rows)
     return written
 
@@ -262,8 +287,21 @@ def _previous_messages(messages) -> dict:
     return {mid: by_id.get(pid) for mid, pid in pairs.items() if pid}
 
 
-def message_embed_sweep(*, limit: int = 500) -> list:
-    """Ids of up to `limit` messages with no vector yet, oldest first.
+def entry_embed_sweep(*, limit: int, before) -> list[str]:
+    """Ids of up to `limit` active entries created before `before` with no vector at all,
+    oldest first: what a lost or failed embedding task left behind."""
+    has_vector = EntryEmbedding.objects.filter(entry=OuterRef("pk"))
+    return [
+        str(pk)
+        for pk in EpisodicEntry.objects.filter(status=EpisodicEntry.Status.ACTIVE, created_at__lt=before)
+        .filter(~Exists(has_vector))
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    ]
+
+
+def message_embed_sweep(*, limit: int = 500, before=None) -> list:
+    """Ids of up to `limit` messages (created before `before`) with no vector yet, oldest first.
 
     Only agents with `semantic_recall` on are swept: embedding every message of every
     agent would spend the workers' CPU on vectors nobody searches.
@@ -277,12 +315,14 @@ def message_embed_sweep(*, limit: int = 500) -> list:
     if not enabled:
         return []
     has_vector = MessageEmbedding.objects.filter(message=OuterRef("pk"))
+    messages = Message.objects.filter(
+        role__in=EMBEDDABLE_ROLES, thread__agent__in=enabled, thread__memory_user__isnull=False
+    )
+    if before is not None:
+        messages = messages.filter(created_at__lt=before)
     return [
         str(pk)
-        for pk in Message.objects.filter(
-            role__in=EMBEDDABLE_ROLES, thread__agent__in=enabled, thread__memory_user__isnull=False
-        )
-        .exclude(content="")
+        for pk in messages.exclude(content="")
         .filter(~Exists(has_vector))
         .order_by("created_at")
         .values_list("pk", flat=True)[:limit]

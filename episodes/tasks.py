@@ -1,25 +1,18 @@
 from celery import shared_task
 
 from core.embeddings import EmbeddingError
-from episodes.entry_services import (
-    entries_reembed,
-    entry_embed_batch,
-    message_embed_batch,
-    message_embed_sweep,
-)
+from episodes.entry_services import entries_reembed, entry_embed_batch, message_embed_batch
 
-# Embedding tasks are idempotent (existing (row, model) vectors are skipped and the unique
-# constraint absorbs races), so acks_late and retries are safe.
+# Embedding tasks are idempotent (existing (row, model) vectors are skipped, rows deleted or
+# edited meanwhile are skipped, and the unique constraint absorbs races), so late
+# acknowledgement (settings) and retries are safe.
 EMBED_RETRY = {
-    "acks_late": True,
     "autoretry_for": (EmbeddingError,),
     "retry_backoff": 10,
     "retry_backoff_max": 600,
     "retry_jitter": True,
     "max_retries": 6,
 }
-# 256 messages per task: about 8 s of local MiniLM on 2 cores (two vectors per message).
-SWEEP_BATCH = 256
 
 
 @shared_task(**EMBED_RETRY)
@@ -32,16 +25,7 @@ def message_embed_task(message_ids: list[str]):
     return message_embed_batch(message_ids=message_ids)
 
 
-@shared_task(acks_late=True)
-def message_embed_sweep_task(limit: int = 2048):
-    """Enqueue embedding of messages that have no vector yet (missed triggers, backfills)."""
-    ids = message_embed_sweep(limit=limit)
-    for start in range(0, len(ids), SWEEP_BATCH):
-        message_embed_task.delay(ids[start : start + SWEEP_BATCH])
-    return len(ids)
-
-
-@shared_task(acks_late=True)
+@shared_task
 def entries_reembed_task(workspace_id: str | None = None):
     from core.models import Workspace
 
@@ -49,6 +33,8 @@ def entries_reembed_task(workspace_id: str | None = None):
     return entries_reembed(workspace=workspace)
 
 
+# The one task that opts out of late acknowledgement (settings.CELERY_TASK_ACKS_LATE): a
+# redelivered extraction would be deduped, but its LLM call would be paid twice.
 @shared_task(acks_late=False)
 def entry_extract_task(
     agent_id: str,
@@ -61,7 +47,6 @@ def entry_extract_task(
     thread_id: str | None = None,
     actor: str = "system",
 ):
-    # Not acks_late: a redelivered extraction would be deduped, but the LLM call is paid twice.
     from core.models import Agent
     from episodes.entry_services import entry_extract
     from identities.models import MemoryUser

@@ -470,10 +470,26 @@ def fact_embedding_text(fact: Fact) -> str:
     return f"{fact.key_normalized}: {value}"
 
 
+def fact_embed_sweep(*, limit: int, before) -> list[str]:
+    """Ids of up to `limit` current facts created before `before` with no vector at all,
+    oldest first: what a lost or failed embedding task left behind."""
+    from django.db.models import Exists, OuterRef
+
+    has_vector = FactEmbedding.objects.filter(fact=OuterRef("pk"))
+    return [
+        str(pk)
+        for pk in Fact.objects.filter(valid_to__isnull=True, created_at__lt=before)
+        .filter(~Exists(has_vector))
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    ]
+
+
 def fact_embed_batch(*, fact_ids, provider=None) -> int:
     """Store vectors for the current facts of `fact_ids` that lack one under their
     workspace's embedding model. Idempotent (existing vectors are skipped; a racing run's
-    rows win through the unique constraint). Returns the rows written."""
+    rows win through the unique constraint); a fact deleted meanwhile is skipped. Returns
+    the rows written."""
     from core.embeddings import embedding_provider_for
 
     facts = list(
@@ -493,18 +509,29 @@ def fact_embed_batch(*, fact_ids, provider=None) -> int:
         if not todo:
             continue
         vectors = group_provider.embed([fact_embedding_text(fact) for fact in todo])
-        rows = FactEmbedding.objects.bulk_create(
-            [
-                FactEmbedding(
-                    fact=fact,
-                    workspace_id=fact.workspace_id,
-                    model=model,
-                    dimensions=len(vector),
-                    embedding=vector,
-                )
-                for fact, vector in zip(todo, vectors, strict=True)
-            ],
-            ignore_conflicts=True,
-        )
+        with transaction.atomic():
+            # Facts deleted while the vectors were computed are skipped: a vector of one would
+            # fail the whole batch at commit (deferred foreign key). The lock keeps the others
+            # until their vectors commit; pk order, so two batches never deadlock.
+            alive = set(
+                Fact.objects.filter(pk__in=[fact.pk for fact in todo])
+                .order_by("pk")
+                .select_for_update(no_key=True)
+                .values_list("pk", flat=True)
+            )
+            rows = FactEmbedding.objects.bulk_create(
+                [
+                    FactEmbedding(
+                        fact=fact,
+                        workspace_id=fact.workspace_id,
+                        model=model,
+                        dimensions=len(vector),
+                        embedding=vector,
+                    )
+                    for fact, vector in zip(todo, vectors, strict=True)
+                    if fact.pk in alive
+                ],
+                ignore_conflicts=True,
+            )
         written += len(rows)
     return written

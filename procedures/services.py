@@ -288,9 +288,29 @@ def procedure_embedding_text(procedure: Procedure) -> str:
     return f"{procedure.name}. {procedure.description} {phrases}".strip()
 
 
+def procedure_embed_sweep(*, limit: int, before) -> list[str]:
+    """Ids of up to `limit` active procedures created before `before` with no vector at all,
+    oldest first: what a lost or failed embedding task left behind."""
+    from django.db.models import Exists, OuterRef
+
+    has_vector = ProcedureEmbedding.objects.filter(procedure=OuterRef("pk"))
+    return [
+        str(pk)
+        for pk in Procedure.objects.filter(is_active=True, created_at__lt=before)
+        .filter(~Exists(has_vector))
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    ]
+
+
 def procedure_embed_batch(*, procedure_ids, provider=None) -> int:
     """(Re-)embed the procedures of `procedure_ids` whose text changed or that have no vector
-    under their workspace's model. Idempotent. Returns the rows written."""
+    under their workspace's model. Idempotent. Returns the rows written.
+
+    A procedure deleted while its vector was computed is skipped, and so is one whose text
+    was edited meanwhile (the edit queued its own embedding): the vector is written only
+    if the row, locked, still has the text it was computed from (compare-and-set).
+    """
     import hashlib
 
     from core.embeddings import embedding_provider_for
@@ -305,15 +325,30 @@ def procedure_embed_batch(*, procedure_ids, provider=None) -> int:
         ).exists():
             continue
         vector = chosen.embed([text])[0]
-        ProcedureEmbedding.objects.update_or_create(
-            procedure=procedure,
-            model=chosen.model_name,
-            defaults={
-                "workspace_id": procedure.workspace_id,
-                "dimensions": len(vector),
-                "embedding": vector,
-                "text_hash": text_hash,
-            },
-        )
+        with transaction.atomic():
+            current = (
+                Procedure.objects.filter(pk=procedure.pk)
+                .select_for_update(no_key=True)
+                .only("name", "description", "trigger_conditions")
+                .first()
+            )
+            if current is None or procedure_embedding_text(current) != text:
+                continue
+            values = {"dimensions": len(vector), "embedding": vector, "text_hash": text_hash}
+            updated = ProcedureEmbedding.objects.filter(procedure=procedure, model=chosen.model_name).update(
+                **values
+            )
+            if not updated:
+                ProcedureEmbedding.objects.bulk_create(
+                    [
+                        ProcedureEmbedding(
+                            procedure=procedure,
+                            model=chosen.model_name,
+                            workspace_id=procedure.workspace_id,
+                            **values,
+                        )
+                    ],
+                    ignore_conflicts=True,
+                )
         written += 1
     return written

@@ -652,7 +652,7 @@ def _semantic_recall_embed(*, thread: Thread, messages: list[Message]) -> None:
     """Queue the vectors semantic recall needs, once the messages commit.
 
     Only agents with semantic recall on pay for embeddings; the periodic sweep
-    (episodes.tasks.message_embed_sweep_task) catches anything a lost task missed.
+    (runtime.tasks.embeddings_sweep_task) catches anything a lost task missed.
     """
     if thread.memory_user_id is None or not memory_settings_for(thread.agent).semantic_recall:
         return

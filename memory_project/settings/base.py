@@ -192,9 +192,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "core.tasks.worker_heartbeat_task",
         "schedule": timedelta(seconds=30),
     },
-    "episodes-message-embed-sweep": {
-        "task": "episodes.tasks.message_embed_sweep_task",
+    # Vectors that a lost or failed task left missing, in every tier (runtime/tasks.py);
+    # a run not started within its period is dropped rather than queued behind another.
+    "embeddings-sweep": {
+        "task": "runtime.tasks.embeddings_sweep_task",
         "schedule": timedelta(minutes=2),
+        "options": {"expires": 110},
     },
     "core-api-keys-purge-expired": {
         "task": "core.tasks.api_keys_purge_expired_task",

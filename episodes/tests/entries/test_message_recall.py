@@ -3,8 +3,8 @@ from core.testing_openai import OpenAITestServer
 from episodes.entry_selectors import message_search_related
 from episodes.entry_services import message_embed_batch, message_embed_sweep
 from episodes.models import MessageEmbedding
-from episodes.tasks import message_embed_sweep_task
 from episodes.tests.entries.factories import memory_user_factory, use_test_embeddings
+from runtime.tasks import embeddings_sweep_task
 from threads.services import thread_append_messages, thread_create
 
 
@@ -78,7 +78,7 @@ class MessageRecallTests(MemoryTestCase):
         self.agent.save()
         assert len(message_embed_sweep(limit=100)) == 4
         with self.settings(CELERY_TASK_ALWAYS_EAGER=True):
-            message_embed_sweep_task.apply()
+            embeddings_sweep_task.apply(kwargs={"grace_seconds": 0})
         assert message_embed_sweep(limit=100) == []
         assert MessageEmbedding.objects.count() == 4
 
