@@ -4,13 +4,16 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.access import agent_resolve
+from core.access import agent_resolve, references_resolve
+from core.errors import ApplicationError
 from core.pagination import paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from episodes.models import Episode
 from procedures.filters import ProcedureFilter
 from procedures.models import Procedure
 from procedures.selectors import procedure_get, procedure_list, procedure_match
 from procedures.services import (
+    PROCEDURE_EPISODES_UNKNOWN,
     procedure_batch_delete,
     procedure_create,
     procedure_delete,
@@ -83,6 +86,17 @@ class ProcedureListApi(APIView):
         agent = agent_resolve(request.user, slug) if slug or request.user.agent is not None else None
         parent_id = data.pop("parent", None)
         parent = procedure_get(principal=request.user, procedure_id=parent_id) if parent_id else None
+        if data.get("source_episode_ids"):
+            # In the key's read scope: another agent's episode answers like an unknown id.
+            episodes = references_resolve(
+                Episode.objects.only("pk"),
+                request.user,
+                data["source_episode_ids"],
+                not_found=ApplicationError(
+                    PROCEDURE_EPISODES_UNKNOWN, fields={"source_episode_ids": [PROCEDURE_EPISODES_UNKNOWN]}
+                ),
+            )
+            data["source_episode_ids"] = [episode.pk for episode in episodes]
         procedure = procedure_create(
             workspace=request.user.workspace, agent=agent, parent=parent, actor=request.user.actor, **data
         )
