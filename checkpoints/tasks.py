@@ -3,6 +3,6 @@ from celery import shared_task
 from checkpoints.services import checkpoints_prune
 
 
-@shared_task(acks_late=True)
+@shared_task
 def checkpoints_prune_task():
     return checkpoints_prune()

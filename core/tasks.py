@@ -6,12 +6,12 @@ from celery.signals import worker_ready
 from core.services import api_keys_purge_expired, worker_heartbeat_record
 
 
-@shared_task(acks_late=True)
+@shared_task
 def worker_heartbeat_task(worker: str | None = None):
     worker_heartbeat_record(worker=worker or socket.gethostname())
 
 
-@shared_task(acks_late=True)
+@shared_task
 def api_keys_purge_expired_task():
     return api_keys_purge_expired()
 

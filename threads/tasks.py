@@ -4,10 +4,10 @@ from core.llm import LLMError
 from threads.services import thread_compact, threads_purge_expired
 
 
-# Idempotent (a lease and a compare-and-set on the summary), so acks_late and retries are safe;
-# a failing summarizer is retried with exponential backoff while the previous summary stays.
+# Idempotent (a lease and a compare-and-set on the summary), so late acknowledgement
+# (settings) and retries are safe; a failing summarizer is retried with exponential backoff
+# while the previous summary stays.
 @shared_task(
-    acks_late=True,
     autoretry_for=(LLMError,),
     retry_backoff=10,
     retry_backoff_max=600,
@@ -18,6 +18,6 @@ def thread_compact_task(thread_id: str):
     return thread_compact(thread_id=thread_id)
 
 
-@shared_task(acks_late=True)
+@shared_task
 def threads_purge_expired_task():
     return threads_purge_expired()

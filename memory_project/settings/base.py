@@ -183,7 +183,32 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_TASK_DEFAULT_RETRY_DELAY = 5
 CELERY_TASK_ANNOTATIONS = {"*": {"max_retries": 5}}
+# Every task is idempotent (compare-and-set writes, skips of work already done) unless it
+# opts out with acks_late=False and says why (entry_extract_task pays an LLM call). A task
+# is acknowledged after it ran, and a task whose pool process died (kill -9, OOM) goes back
+# to the queue at once instead of being acknowledged as failed. The price: a task that
+# kills its process every time is redelivered every time.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A lost broker connection cancels running tasks: they could not be acknowledged any more
+# and come back from the broker anyway (Celery 6's default; silences its warning).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# A worker reserves one message per pool process: prefetched messages of a worker that
+# dies wait for the visibility timeout below, and more of them would only wait longer.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Redis/Valkey has no acknowledgement protocol: a message delivered and not acknowledged
+# within this many seconds is delivered again. It must exceed the longest a worker holds a
+# message: a retry's countdown (retry_backoff_max 600 s in the embedding and compaction
+# tasks) plus the hard time limit, or a slow task runs twice. It is also how long the
+# messages of a worker whose main process was killed (-9, power loss) wait before another
+# worker takes them (a warm shutdown hands them back at once); transport default: 1 hour.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 600 + CELERY_TASK_TIME_LIMIT + 60),
+    # Seconds between a worker's scans for expired messages (kombu scans on every 10th
+    # tick by default, so the first scan after the timeout could come 100 s late).
+    "unacked_restore_interval": env_int("CELERY_BROKER_RESTORE_INTERVAL", 30),
+    "unacked_restore_throttle": 1,
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = False
 # Each app adds its periodic tasks here (name -> schedule entry).

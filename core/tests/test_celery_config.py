@@ -1,0 +1,38 @@
+"""Task delivery survives killed workers (issue 11, finding 5): the configuration that makes it so."""
+
+from django.conf import settings
+from django.test import SimpleTestCase
+
+from memory_project.celery import app
+
+# Tasks that are not idempotent, each with the reason, opt out of late acknowledgement.
+NOT_IDEMPOTENT = {"episodes.tasks.entry_extract_task"}  # pays an LLM call per run
+
+
+class CeleryDeliveryConfigTests(SimpleTestCase):
+    def project_tasks(self):
+        app.loader.import_default_modules()
+        return {name: task for name, task in app.tasks.items() if not name.startswith("celery.")}
+
+    def test_every_idempotent_task_is_acknowledged_late_and_requeued_when_its_process_dies(self):
+        tasks = self.project_tasks()
+        assert "facts.tasks.fact_embed_task" in tasks
+        for name, task in tasks.items():
+            if name in NOT_IDEMPOTENT:
+                assert not task.acks_late, name
+            else:
+                assert task.acks_late and task.reject_on_worker_lost, name
+
+    def test_visibility_timeout_exceeds_the_longest_a_worker_holds_a_message(self):
+        """Longer than a retry countdown plus the hard time limit, or a slow task runs twice."""
+        longest_countdown = max(
+            getattr(task, "retry_backoff_max", 0) if getattr(task, "retry_backoff", False) else 0
+            for task in self.project_tasks().values()
+        )
+        timeout = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+        assert timeout > longest_countdown + settings.CELERY_TASK_TIME_LIMIT
+        assert app.conf.worker_prefetch_multiplier == 1
+
+    def test_the_sweep_repairs_every_tier_periodically(self):
+        entries = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+        assert "runtime.tasks.embeddings_sweep_task" in entries
