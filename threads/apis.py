@@ -3,10 +3,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.access import agent_resolve, require_write
+from core.access import agent_resolve, reference_resolve, require_write
 from core.errors import NotFoundError
 from core.pagination import paginate
-from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from core.serializers import INT_MAX, BatchDeleteInputSerializer, StrictSerializer
 from identities.models import MemoryUser
 from threads.filters import ThreadFilter
 from threads.selectors import (
@@ -38,16 +38,14 @@ from threads.services import (
 
 def memory_user_lookup(*, principal, memory_user_id):
     """A memory user of the caller's workspace, followed to its merge target; None for None."""
-    if memory_user_id is None:
-        return None
-    user = (
-        MemoryUser.objects.filter(workspace=principal.workspace, pk=memory_user_id)
-        .select_related("merged_into")
-        .first()
+    # People belong to the workspace as a whole (no agent field): every key of it sees them.
+    return reference_resolve(
+        MemoryUser.objects.select_related("merged_into"),
+        principal,
+        memory_user_id,
+        agent_field=None,
+        not_found=NotFoundError(MEMORY_USER_UNKNOWN, fields={"memory_user": [MEMORY_USER_UNKNOWN]}),
     )
-    if user is None:
-        raise NotFoundError(MEMORY_USER_UNKNOWN, fields={"memory_user": [MEMORY_USER_UNKNOWN]})
-    return user
 
 
 class ThreadOutputSerializer(serializers.Serializer):

@@ -29,7 +29,6 @@ MESSAGES_REQUIRED = "Send at least one message."
 BATCH_TOO_LARGE = "At most {limit} messages per request."
 MESSAGES_INVALID = "Some messages are invalid; nothing was stored."
 PARENT_UNKNOWN = "Unknown parent message."
-PARENT_OTHER_THREAD = "The parent message belongs to another thread."
 ID_TAKEN = "A message with this id already exists."
 IDEMPOTENCY_DUPLICATE = "This idempotency key is used twice in the batch."
 TOOL_RESULT_WITHOUT_CALL = "No earlier assistant message on this branch made the tool call `{call_id}`."
@@ -313,7 +312,7 @@ _TREE_ROWS_SQL = f"""
 WITH RECURSIVE base AS (
     SELECT 'parent' AS tag, {_ROW_SELECT.format(t="m")}
     FROM threads_message m
-    WHERE m.id = ANY(%(parents)s) AND m.workspace_id = %(workspace)s
+    WHERE m.id = ANY(%(parents)s) AND m.thread_id = %(thread)s
   UNION ALL
     SELECT 'newest', {_ROW_SELECT.format(t="n")}
     FROM unnest(%(scopes)s::text[]) AS s(scope)
@@ -352,7 +351,6 @@ def _tree_rows(*, thread: Thread, parent_ids, scopes, keys, given_ids):
             _TREE_ROWS_SQL,
             {
                 "parents": list(parent_ids),
-                "workspace": thread.workspace_id,
                 "scopes": list(scopes),
                 "thread": thread.pk,
                 "keys": list(keys),
@@ -541,11 +539,10 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
             if m["parent_given"]:
                 parent_id = m["parent"]
                 parent_row = rows.get(parent_id)
-                if parent_row is None:
+                # A parent is read like message_get reads: within this thread. A message of
+                # any other thread is unknown here, whether or not the key could read it.
+                if parent_row is None or parent_row["thread_id"] != thread.pk:
                     errors[f"messages[{index}].parent"] = [PARENT_UNKNOWN]
-                    continue
-                if parent_row["thread_id"] != thread.pk:
-                    errors[f"messages[{index}].parent"] = [PARENT_OTHER_THREAD]
                     continue
             else:
                 parent_id = newest.get(m["node_id"])
