@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 from core.access import agent_resolve, reference_resolve, require_write
 from core.errors import NotFoundError
 from core.pagination import paginate
-from core.serializers import INT_MAX, BatchDeleteInputSerializer, StrictSerializer
+from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from identities.models import MemoryUser
 from threads.filters import ThreadFilter
 from threads.selectors import (
