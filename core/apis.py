@@ -28,7 +28,7 @@ class AgentListApi(APIView):
     class InputSerializer(StrictSerializer):
         slug = serializers.SlugField(max_length=100)
         name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        memory_settings = serializers.JSONField(required=False)
+        memory_settings = serializers.DictField(required=False)
 
     @extend_schema(responses=AgentOutputSerializer(many=True), operation_id="agents_list")
     def get(self, request):
@@ -56,7 +56,7 @@ class AgentListApi(APIView):
 class AgentDetailApi(APIView):
     class InputSerializer(StrictSerializer):
         name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        memory_settings = serializers.JSONField(
+        memory_settings = serializers.DictField(
             required=False, help_text="Keys to override; a null value restores the default."
         )
 

@@ -1,13 +1,18 @@
 """The single error contract of the API: {"error": {"code", "message", "fields"}}.
 
 Services raise `ApplicationError` (or Django's `ValidationError`); the handler below turns
-every exception DRF sees into that body, so no client mistake becomes a 500.
+every exception DRF sees into that body, so no client mistake becomes a 500. A value the
+database refuses (out of range, too long, untranslatable) that slipped past a serializer is
+still a 400, an unreachable database a 503 with Retry-After, and anything else a JSON 500
+carrying the request id that is logged with its traceback (core.middleware).
 """
 
 import logging
 
+import psycopg
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -20,6 +25,13 @@ INVALID_INPUT = "Invalid input."
 UNKNOWN_FIELD = "Unknown field."
 AGENT_REQUIRED = "This key is not bound to an agent: pass `agent` (an agent slug)."
 READ_ONLY_KEY = "This API key is read-only."
+LENGTH_REQUIRED = "A chunked request body is not accepted here: send a Content-Length."
+NUL_IN_URL = "The request path or query string contains a NUL character (%00)."
+VALUE_REFUSED = "A value does not fit what can be stored (too long, out of range or not text)."
+SERVICE_UNAVAILABLE = "The database is unavailable; retry shortly."
+SERVER_ERROR = "Internal server error."
+# Seconds a client should wait after a 503 while the database restarts or reconnects.
+RETRY_AFTER_SECONDS = 5
 
 
 class ApplicationError(Exception):
@@ -79,6 +91,7 @@ _CODES = {
     403: "permission_denied",
     404: "not_found",
     405: "method_not_allowed",
+    411: "length_required",
     406: "not_acceptable",
     409: "conflict",
     413: "payload_too_large",
@@ -87,7 +100,50 @@ _CODES = {
 }
 
 
+# Django wraps driver errors in its own classes; psycopg's may also surface unwrapped (raw
+# connections, COPY). NumericValueOutOfRange, StringDataRightTruncation,
+# CharacterNotInRepertoire and UntranslatableCharacter are all psycopg.DataError.
+_VALUE_ERRORS = (DataError, psycopg.DataError)
+_UNAVAILABLE_ERRORS = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def _database_error(exc) -> tuple[int, dict, dict] | None:
+    """(status, body, headers) when the database refused a value (400) or cannot be reached (503)."""
+    if isinstance(exc, _VALUE_ERRORS):
+        logger.warning("Database refused a value: %s", exc)
+        return 400, error_body("invalid", VALUE_REFUSED), {}
+    if isinstance(exc, _UNAVAILABLE_ERRORS):
+        logger.error("Database unavailable: %s", exc)
+        body = error_body("service_unavailable", SERVICE_UNAVAILABLE)
+        return 503, body, {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return None
+
+
+def unexpected_error_response(exc, *, request_id: str) -> JsonResponse:
+    """The body for an exception that reached the top of an /api/ request unhandled."""
+    database = _database_error(exc)
+    if database is not None:
+        status_code, body, headers = database
+        return JsonResponse(body, status=status_code, headers=headers)
+    return server_error_response(request_id=request_id)
+
+
+def server_error_response(*, request_id: str) -> JsonResponse:
+    body = error_body("server_error", SERVER_ERROR)
+    body["error"]["request_id"] = request_id
+    return JsonResponse(body, status=500)
+
+
 def api_exception_handler(exc, context):
+    database = _database_error(exc)
+    if database is not None:
+        # Imported here for the same reason as exception_handler below.
+        from rest_framework.views import set_rollback
+
+        # The failed statement aborted the request's transaction, if it had one.
+        set_rollback()
+        status_code, body, headers = database
+        return Response(body, status=status_code, headers=headers)
     if isinstance(exc, ApplicationError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status_code)
     if isinstance(exc, DjangoValidationError):

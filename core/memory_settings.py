@@ -53,8 +53,15 @@ def memory_settings_defaults() -> MemorySettings:
 
 def memory_settings_for(agent=None) -> MemorySettings:
     values = memory_settings_defaults().as_dict()
-    if agent is not None:
-        values.update({k: v for k, v in (agent.memory_settings or {}).items() if k in values})
+    overrides = agent.memory_settings if agent is not None else None
+    # The API only stores objects checked by memory_settings_validate; a row edited by hand
+    # (admin, SQL) to something else falls back to the defaults rather than failing every read.
+    if isinstance(overrides, dict):
+        for key, value in overrides.items():
+            try:
+                values.update(memory_settings_validate({key: value}))
+            except ValidationError:
+                continue
     return MemorySettings(**values)
 
 

@@ -1,21 +1,139 @@
-from django.conf import settings
+"""Request-level guards of the API, applied before any view, parser or serializer runs.
 
-from core.errors import BODY_TOO_LARGE, json_error_response
+- `RequestIdMiddleware` gives every request an id (a sane incoming `X-Request-ID` or a new
+  one), puts it on every log line of the request and on the response, and turns an exception
+  no view handled on /api/ into the documented JSON error body carrying that id.
+- `ApiBodyLimitMiddleware` refuses oversized bodies (413) whether or not they declare a
+  Content-Length, and NUL in an /api/ path or query string (400): PostgreSQL cannot compare
+  or store it, so it would otherwise be a 500 in whichever query first used the value.
+"""
+
+import contextvars
+import io
+import logging
+import re
+import uuid
+from urllib.parse import unquote_to_bytes
+
+from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
+
+from core.errors import (
+    BODY_TOO_LARGE,
+    LENGTH_REQUIRED,
+    NUL_IN_URL,
+    json_error_response,
+    unexpected_error_response,
+)
+
+logger = logging.getLogger(__name__)
+
+REQUEST_ID_HEADER = "X-Request-ID"
+# Printable, no spaces: an incoming id ends up in log lines and a response header.
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,127}")
+
+_request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+
+
+def current_request_id() -> str:
+    return _request_id.get()
+
+
+class RequestIdLogFilter(logging.Filter):
+    """Adds `request_id` to every record ("-" outside a request) for the log format."""
+
+    def filter(self, record):
+        record.request_id = _request_id.get()
+        return True
+
+
+def _is_api(request) -> bool:
+    return request.path.startswith("/api/")
+
+
+class RequestIdMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        incoming = request.headers.get(REQUEST_ID_HEADER, "")
+        request.id = incoming if _SANE_REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+        token = _request_id.set(request.id)
+        try:
+            response = self.get_response(request)
+        finally:
+            _request_id.reset(token)
+        if _is_api(request):
+            response[REQUEST_ID_HEADER] = request.id
+        return response
+
+    def process_exception(self, request, exception):
+        """An exception no view or DRF handler turned into a response: JSON on /api/, logged with the id."""
+        if not _is_api(request):
+            return None
+        response = unexpected_error_response(exception, request_id=request.id)
+        if response.status_code == 500:
+            logger.error(
+                "Unhandled %s on %s %s (request_id=%s)",
+                type(exception).__name__,
+                request.method,
+                request.path,
+                request.id,
+                exc_info=exception,
+            )
+        return response
 
 
 class ApiBodyLimitMiddleware:
-    """Refuse oversized API bodies with 413 before anything reads them."""
+    """Refuse oversized API bodies with 413 and NUL in API URLs with 400, before anything reads them."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path.startswith("/api/"):
-            try:
-                length = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                length = 0
-            limit = settings.API_MAX_BODY_BYTES
-            if length > limit:
-                return json_error_response(413, "payload_too_large", BODY_TOO_LARGE.format(limit=limit))
+        if _is_api(request):
+            refusal = self._nul_in_url(request) or self._body_limit(request)
+            if refusal is not None:
+                return refusal
         return self.get_response(request)
+
+    @staticmethod
+    def _nul_in_url(request):
+        query = request.META.get("QUERY_STRING", "")
+        if "\x00" in request.path or b"\x00" in unquote_to_bytes(query.replace("+", " ")):
+            return json_error_response(400, "malformed_request", NUL_IN_URL)
+        return None
+
+    @staticmethod
+    def _body_limit(request):
+        limit = settings.API_MAX_BODY_BYTES
+        too_large = json_error_response(413, "payload_too_large", BODY_TOO_LARGE.format(limit=limit))
+        declared = request.META.get("CONTENT_LENGTH")
+        if declared:
+            try:
+                length = int(declared)
+            except ValueError:
+                return json_error_response(400, "malformed_request", "Content-Length is not a number.")
+            return too_large if length > limit else None
+        if "chunked" not in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            return None
+        # A chunked body has no declared length, so Django would read it as empty: a write
+        # would silently lose its body. Read it here, at most one byte past the limit, when
+        # the server marks the input as terminated (gunicorn does); otherwise there is no
+        # safe end to read to.
+        if not request.META.get("wsgi.input_terminated"):
+            return json_error_response(411, "length_required", LENGTH_REQUIRED)
+        stream = request.META["wsgi.input"]
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = stream.read(min(64 * 1024, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            return too_large
+        body = b"".join(chunks)
+        request.META["CONTENT_LENGTH"] = str(len(body))
+        request._stream = LimitedStream(io.BytesIO(body), len(body))
+        return None

@@ -5,7 +5,8 @@ from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from core.apis import healthz, readyz
-from core.errors import error_body
+from core.errors import error_body, server_error_response
+from core.middleware import current_request_id
 
 api_v1 = [
     path("", include("core.urls")),
@@ -39,6 +40,8 @@ def handler404(request, exception=None):
 
 
 def handler500(request):
+    """Reached only for errors outside a view (a failing middleware); Django has logged the traceback."""
     if request.path.startswith("/api/"):
-        return JsonResponse(error_body("server_error", "Internal server error."), status=500)
+        request_id = getattr(request, "id", None) or current_request_id()
+        return server_error_response(request_id=request_id)
     return defaults.server_error(request)

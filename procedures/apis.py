@@ -175,7 +175,10 @@ class ProcedureRunApi(APIView):
 
     class InputSerializer(StrictSerializer):
         success = serializers.BooleanField()
-        duration_ms = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+        # A year; the running total is a bigint column that this keeps far from overflowing.
+        duration_ms = serializers.IntegerField(
+            min_value=0, max_value=365 * 24 * 3600 * 1000, required=False, allow_null=True
+        )
 
     @extend_schema(request=InputSerializer, responses=ProcedureOutputSerializer)
     def post(self, request, procedure_id):

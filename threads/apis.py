@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 from core.access import agent_resolve, reference_resolve, require_write
 from core.errors import NotFoundError
 from core.pagination import paginate
-from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from core.serializers import INT_MAX, BatchDeleteInputSerializer, StrictSerializer
 from identities.models import MemoryUser
 from threads.filters import ThreadFilter
 from threads.selectors import (
@@ -117,7 +117,7 @@ class AppendedMessageOutputSerializer(serializers.Serializer):
 
 class ThreadListApi(APIView):
     @extend_schema_serializer(component_name="ThreadListFilter")
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(StrictSerializer):
         # Documentation only: ThreadFilter validates the query string.
         pass
 
@@ -442,7 +442,7 @@ class IterationListApi(APIView):
         task = serializers.CharField(max_length=200)
         outcome = serializers.ChoiceField(choices=["success", "failure", "retry", "skipped"])
         error = serializers.CharField(required=False, allow_blank=True, max_length=20_000)
-        attempt = serializers.IntegerField(required=False, min_value=1)
+        attempt = serializers.IntegerField(required=False, min_value=1, max_value=INT_MAX)
         detail = serializers.DictField(required=False)
         at = serializers.DateTimeField(required=False)
 

@@ -4,4 +4,5 @@ from memory_project.env import env_bool
 
 from .base import *  # noqa: F403
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+# Debug pages show settings and source: only when asked for (`DJANGO_DEBUG=true`), never by default.
+DEBUG = env_bool("DJANGO_DEBUG", False)

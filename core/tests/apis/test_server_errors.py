@@ -1,0 +1,142 @@
+"""Unexpected and database errors on /api/ answer the documented JSON body (issue 11 finding 3)."""
+
+import os
+import subprocess
+import sys
+from unittest import mock
+
+import psycopg
+from django.conf import settings
+from django.db import DataError, InterfaceError, OperationalError
+
+from core.errors import RETRY_AFTER_SECONDS, SERVER_ERROR, SERVICE_UNAVAILABLE, VALUE_REFUSED
+from core.middleware import REQUEST_ID_HEADER
+from core.testing import MemoryTestCase
+
+
+class ServerErrorTests(MemoryTestCase):
+    def client_without_raise(self, **headers):
+        client = self.api()
+        client.raise_request_exception = False
+        if headers:
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.owner_key}", **headers)
+        return client
+
+    def test_unexpected_exception_is_json_500_with_a_logged_request_id(self):
+        """Before, a debug page (DEBUG on) or Django's HTML 500 page."""
+        with (
+            mock.patch("core.apis.agent_list", side_effect=RuntimeError("boom")),
+            self.assertLogs("core.middleware", level="ERROR") as logs,
+        ):
+            response = self.client_without_raise().get("/api/v1/agents/")
+        assert response.status_code == 500
+        assert response["Content-Type"] == "application/json"
+        error = response.json()["error"]
+        request_id = response[REQUEST_ID_HEADER]
+        assert error == {
+            "code": "server_error",
+            "message": SERVER_ERROR,
+            "fields": {},
+            "request_id": request_id,
+        }
+        assert b"boom" not in response.content
+        [record] = logs.records
+        assert request_id in record.getMessage()
+        assert record.exc_info[0] is RuntimeError
+
+    def test_a_sane_incoming_request_id_is_kept(self):
+        with (
+            mock.patch("core.apis.agent_list", side_effect=RuntimeError("boom")),
+            self.assertLogs("core.middleware"),
+        ):
+            response = self.client_without_raise(HTTP_X_REQUEST_ID="trace-42.a:b").get("/api/v1/agents/")
+        assert response[REQUEST_ID_HEADER] == "trace-42.a:b"
+        assert response.json()["error"]["request_id"] == "trace-42.a:b"
+
+    def test_an_insane_incoming_request_id_is_replaced(self):
+        for incoming in ("has space", "x" * 200, "<script>", "-leading-dash"):
+            response = self.client_without_raise(HTTP_X_REQUEST_ID=incoming).get("/api/v1/agents/")
+            assert response.status_code == 200
+            assert response[REQUEST_ID_HEADER] != incoming
+            assert len(response[REQUEST_ID_HEADER]) == 32
+
+    def test_every_api_response_carries_a_request_id(self):
+        responses = [
+            self.api().get("/api/v1/agents/"),
+            self.api().get("/api/v1/nothing-here/"),
+            self.api("mem_bad_key").get("/api/v1/agents/"),
+            self.api().post("/api/v1/agents/", {"slug": ""}, format="json"),
+        ]
+        assert [r.status_code for r in responses] == [200, 404, 401, 400]
+        ids = {r[REQUEST_ID_HEADER] for r in responses}
+        assert len(ids) == 4
+
+    def test_a_value_the_database_refuses_is_400(self):
+        """The backstop for a limit a serializer missed: DataError and psycopg's DataError family."""
+        errors = [
+            DataError("value too long for type character varying(255)"),
+            psycopg.errors.NumericValueOutOfRange("bigint out of range"),
+            psycopg.errors.StringDataRightTruncation("value too long"),
+            psycopg.errors.CharacterNotInRepertoire("invalid byte sequence"),
+            psycopg.errors.UntranslatableCharacter("unsupported Unicode escape sequence"),
+        ]
+        for error in errors:
+            with mock.patch("core.apis.agent_get", side_effect=error):
+                response = self.client_without_raise().get("/api/v1/agents/assistant/")
+            assert response.status_code == 400, error
+            assert response.json()["error"] == {"code": "invalid", "message": VALUE_REFUSED, "fields": {}}
+
+    def test_an_unreachable_database_is_503_with_retry_after(self):
+        for error in (
+            OperationalError("server closed the connection unexpectedly"),
+            InterfaceError("connection already closed"),
+            psycopg.OperationalError("connection failed"),
+        ):
+            with mock.patch("core.apis.agent_get", side_effect=error):
+                response = self.client_without_raise().get("/api/v1/agents/assistant/")
+            assert response.status_code == 503, error
+            assert response.json()["error"]["code"] == "service_unavailable"
+            assert response.json()["error"]["message"] == SERVICE_UNAVAILABLE
+            assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+
+    def test_database_errors_raised_outside_drf_are_mapped_too(self):
+        """An error from a plain Django view under /api/ goes through the middleware's handler."""
+        with mock.patch("drf_spectacular.views.SpectacularAPIView.get", side_effect=OperationalError("gone")):
+            response = self.client_without_raise().get("/api/schema/")
+        assert response.status_code == 503
+        assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+
+
+class DebugOffTests(MemoryTestCase):
+    def debug_of(self, settings_module: str, **env) -> str:
+        """DEBUG as a fresh process with `env` imports `settings_module` (no database needed)."""
+        environ = {k: v for k, v in os.environ.items() if k != "DJANGO_DEBUG"}
+        environ.update(env, DJANGO_SETTINGS_MODULE=settings_module)
+        code = "from django.conf import settings; print(settings.DEBUG)"
+        result = subprocess.run(
+            [sys.executable, "-c", code], env=environ, cwd=settings.BASE_DIR, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    def test_development_settings_default_to_debug_off(self):
+        """`serve` and scripts/run use the development settings: no debug pages unless asked for."""
+        assert self.debug_of("memory_project.settings.development") == "False"
+        assert self.debug_of("memory_project.settings.development", DJANGO_DEBUG="true") == "True"
+        assert (
+            self.debug_of(
+                "memory_project.settings.production", DJANGO_DEBUG="true", DJANGO_SECRET_KEY="s" * 50
+            )
+            == "False"
+        )
+
+    def test_static_files_are_served_with_debug_off(self):
+        """WhiteNoise serves the pages' assets and the API docs' assets without DEBUG."""
+        assert settings.DEBUG is False
+        for path in (
+            "/static/memories/memories.css",
+            "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css",
+        ):
+            response = self.client.get(path)
+            assert response.status_code == 200, path
+            assert b"".join(response.streaming_content)
