@@ -6,6 +6,7 @@ from rest_framework.views import APIView
 
 from core.access import require_write
 from core.errors import ApplicationError
+from core.lib.escaping import strip_invisible_json
 from core.pagination import paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from episodes.entry_filters import EpisodicEntryFilter
@@ -292,4 +293,5 @@ class EntrySearchApi(APIView):
         }
         if data["render"]:
             body["memory"] = entry_render_memory_block([hit.entry for hit in result.hits])
-        return Response(body)
+        # The `recall_memory` tool's result, read by a model (core.lib.escaping).
+        return Response(strip_invisible_json(body))

@@ -3,9 +3,7 @@
 Read scope is fixed to (agent, memory user): searches take both and never widen them.
 """
 
-import html
 import logging
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,6 +13,7 @@ from django.utils import timezone
 from core.access import Principal, scope_to_principal
 from core.embeddings import EmbeddingError, embedding_provider_for
 from core.errors import ApplicationError, NotFoundError
+from core.lib.escaping import escape_text
 from core.ranking import DEFAULT_WEIGHTS, MODES, Corpus, RankingWeights, hybrid_search, weights_for_mode
 from episodes.entry_filters import EpisodicEntryFilter
 from episodes.models import EpisodicEntry
@@ -299,27 +298,16 @@ def relative_age(then: datetime, now: datetime) -> str:
     return "1 year ago" if years == 1 else f"{years} years ago"
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]")
-
-
-def memory_text_escape(text: str) -> str:
-    """One line of stored text that cannot end the block, open a tag or start a new line.
-
-    `<`, `>` and `&` become entities (so no `</memory>` or forged tag survives), line
-    breaks and control characters become spaces (an entry stays on its own line).
-    """
-    text = _CONTROL.sub(" ", text.replace("\r", " ").replace("\n", " "))
-    return html.escape(re.sub(r"\s+", " ", text).strip(), quote=False)
-
-
 def entry_render_memory_block(entries, now: datetime | None = None) -> str:
     """The `<memory>` block injected into an agent's context: most recent first.
 
-    Empty string for no entries, so callers can skip the section entirely.
+    Empty string for no entries, so callers can skip the section entirely. Each entry is one
+    line through `core.lib.escaping.escape_text`: no `</memory>` or forged tag, no line
+    break, no invisible or bidi control character survives.
     """
     entries = sorted(entries, key=lambda e: e.created_at, reverse=True)
     if not entries:
         return ""
     now = now or timezone.now()
-    lines = [f"- {memory_text_escape(e.content)} ({relative_age(e.created_at, now)})" for e in entries]
+    lines = [f"- {escape_text(e.content)} ({relative_age(e.created_at, now)})" for e in entries]
     return "<memory>\n" + MEMORY_BLOCK_DESCRIPTION + "\n" + "\n".join(lines) + "\n</memory>"

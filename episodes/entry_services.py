@@ -21,6 +21,7 @@ from django.db.models import Exists, OuterRef
 from core.access import Principal, scope_to_principal
 from core.embeddings import EmbeddingError, embedding_provider_for
 from core.errors import ApplicationError
+from core.lib.escaping import strip_invisible, strip_invisible_json
 from core.llm import LLMError, LLMUnavailable, chat_complete_json
 from core.memory_settings import memory_settings_for
 from core.ranking import PLAN_EXACT, vector_literal, vector_sql
@@ -81,8 +82,9 @@ Answer with JSON only: {"entries": [...], "facts": [...]}. Empty lists are fine.
 
 
 def entry_normalize(text: str) -> str:
-    """NFKC, whitespace collapsed, trimmed: the form that is stored and hashed."""
-    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text or "")).strip()
+    """NFKC, invisible characters removed, whitespace collapsed, trimmed: the form that is
+    stored and hashed (so a zero-width character neither hides text nor evades dedupe)."""
+    return re.sub(r"\s+", " ", strip_invisible(unicodedata.normalize("NFKC", text or ""))).strip()
 
 
 def entry_content_hash(text: str) -> str:
@@ -455,7 +457,8 @@ class ExtractionResult:
 
 
 def _collapse(text: str) -> str:
-    return re.sub(r"\s+", " ", text or "").strip()
+    # Evidence is stored without invisible characters, so it is matched without them too.
+    return re.sub(r"\s+", " ", strip_invisible(text or "")).strip()
 
 
 def _evidence_messages(evidence: str, transcript: list[dict]) -> list[dict]:
@@ -464,7 +467,10 @@ def _evidence_messages(evidence: str, transcript: list[dict]) -> list[dict]:
 
 
 def _llm_candidates(*, workspace, transcript, known_memory, known_profile) -> tuple[list, list]:
-    lines = "\n".join(f"[{m['role']}] {m['content']}" for m in transcript)
+    # Raw apart from invisible characters: the model must quote evidence character for
+    # character, and the quote is matched against the transcript (_collapse).
+    lines = "\n".join(f"[{m['role']}] {strip_invisible(m['content'])}" for m in transcript)
+    known_memory, known_profile = strip_invisible(known_memory), strip_invisible(known_profile)
     context = ""
     if known_profile:
         context += f"<user-profile>\n{known_profile}\n</user-profile>\n"
@@ -563,7 +569,7 @@ def entry_extract(
     for origin, raw in proposed:
         content = entry_normalize(str(raw.get("content") or ""))
         source = str(raw.get("source") or "")
-        evidence = str(raw.get("evidence") or "").strip()
+        evidence = strip_invisible(str(raw.get("evidence") or "")).strip()
         item = {"content": content, "source": source, "evidence": evidence, "origin": origin}
 
         def reject(reason, item=item, **extra):
@@ -734,7 +740,8 @@ def _facts_remember(*, agent, memory_user, facts, transcript, actor) -> list[dic
 
     outcomes = []
     for raw in facts:
-        key, value, evidence = raw.get("key"), raw.get("value"), str(raw.get("evidence") or "")
+        key, value = strip_invisible_json(raw.get("key")), strip_invisible_json(raw.get("value"))
+        evidence = strip_invisible(str(raw.get("evidence") or ""))
         user_evidence = [m for m in _evidence_messages(evidence, transcript) if m["role"] == "user"]
         if not key or value in (None, "") or not user_evidence:
             outcomes.append({"key": key, "outcome": "rejected", "reason": REJECT_EVIDENCE_NOT_USER})

@@ -7,6 +7,7 @@ from rest_framework.views import APIView
 
 from core.access import reference_resolve, require_write
 from core.errors import NotFoundError
+from core.lib.escaping import strip_invisible_json
 from core.pagination import paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from facts.filters import FactFilter
@@ -337,13 +338,16 @@ class RecallApi(APIView):
         if result.facts and request.user.can_write:
             # Read-only keys may recall; only writable keys leave access statistics behind.
             transaction.on_commit(lambda ids=[f.pk for f in result.facts]: fact_touch(fact_ids=ids))
+        # The `recall` tool's result, read by a model (core.lib.escaping).
         return Response(
-            {
-                "mode": result.mode,
-                "facts": FactOutputSerializer(result.facts, many=True).data,
-                "procedures": ProcedureOutputSerializer(result.procedures, many=True).data,
-                "episodes": EpisodeOutputSerializer(result.episodes, many=True).data,
-            }
+            strip_invisible_json(
+                {
+                    "mode": result.mode,
+                    "facts": FactOutputSerializer(result.facts, many=True).data,
+                    "procedures": ProcedureOutputSerializer(result.procedures, many=True).data,
+                    "episodes": EpisodeOutputSerializer(result.episodes, many=True).data,
+                }
+            )
         )
 
 

@@ -3,6 +3,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.lib.escaping import strip_invisible_json
 from core.serializers import StrictSerializer
 from runtime.selectors import SECTIONS
 from runtime.services import ContextRequest, context_assemble
@@ -58,9 +59,11 @@ class ContextOutputSerializer(serializers.Serializer):
 
 
 def context_result_data(result) -> dict:
+    """The context as the API and the `context` tool answer it. Everything in it is for a model,
+    items and history included, so no invisible or bidi control character leaves here."""
     context = result.context
     user = context.memory_user
-    return {
+    return strip_invisible_json({
         "agent": context.agent.slug,
         "memory_user": (
             {"id": str(user.pk), "canonical_id": user.canonical_id, "display_name": user.display_name}
@@ -77,7 +80,7 @@ def context_result_data(result) -> dict:
         **{name: section.as_dict() for name, section in result.sections.items()},
         "history": result.history,
         "timings_ms": result.timings,
-    }
+    })
 
 
 class ContextAssembleApi(APIView):

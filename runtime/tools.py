@@ -3,18 +3,32 @@
 Each tool validates its arguments, resolves the agent / person / thread it names inside
 the caller's workspace (`facts.selectors.memory_context_resolve`: an agent-bound key
 always acts for its agent, a row of another workspace is a 404) and calls the same
-service or selector the REST endpoint calls. Results are compact JSON for a model.
+service or selector the REST endpoint calls. Results are compact JSON for a model, with
+every string passed through `core.lib.escaping.strip_invisible` (`_for_model`).
 """
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from core.access import Principal, require_write
 from core.errors import ApplicationError
+from core.lib.escaping import strip_invisible_json
 
 TOOL_QUERY_MAX_CHARS = 2000
 LIMIT_INVALID = "limit must be between 1 and 100."
 QUERY_TOO_LONG = f"A query is at most {TOOL_QUERY_MAX_CHARS} characters."
+
+
+def _for_model(tool):
+    """The tool with its result read by a model: every string in it (stored values, message
+    contents, the <memory> block) without invisible or bidi control characters."""
+
+    @functools.wraps(tool)
+    def wrapper(**kwargs):
+        return strip_invisible_json(tool(**kwargs))
+
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,7 @@ def _context(principal: Principal, *, agent=None, memory_user=None, thread=None,
     )
 
 
+@_for_model
 def identify_user(
     *,
     principal: Principal,
@@ -127,6 +142,7 @@ def identify_user(
     }
 
 
+@_for_model
 def remember(
     *,
     principal: Principal,
@@ -171,6 +187,7 @@ def remember(
     return data
 
 
+@_for_model
 def recall(
     *,
     principal: Principal,
@@ -209,6 +226,7 @@ def recall(
 RECALL_MEMORY_NEEDS_PERSON = "recall_memory needs the person: pass memory_user or a thread of theirs."
 
 
+@_for_model
 def recall_memory(
     *,
     principal: Principal,
@@ -254,6 +272,7 @@ def recall_memory(
     }
 
 
+@_for_model
 def history(
     *,
     principal: Principal,
@@ -277,6 +296,7 @@ def history(
     return data
 
 
+@_for_model
 def context(
     *,
     principal: Principal,
@@ -325,6 +345,7 @@ def context(
 RECORD_TURN_EMPTY = "Send the assistant's reply, the user's message, or both."
 
 
+@_for_model
 def record_turn(
     *,
     principal: Principal,

@@ -8,6 +8,7 @@ from django.db import connection
 
 from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError, NotFoundError
+from core.lib.escaping import strip_invisible
 from core.memory_settings import memory_settings_for
 from threads.filters import ThreadFilter
 from threads.models import IterationLog, Message, RunSnapshot, Thread, ThreadPlan
@@ -298,10 +299,16 @@ def _chat_message(row: dict, *, thread_id, files: str) -> dict:
         content = archived_reference(
             message_id=row["id"], thread_id=thread_id, content=content, length=row["content_chars"]
         )
-    message = {"role": row["role"], "content": content}
+    # The window is sent to a model: stored text loses its invisible and bidi control
+    # characters here (core.lib.escaping), the stored rows keep them.
+    message = {"role": row["role"], "content": strip_invisible(content)}
     if row["tool_calls"]:
         message["tool_calls"] = [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": strip_invisible(c["arguments"])},
+            }
             for c in row["tool_calls"]
         ]
     if row["tool_call_id"]:
@@ -390,7 +397,7 @@ def _recalled_section(
                 "id": str(message.pk),
                 "thread_id": str(message.thread_id),
                 "role": message.role,
-                "content": message.content,
+                "content": strip_invisible(message.content),
                 "created_at": message.created_at.isoformat(),
                 "score": round(hit.score, 4),
             }
@@ -490,9 +497,13 @@ def message_history_window(
         summary_tokens = thread.summary_tokens
         summary_id = f"summary-{thread.pk}"
         if system_as == "user":
-            summary_message = {"id": summary_id, "role": "user", "content": SUMMARY_PREFIX + thread.summary}
+            summary_message = {
+                "id": summary_id,
+                "role": "user",
+                "content": SUMMARY_PREFIX + strip_invisible(thread.summary),
+            }
         else:
-            summary_message = {"role": "system", "content": SUMMARY_PREFIX + thread.summary}
+            summary_message = {"role": "system", "content": SUMMARY_PREFIX + strip_invisible(thread.summary)}
 
     recalled: list[dict] = []
     recalled_message, recalled_tokens = None, 0

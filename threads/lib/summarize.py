@@ -2,6 +2,7 @@
 
 import re
 
+from core.lib.escaping import strip_invisible
 from core.lib.tokens import count_tokens
 
 SUMMARY_SYSTEM_PROMPT = (
@@ -28,9 +29,12 @@ _NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-zA-Z]+")
 def transcript(messages: list[dict]) -> str:
     lines = []
     for message in messages:
-        text = message["content"] or ""
+        # The transcript is a prompt, and what the summarizer copies becomes the summary.
+        text = strip_invisible(message["content"] or "")
         if message.get("tool_calls"):
-            calls = ", ".join(f"{c['name']}({c['arguments'][:200]})" for c in message["tool_calls"])
+            calls = ", ".join(
+                f"{c['name']}({strip_invisible(c['arguments'])[:200]})" for c in message["tool_calls"]
+            )
             text = f"{text} [calls {calls}]".strip()
         if len(text) > TRANSCRIPT_MESSAGE_CHARS:
             text = text[:TRANSCRIPT_MESSAGE_CHARS] + " …"
@@ -44,7 +48,8 @@ def summary_prompt(*, previous: str, messages: list[dict]) -> list[dict]:
         {
             "role": "user",
             "content": (
-                f"Current summary:\n{previous or '(none yet)'}\n\nNew messages:\n{transcript(messages)}"
+                f"Current summary:\n{strip_invisible(previous) or '(none yet)'}\n\n"
+                f"New messages:\n{transcript(messages)}"
             ),
         },
     ]
@@ -68,12 +73,12 @@ def summary_extractive(*, previous: str, messages: list[dict], max_tokens: int) 
     Deterministic: the same input always gives the same summary. The previous summary
     comes first; when the result is over `max_tokens`, the oldest lines go first.
     """
-    lines = [line for line in (previous or "").splitlines() if line.strip()]
+    lines = [line for line in strip_invisible(previous or "").splitlines() if line.strip()]
     seen = set(lines)
     for message in messages:
         if message["role"] == "tool":
             continue
-        for sentence in _SENTENCE_SPLIT.split(message["content"] or ""):
+        for sentence in _SENTENCE_SPLIT.split(strip_invisible(message["content"] or "")):
             sentence = " ".join(sentence.split())
             if not _salient(sentence):
                 continue
