@@ -9,7 +9,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint
-from core.access import Principal, require_write
+from core.access import Principal, references_resolve, require_write
 from core.errors import ApplicationError, NotFoundError
 from core.services import audit_record
 from threads.models import Thread
@@ -194,17 +194,16 @@ def checkpoints_delete(*, ids, actor: str) -> dict:
 
 def checkpoint_batch_delete(*, principal: Principal, ids) -> dict:
     """Delete checkpoints by id, all or nothing: one id outside the caller's scope is a 404."""
-    from checkpoints.selectors import checkpoint_scoped_queryset
-
     require_write(principal)
-    ids = list(dict.fromkeys(str(i) for i in ids))
     with transaction.atomic():
-        found = list(
-            checkpoint_scoped_queryset(principal=principal).filter(pk__in=ids).values_list("pk", flat=True)
+        found = references_resolve(
+            Checkpoint.objects.only("pk"),
+            principal,
+            ids,
+            agent_field="thread__agent",
+            not_found=NotFoundError(CHECKPOINTS_NOT_FOUND),
         )
-        if len(found) != len(ids):
-            raise NotFoundError(CHECKPOINTS_NOT_FOUND)
-        return checkpoints_delete(ids=found, actor=principal.actor)
+        return checkpoints_delete(ids=[c.pk for c in found], actor=principal.actor)
 
 
 _PRUNE_KEEP_LAST_SQL = """

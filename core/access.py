@@ -14,13 +14,13 @@ Erasing, merging and editing a person are workspace-level acts (`require_workspa
 from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from core.errors import AGENT_REQUIRED, READ_ONLY_KEY, ApplicationError, NotFoundError
 from core.models import Agent, ApiKey, Membership, Workspace
 
 WORKSPACE_KEY_REQUIRED = (
-    "This API key is bound to an agent: editing, merging or erasing a person needs a workspace-wide key."
+    "This API key is bound to an agent; this act reaches every agent's data and needs a workspace-wide key."
 )
 
 
@@ -74,20 +74,33 @@ def require_workspace_key(principal: Principal) -> None:
         raise ApplicationError(WORKSPACE_KEY_REQUIRED, code="workspace_key_required", status_code=403)
 
 
-def scope_to_principal(queryset: QuerySet, principal: Principal, *, agent_field: str | None = "agent"):
+def scope_to_principal(
+    queryset: QuerySet, principal: Principal, *, agent_field: str | None = "agent", shared: bool = False
+):
     """Restrict `queryset` to the principal's workspace and, for agent-bound keys, its agent.
 
     `agent_field` names the row's agent foreign key; pass None for rows that belong to the
-    workspace as a whole (memory users, workspace-scope facts).
+    workspace as a whole (memory users). `shared=True` is for tables mixing both kinds: a
+    row with no agent (a user- or global-scope fact, a workspace procedure) is the
+    workspace's, visible to every key of it.
     """
     queryset = queryset.filter(workspace=principal.workspace)
     if agent_field and principal.agent is not None:
-        queryset = queryset.filter(**{agent_field: principal.agent})
+        own = Q(**{agent_field: principal.agent})
+        if shared:
+            own |= Q(**{f"{agent_field}__isnull": True})
+        queryset = queryset.filter(own)
     return queryset
 
 
 def references_resolve(
-    queryset: QuerySet, principal: Principal, ids, *, not_found: ApplicationError, agent_field="agent"
+    queryset: QuerySet,
+    principal: Principal,
+    ids,
+    *,
+    not_found: ApplicationError,
+    agent_field: str | None = "agent",
+    shared: bool = False,
 ) -> list:
     """The rows of `queryset` named by `ids`, in that order (duplicates once), that the
     principal may read, else `not_found` is raised.
@@ -106,7 +119,9 @@ def references_resolve(
         return []
     rows = {
         row.pk: row
-        for row in scope_to_principal(queryset, principal, agent_field=agent_field).filter(pk__in=ids)
+        for row in scope_to_principal(queryset, principal, agent_field=agent_field, shared=shared).filter(
+            pk__in=ids
+        )
     }
     if len(rows) != len(ids):
         raise not_found
@@ -114,12 +129,21 @@ def references_resolve(
 
 
 def reference_resolve(
-    queryset: QuerySet, principal: Principal, pk, *, not_found: ApplicationError, agent_field="agent"
+    queryset: QuerySet,
+    principal: Principal,
+    pk,
+    *,
+    not_found: ApplicationError,
+    agent_field: str | None = "agent",
+    shared: bool = False,
 ):
     """`references_resolve` for one id; None for None."""
     if pk is None or pk == "":
         return None
-    return references_resolve(queryset, principal, [pk], not_found=not_found, agent_field=agent_field)[0]
+    rows = references_resolve(
+        queryset, principal, [pk], not_found=not_found, agent_field=agent_field, shared=shared
+    )
+    return rows[0]
 
 
 def agent_resolve(principal: Principal, slug: str | None, *, create: bool = True) -> Agent:

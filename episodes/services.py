@@ -5,7 +5,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from core.access import Principal, scope_to_principal
+from core.access import Principal, references_resolve
 from core.errors import ApplicationError, ConflictError, NotFoundError
 from core.models import AuditEvent
 from core.services import audit_record, audit_record_deletes
@@ -220,13 +220,13 @@ def episode_delete(*, episode: Episode, actor: str) -> dict:
 
 def episode_batch_delete(*, principal: Principal, ids, actor: str | None = None) -> dict:
     """Delete every episode in `ids`, or nothing: an id the principal cannot see is a 404."""
-    ids = list(dict.fromkeys(ids))
     with transaction.atomic():
-        found = list(
-            scope_to_principal(Episode.objects.all(), principal)
-            .filter(pk__in=ids)
-            .values_list("pk", flat=True)
+        found = references_resolve(
+            Episode.objects.only("pk"),
+            principal,
+            ids,
+            not_found=NotFoundError(EPISODES_NOT_FOUND, fields={"ids": ["Unknown id."]}),
         )
-        if len(found) != len(ids):
-            raise NotFoundError(EPISODES_NOT_FOUND, fields={"ids": ["Unknown id."]})
-        return _episodes_delete(workspace=principal.workspace, ids=found, actor=actor or principal.actor)
+        return _episodes_delete(
+            workspace=principal.workspace, ids=[e.pk for e in found], actor=actor or principal.actor
+        )

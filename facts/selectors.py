@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, FloatField, Q, UUIDField
+from django.db.models import F, FloatField, UUIDField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from core.access import Principal, agent_resolve, reference_resolve
+from core.access import Principal, agent_resolve, reference_resolve, scope_to_principal
 from core.errors import ApplicationError, NotFoundError
 from core.models import Agent
 from facts.filters import FactFilter, filterset_apply
@@ -46,10 +46,7 @@ class MemoryContext:
 def fact_scope_for_principal(queryset, principal: Principal):
     """Workspace facts; an agent-bound key also sees only its own agent's agent- and
     session-scope facts (user and global facts have no agent and are shared)."""
-    queryset = queryset.filter(workspace=principal.workspace)
-    if principal.agent is not None:
-        queryset = queryset.filter(Q(agent__isnull=True) | Q(agent=principal.agent))
-    return queryset
+    return scope_to_principal(queryset, principal, shared=True)
 
 
 def memory_context_resolve(

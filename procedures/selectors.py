@@ -4,11 +4,11 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 
-from django.db.models import BooleanField, Q, TextField
+from django.db.models import BooleanField, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
-from core.access import Principal
+from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
 from facts.filters import filterset_apply, text_search
 from procedures.filters import ProcedureFilter
@@ -22,10 +22,7 @@ MATCH_CANDIDATE_LIMIT = 5000
 
 def procedure_scope(principal: Principal):
     """Workspace procedures; an agent-bound key sees its agent's and the workspace-wide ones."""
-    queryset = Procedure.objects.filter(workspace=principal.workspace)
-    if principal.agent is not None:
-        queryset = queryset.filter(Q(agent__isnull=True) | Q(agent=principal.agent))
-    return queryset
+    return scope_to_principal(Procedure.objects.all(), principal, shared=True)
 
 
 def procedure_get(*, principal: Principal, procedure_id) -> Procedure:

@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from core.access import Principal
+from core.access import Principal, references_resolve
 from core.errors import ApplicationError, ConflictError, NotFoundError
 from core.models import AuditEvent
 from core.services import audit_record, audit_record_deletes
@@ -273,14 +273,18 @@ def procedure_delete(*, procedure: Procedure, actor: str) -> dict:
 
 def procedure_batch_delete(*, principal: Principal, ids, actor: str | None = None) -> dict:
     """Delete every procedure in `ids`, or nothing: an id the principal cannot see is a 404."""
-    from procedures.selectors import procedure_scope
-
-    ids = list(dict.fromkeys(ids))
     with transaction.atomic():
-        found = list(procedure_scope(principal).filter(pk__in=ids).values_list("pk", flat=True))
-        if len(found) != len(ids):
-            raise NotFoundError(PROCEDURES_NOT_FOUND, fields={"ids": ["Unknown id."]})
-        return _procedures_delete(workspace=principal.workspace, ids=found, actor=actor or principal.actor)
+        # shared: workspace procedures (no agent) are visible to agent-bound keys, as in reads.
+        found = references_resolve(
+            Procedure.objects.only("pk"),
+            principal,
+            ids,
+            shared=True,
+            not_found=NotFoundError(PROCEDURES_NOT_FOUND, fields={"ids": ["Unknown id."]}),
+        )
+        return _procedures_delete(
+            workspace=principal.workspace, ids=[p.pk for p in found], actor=actor or principal.actor
+        )
 
 
 def procedure_embedding_text(procedure: Procedure) -> str:

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
-from core.access import Principal, require_write
+from core.access import Principal, references_resolve, require_write
 from core.errors import ApplicationError, NotFoundError
 from core.lib.tokens import count_message_tokens, count_tokens
 from core.llm import LLMError, LLMUnavailable, chat_complete
@@ -245,17 +245,15 @@ def threads_delete(*, ids, actor: str) -> dict:
 
 def thread_batch_delete(*, principal: Principal, ids) -> dict:
     """Delete the threads `ids`, all or nothing: one id outside the caller's scope is a 404."""
-    from threads.selectors import thread_scoped_queryset
-
     require_write(principal)
-    ids = list(dict.fromkeys(str(i) for i in ids))
     with transaction.atomic():
-        found = list(
-            thread_scoped_queryset(principal=principal).filter(pk__in=ids).values_list("pk", flat=True)
+        found = references_resolve(
+            Thread.objects.only("pk"),
+            principal,
+            ids,
+            not_found=NotFoundError("Some threads were not found; nothing was deleted."),
         )
-        if len(found) != len(ids):
-            raise NotFoundError("Some threads were not found; nothing was deleted.")
-        counts = threads_delete(ids=found, actor=principal.actor)
+        counts = threads_delete(ids=[t.pk for t in found], actor=principal.actor)
     return {"deleted": counts["threads"], **counts}
 
 
