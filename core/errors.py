@@ -168,7 +168,7 @@ def api_exception_handler(exc, context):
         response.data = error_body("invalid", INVALID_INPUT, detail)
         return response
     if isinstance(exc, exceptions.ParseError):
-        response.data = error_body("malformed_request", str(exc.detail))
+        response.data = error_body("malformed_request", str(exc.detail), getattr(exc, "fields", None))
         return response
     if isinstance(exc, exceptions.APIException):
         message = exc.detail if isinstance(exc.detail, str) else _flatten(exc.detail)

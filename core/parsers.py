@@ -26,7 +26,13 @@ JSON_CONSTANT = "NaN and Infinity are not JSON numbers."
 
 
 class MalformedRequest(exceptions.ParseError):
+    """A body the guard refuses; `fields` names where in the document, when it is one place."""
+
     default_code = "malformed_request"
+
+    def __init__(self, detail=None, *, fields=None):
+        super().__init__(detail)
+        self.fields = fields or {}
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -42,30 +48,60 @@ def json_check(value) -> None:
     """Raise MalformedRequest if a decoded document nests too deep or holds text PostgreSQL refuses.
 
     Iterative, so a document that reached here cannot overflow the stack while it is checked.
+    A refused string is named in `fields` as `messages[1].content`, the way serializers name it.
     """
-    stack = [(value, 1)]
+    problem = _first_problem(value, with_paths=False)
+    if problem is None:
+        return
+    message, _ = problem
+    if message == JSON_TOO_DEEP:
+        raise MalformedRequest(message)
+    # Paths cost a tuple per node: found again only for a document being refused.
+    _, path = _first_problem(value, with_paths=True)
+    raise MalformedRequest(message, fields={_path_name(path) or "non_field_errors": [message]})
+
+
+def _first_problem(value, *, with_paths: bool):
+    stack = [(value, 1, ())]
     while stack:
-        item, depth = stack.pop()
+        item, depth, path = stack.pop()
         if isinstance(item, str):
-            _text_check(item)
+            message = _text_problem(item)
+            if message:
+                return message, path
         elif isinstance(item, dict | list):
             if depth > JSON_MAX_DEPTH:
-                raise MalformedRequest(JSON_TOO_DEEP)
+                return JSON_TOO_DEEP, path
             if isinstance(item, dict):
                 for key, child in item.items():
-                    _text_check(key)
-                    stack.append((child, depth + 1))
+                    message = _text_problem(key)
+                    if message:
+                        return message, path
+                    stack.append((child, depth + 1, (*path, key) if with_paths else ()))
             else:
-                stack.extend((child, depth + 1) for child in item)
+                for index, child in enumerate(item):
+                    stack.append((child, depth + 1, (*path, index) if with_paths else ()))
+    return None
 
 
-def _text_check(text: str) -> None:
+def _text_problem(text: str) -> str | None:
     if "\x00" in text:
-        raise MalformedRequest(JSON_NUL)
+        return JSON_NUL
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise MalformedRequest(JSON_SURROGATE) from exc
+    except UnicodeEncodeError:
+        return JSON_SURROGATE
+    return None
+
+
+def _path_name(path) -> str:
+    name = ""
+    for part in path:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        else:
+            name += f".{part}" if name else str(part)
+    return name
 
 
 def json_loads_guarded(raw: bytes):

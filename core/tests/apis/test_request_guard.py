@@ -7,7 +7,7 @@ from django.test import override_settings
 
 from checkpoints.models import Checkpoint
 from core.models import Agent
-from core.parsers import JSON_MAX_DEPTH
+from core.parsers import JSON_MAX_DEPTH, JSON_NUL, JSON_SURROGATE
 from core.testing import MemoryTestCase
 from facts.models import Fact
 from threads.models import RunSnapshot
@@ -24,17 +24,19 @@ class JsonBodyGuardTests(MemoryTestCase):
         body = f'{{"agent": "assistant", "scope": "agent", "key": {key_json}, "value": {value_json}}}'
         return self.post_raw(REMEMBER, body)
 
-    def assert_malformed(self, response):
+    def assert_malformed(self, response, fields=None):
         assert response.status_code == 400, response.content
         error = response.json()["error"]
         assert error["code"] == "malformed_request"
         assert error["message"]
-        assert error["fields"] == {}
+        if fields is not None:
+            assert error["fields"] == fields
 
     def test_escaped_nul_in_a_value_is_refused_and_nothing_stored(self):
         """A \\u0000 escape anywhere in the body is a 400 before any service runs."""
-        for value in ['"a\\u0000b"', '{"nested": ["ok", "x\\u0000"]}']:
-            self.assert_malformed(self.remember(value))
+        self.assert_malformed(self.remember('"a\\u0000b"'), fields={"value": [JSON_NUL]})
+        response = self.remember('{"nested": ["ok", "x\\u0000"]}')
+        self.assert_malformed(response, fields={"value.nested[1]": [JSON_NUL]})
         assert Fact.objects.count() == 0
 
     def test_escaped_nul_in_a_key_is_refused(self):
@@ -49,8 +51,9 @@ class JsonBodyGuardTests(MemoryTestCase):
 
     def test_lone_surrogate_is_refused(self):
         """A lone surrogate is not text: psycopg could not encode it (a bare 500 before)."""
-        for value in ['"\\ud800"', '"x\\udfff"', '["\\ud83d"]']:
-            self.assert_malformed(self.remember(value))
+        for value in ['"\\ud800"', '"x\\udfff"']:
+            self.assert_malformed(self.remember(value), fields={"value": [JSON_SURROGATE]})
+        self.assert_malformed(self.remember('["\\ud83d"]'), fields={"value[0]": [JSON_SURROGATE]})
         assert Fact.objects.count() == 0
 
     def test_surrogate_pair_is_one_character_and_stored(self):
@@ -61,7 +64,7 @@ class JsonBodyGuardTests(MemoryTestCase):
     def test_deep_nesting_is_refused_without_recursion_error(self):
         """JSON nested 3,000-10,000 deep raised RecursionError (a 500)."""
         for depth in (3_000, 10_000):
-            self.assert_malformed(self.remember("[" * depth + "]" * depth))
+            self.assert_malformed(self.remember("[" * depth + "]" * depth), fields={})
             self.assert_malformed(self.remember('{"a":' * depth + "1" + "}" * depth))
         assert Fact.objects.count() == 0
 
