@@ -11,10 +11,12 @@ from core.models import Membership, Workspace
 from core.services import audit_record, membership_remove, membership_set, operator_create
 
 LAST_ADMIN = "A workspace needs at least one admin: promote someone else first."
-USER_EXISTS_NO_PASSWORD = (
-    "This operator already has an account: leave the password blank to add them to the workspace."
+# One answer whether the username is unknown or belongs to an operator (of any workspace):
+# two would tell a workspace admin which usernames other workspaces use.
+MEMBER_ADD_REFUSED = (
+    "This cannot be done with this username. To add an operator who has an account, leave the "
+    "password blank; to create an account, give a password and a username no one uses."
 )
-NEW_USER_NEEDS_PASSWORD = "No operator has this username: give a password to create the account."
 ALREADY_MEMBER = "This operator is already a member; change their role in the list."
 
 
@@ -31,10 +33,8 @@ def member_add(*, workspace: Workspace, actor: str, username: str, role: str, pa
     from browser.selectors import operator_by_username
 
     user = operator_by_username(username=username)
-    if user is not None and password:
-        raise ApplicationError(USER_EXISTS_NO_PASSWORD, fields={"password": [USER_EXISTS_NO_PASSWORD]})
-    if user is None and not password:
-        raise ApplicationError(NEW_USER_NEEDS_PASSWORD, fields={"password": [NEW_USER_NEEDS_PASSWORD]})
+    if (user is not None) == bool(password):
+        raise ApplicationError(MEMBER_ADD_REFUSED, fields={"username": [MEMBER_ADD_REFUSED]})
     with transaction.atomic():
         if user is None:
             membership = operator_create(

@@ -1,7 +1,9 @@
+import re
+
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from browser.services import ALREADY_MEMBER, LAST_ADMIN, NEW_USER_NEEDS_PASSWORD, USER_EXISTS_NO_PASSWORD
+from browser.services import ALREADY_MEMBER, LAST_ADMIN, MEMBER_ADD_REFUSED
 from browser.tests.base import BrowserTestCase
 from core.models import AuditEvent, Membership
 from core.testing import PASSWORD
@@ -79,7 +81,7 @@ class MembersPageTests(BrowserTestCase):
             self.url("memories:member-add"),
             {"username": "outsider", "role": "viewer", "password": "hijack-123456"},
         )
-        assert USER_EXISTS_NO_PASSWORD.encode() in response.content
+        assert MEMBER_ADD_REFUSED.encode() in response.content
         assert not Membership.objects.filter(user=self.outsider, workspace=self.workspace).exists()
         assert get_user_model().objects.get(username="outsider").check_password(PASSWORD)
         response = self.client.post(
@@ -91,8 +93,30 @@ class MembersPageTests(BrowserTestCase):
     def test_unknown_username_without_password_is_explained(self):
         self.login(self.owner)
         response = self.client.post(self.url("memories:member-add"), {"username": "ghost", "role": "viewer"})
-        assert NEW_USER_NEEDS_PASSWORD.encode() in response.content
+        assert MEMBER_ADD_REFUSED.encode() in response.content
         assert not get_user_model().objects.filter(username="ghost").exists()
+
+    def test_refusals_do_not_tell_another_workspaces_operators_apart_from_unknown_names(self):
+        """'No such user' and 'user exists elsewhere' read the same (issue 11): the page must not
+        let an admin find out which usernames other workspaces use."""
+        self.login(self.owner)
+
+        def refusal(username, password=""):
+            data = {"username": username, "role": "viewer", "password": password}
+            response = self.client.post(self.url("memories:member-add"), data)
+            assert response.status_code == 200
+            page = response.content.decode()
+            # CSRF tokens are masked afresh on every render.
+            page = re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", page)
+            page = re.sub(r'"X-CSRFToken": "[^"]*"', "", page)
+            return page.replace(username, "NAME")
+
+        unknown = refusal("ghost")
+        taken = refusal("outsider", password="hijack-123456")
+        assert MEMBER_ADD_REFUSED in unknown
+        assert unknown == taken
+        assert not get_user_model().objects.filter(username="ghost").exists()
+        assert not Membership.objects.filter(user=self.outsider, workspace=self.workspace).exists()
 
     def test_adding_a_member_twice_is_refused(self):
         self.login(self.owner)
