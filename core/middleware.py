@@ -43,7 +43,9 @@ class RequestIdLogFilter(logging.Filter):
     """Adds `request_id` to every record ("-" outside a request) for the log format."""
 
     def filter(self, record):
-        record.request_id = _request_id.get()
+        # django.request logs a response after the middleware returned; its record carries the request.
+        request_id = getattr(getattr(record, "request", None), "id", None)
+        record.request_id = request_id or _request_id.get()
         return True
 
 

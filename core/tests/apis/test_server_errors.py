@@ -1,5 +1,6 @@
 """Unexpected and database errors on /api/ answer the documented JSON body (issue 11 finding 3)."""
 
+import logging
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from django.conf import settings
 from django.db import DataError, InterfaceError, OperationalError
 
 from core.errors import RETRY_AFTER_SECONDS, SERVER_ERROR, SERVICE_UNAVAILABLE, VALUE_REFUSED
-from core.middleware import REQUEST_ID_HEADER
+from core.middleware import REQUEST_ID_HEADER, RequestIdLogFilter
 from core.testing import MemoryTestCase
 
 
@@ -70,6 +71,17 @@ class ServerErrorTests(MemoryTestCase):
         assert [r.status_code for r in responses] == [200, 404, 401, 400]
         ids = {r[REQUEST_ID_HEADER] for r in responses}
         assert len(ids) == 4
+
+    def test_log_lines_of_a_request_carry_its_id(self):
+        """Django logs 4xx/5xx responses after the middleware returned: the id comes from the record."""
+        with self.assertLogs("django.request", level="WARNING") as logs:
+            response = self.api().get("/api/v1/nothing-here/")
+        [record] = logs.records
+        assert RequestIdLogFilter().filter(record)
+        assert record.request_id == response[REQUEST_ID_HEADER]
+        outside = logging.LogRecord("x", logging.INFO, __file__, 1, "outside a request", None, None)
+        RequestIdLogFilter().filter(outside)
+        assert outside.request_id == "-"
 
     def test_a_value_the_database_refuses_is_400(self):
         """The backstop for a limit a serializer missed: DataError and psycopg's DataError family."""
