@@ -1,12 +1,17 @@
-"""Run everything the service needs in the foreground; Ctrl-C stops what it started."""
+"""Run everything the service needs in the foreground; Ctrl-C stops what it started.
+
+The worker, beat, MCP server and gunicorn run under a `core.lib.supervisor.Supervisor`: one
+that dies is logged and restarted with backoff while the others keep serving. Only SIGINT
+or SIGTERM to this process stops them (web first, the worker last), then Valkey, then the
+embedded PostgreSQL (when this was the last process using it).
+"""
 
 import fcntl
 import os
 import secrets
 import signal
-import subprocess
 import sys
-import time
+import threading
 
 from django.conf import settings
 from django.core.management import call_command
@@ -14,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from core.lib.embedded import EmbeddedValkey
+from core.lib.supervisor import ChildSpec, Supervisor
 from core.models import Membership, Workspace
 from core.services import api_key_create, operator_create, workspace_create
 
@@ -52,65 +58,13 @@ class Command(BaseCommand):
         if str(settings.EMBEDDED_POSTGRES_DIR) in env["DATABASE_URL"]:
             self.stdout.write(f"Embedded PostgreSQL at {settings.EMBEDDED_POSTGRES_DIR / 'data'}")
 
-        children: list[subprocess.Popen] = []
+        supervisor = None
         try:
             call_command("migrate", interactive=False, verbosity=0)
             if not options["no_demo"]:
                 self._demo(options)
-            python = sys.executable
-            commands = [
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "memory_project",
-                    "worker",
-                    "--loglevel=INFO",
-                    f"--concurrency={options['worker_concurrency']}",
-                    "--hostname=worker@%h",
-                ],
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "memory_project",
-                    "beat",
-                    "--loglevel=INFO",
-                    f"--schedule={settings.VAR_DIR / 'celerybeat-schedule'}",
-                ],
-                [
-                    python,
-                    "-m",
-                    "gunicorn",
-                    "memory_project.wsgi:application",
-                    f"--bind={options['host']}:{options['port']}",
-                    f"--workers={options['web_workers']}",
-                    "--threads=4",
-                    "--access-logfile=-",
-                    "--graceful-timeout=10",
-                ],
-            ]
-            if options["mcp_port"]:
-                commands.append(
-                    [
-                        python,
-                        str(settings.BASE_DIR / "manage.py"),
-                        "mcp_server",
-                        f"--host={options['host']}",
-                        f"--port={options['mcp_port']}",
-                    ]
-                )
-            # Workers embed in batches, where a second torch thread measured 5.2x the
-            # one-at-a-time rate against 3.7x with one (docs/episodic.md); web processes
-            # embed single queries, where one thread is faster under contention.
-            worker_env = {**env, "EMBEDDING_TORCH_THREADS": env.get("EMBEDDING_WORKER_TORCH_THREADS", "2")}
-            for command in commands:
-                # A new session each, so Ctrl-C reaches only this process, which stops
-                # the children in order (web, beat, worker) and then the servers.
-                child_env = worker_env if "worker" in command else env
-                children.append(subprocess.Popen(command, env=child_env, start_new_session=True))
+            supervisor = Supervisor(self._children(options, env))
+            supervisor.start()
             self.stdout.write(
                 self.style.SUCCESS(
                     f"Serving on http://{options['host']}:{options['port']}/  (admin: /admin/, "
@@ -123,39 +77,94 @@ class Command(BaseCommand):
                     + "). Ctrl-C stops everything."
                 )
             )
-            self._wait(children)
+            stopping = threading.Event()
+            signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
+            signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+            supervisor.run(stopping)
+            self.stdout.write("Stopping…")
         finally:
-            self._stop(reversed(children))
+            if supervisor is not None:
+                supervisor.stop()
             if valkey is not None:
                 valkey.stop()
             lock.close()
 
-    def _wait(self, children):
-        stopping = {"flag": False}
-
-        def request_stop(signum, frame):
-            stopping["flag"] = True
-
-        signal.signal(signal.SIGINT, request_stop)
-        signal.signal(signal.SIGTERM, request_stop)
-        while not stopping["flag"]:
-            for child in children:
-                if child.poll() is not None:
-                    self.stderr.write(f"{' '.join(child.args[:5])} exited with {child.returncode}; stopping.")
-                    return
-            time.sleep(0.5)
-        self.stdout.write("Stopping…")
-
-    def _stop(self, children):
-        for child in children:
-            if child.poll() is None:
-                child.terminate()
-        for child in children:
-            try:
-                child.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+    def _children(self, options, env) -> list[ChildSpec]:
+        """The supervised processes, in start order; they stop in the reverse order."""
+        python = sys.executable
+        # Workers embed in batches, where a second torch thread measured 5.2x the
+        # one-at-a-time rate against 3.7x with one (docs/episodic.md); web processes
+        # embed single queries, where one thread is faster under contention.
+        worker_env = {**env, "EMBEDDING_TORCH_THREADS": env.get("EMBEDDING_WORKER_TORCH_THREADS", "2")}
+        children = [
+            # A warm shutdown waits for running tasks; one cut short comes back from the
+            # broker after the visibility timeout (late acknowledgement).
+            ChildSpec(
+                "worker",
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "memory_project",
+                    "worker",
+                    "--loglevel=INFO",
+                    f"--concurrency={options['worker_concurrency']}",
+                    "--hostname=worker@%h",
+                ],
+                env=worker_env,
+                stop_timeout=30,
+            ),
+            ChildSpec(
+                "beat",
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "memory_project",
+                    "beat",
+                    "--loglevel=INFO",
+                    f"--schedule={settings.VAR_DIR / 'celerybeat-schedule'}",
+                ],
+                env=env,
+                stop_timeout=10,
+            ),
+        ]
+        if options["mcp_port"]:
+            children.append(
+                ChildSpec(
+                    "mcp",
+                    [
+                        python,
+                        str(settings.BASE_DIR / "manage.py"),
+                        "mcp_server",
+                        f"--host={options['host']}",
+                        f"--port={options['mcp_port']}",
+                    ],
+                    env=env,
+                    stop_timeout=10,
+                )
+            )
+        children.append(
+            ChildSpec(
+                "web",
+                [
+                    python,
+                    "-m",
+                    "gunicorn",
+                    "memory_project.wsgi:application",
+                    f"--bind={options['host']}:{options['port']}",
+                    f"--workers={options['web_workers']}",
+                    "--threads=4",
+                    "--access-logfile=-",
+                    "--graceful-timeout=10",
+                ],
+                env=env,
+                stop_timeout=15,
+            )
+        )
+        return children
 
     def _demo(self, options):
         credentials = settings.VAR_DIR / "demo-credentials.txt"
