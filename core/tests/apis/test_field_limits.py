@@ -162,6 +162,20 @@ class IntegerRangeTests(MemoryTestCase):
         assert IterationLog.objects.count() == 0
 
 
+class AgentSlugLengthTests(MemoryTestCase):
+    def test_an_agent_slug_longer_than_the_column_is_400_wherever_it_is_accepted(self):
+        """A writable key registers a new slug on first use: past varchar(100) it overflowed."""
+        slug = "a" * 101
+        for path, body in (
+            ("/api/v1/threads/", {"agent": slug}),
+            ("/api/v1/context/", {"agent": slug, "thread": None}),
+            ("/api/v1/agents/", {"slug": slug}),
+        ):
+            response = self.api().post(path, body, format="json")
+            assert response.status_code == 400, (path, response.content)
+        assert not Agent.objects.filter(slug__startswith="aaaa").exists()
+
+
 class IdentifyLengthTests(MemoryTestCase):
     def test_external_id_of_255_characters_is_identified(self):
         """The derived canonical id `<channel>:<external_id>` overflowed varchar(255) (a 500)."""
