@@ -26,6 +26,7 @@ from core.llm import LLMError, LLMUnavailable, chat_complete_json
 from core.memory_settings import memory_settings_for
 from core.ranking import PLAN_EXACT, vector_literal, vector_sql
 from core.services import audit_record
+from core.sweep import sweep_take
 from episodes.models import EntryEmbedding, EpisodicEntry, MessageEmbedding
 
 logger = logging.getLogger(__name__)
@@ -289,21 +290,19 @@ def _previous_messages(messages) -> dict:
     return {mid: by_id.get(pid) for mid, pid in pairs.items() if pid}
 
 
-def entry_embed_sweep(*, limit: int, before) -> list[str]:
-    """Ids of up to `limit` active entries created before `before` with no vector at all,
-    oldest first: what a lost or failed embedding task left behind."""
+def entry_embed_sweep(*, limit: int, before) -> list[tuple[str, object]]:
+    """Up to `limit` (id, workspace id) of active entries created before `before` with no
+    vector at all (core.sweep.sweep_take's order): what a lost or failed task left behind."""
     has_vector = EntryEmbedding.objects.filter(entry=OuterRef("pk"))
-    return [
-        str(pk)
-        for pk in EpisodicEntry.objects.filter(status=EpisodicEntry.Status.ACTIVE, created_at__lt=before)
-        .filter(~Exists(has_vector))
-        .order_by("created_at")
-        .values_list("pk", flat=True)[:limit]
-    ]
+    missing = EpisodicEntry.objects.filter(status=EpisodicEntry.Status.ACTIVE, created_at__lt=before).filter(
+        ~Exists(has_vector)
+    )
+    return sweep_take(missing, limit=limit)
 
 
-def message_embed_sweep(*, limit: int = 500, before=None) -> list:
-    """Ids of up to `limit` messages (created before `before`) with no vector yet, oldest first.
+def message_embed_sweep(*, limit: int = 500, before=None) -> list[tuple[str, object]]:
+    """Up to `limit` (id, workspace id) of messages (created before `before`) with no vector
+    yet, in core.sweep.sweep_take's order.
 
     Only agents with `semantic_recall` on are swept: embedding every message of every
     agent would spend the workers' CPU on vectors nobody searches.
@@ -322,13 +321,7 @@ def message_embed_sweep(*, limit: int = 500, before=None) -> list:
     )
     if before is not None:
         messages = messages.filter(created_at__lt=before)
-    return [
-        str(pk)
-        for pk in messages.exclude(content="")
-        .filter(~Exists(has_vector))
-        .order_by("created_at")
-        .values_list("pk", flat=True)[:limit]
-    ]
+    return sweep_take(messages.exclude(content="").filter(~Exists(has_vector)), limit=limit)
 
 
 def messages_reembed(*, workspace, batch_size: int = 256) -> int:

@@ -470,19 +470,16 @@ def fact_embedding_text(fact: Fact) -> str:
     return f"{fact.key_normalized}: {value}"
 
 
-def fact_embed_sweep(*, limit: int, before) -> list[str]:
-    """Ids of up to `limit` current facts created before `before` with no vector at all,
-    oldest first: what a lost or failed embedding task left behind."""
+def fact_embed_sweep(*, limit: int, before) -> list[tuple[str, object]]:
+    """Up to `limit` (id, workspace id) of current facts created before `before` with no
+    vector at all (core.sweep.sweep_take's order): what a lost or failed task left behind."""
     from django.db.models import Exists, OuterRef
 
+    from core.sweep import sweep_take
+
     has_vector = FactEmbedding.objects.filter(fact=OuterRef("pk"))
-    return [
-        str(pk)
-        for pk in Fact.objects.filter(valid_to__isnull=True, created_at__lt=before)
-        .filter(~Exists(has_vector))
-        .order_by("created_at")
-        .values_list("pk", flat=True)[:limit]
-    ]
+    missing = Fact.objects.filter(valid_to__isnull=True, created_at__lt=before).filter(~Exists(has_vector))
+    return sweep_take(missing, limit=limit)
 
 
 def fact_embed_batch(*, fact_ids, provider=None) -> int:

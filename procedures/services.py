@@ -292,19 +292,16 @@ def procedure_embedding_text(procedure: Procedure) -> str:
     return f"{procedure.name}. {procedure.description} {phrases}".strip()
 
 
-def procedure_embed_sweep(*, limit: int, before) -> list[str]:
-    """Ids of up to `limit` active procedures created before `before` with no vector at all,
-    oldest first: what a lost or failed embedding task left behind."""
+def procedure_embed_sweep(*, limit: int, before) -> list[tuple[str, object]]:
+    """Up to `limit` (id, workspace id) of active procedures created before `before` with no
+    vector at all (core.sweep.sweep_take's order): what a lost or failed task left behind."""
     from django.db.models import Exists, OuterRef
 
+    from core.sweep import sweep_take
+
     has_vector = ProcedureEmbedding.objects.filter(procedure=OuterRef("pk"))
-    return [
-        str(pk)
-        for pk in Procedure.objects.filter(is_active=True, created_at__lt=before)
-        .filter(~Exists(has_vector))
-        .order_by("created_at")
-        .values_list("pk", flat=True)[:limit]
-    ]
+    missing = Procedure.objects.filter(is_active=True, created_at__lt=before).filter(~Exists(has_vector))
+    return sweep_take(missing, limit=limit)
 
 
 def procedure_embed_batch(*, procedure_ids, provider=None) -> int:

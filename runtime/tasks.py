@@ -1,6 +1,7 @@
 """The periodic repair of missing vectors, across every tier (runtime sits above them all)."""
 
 import logging
+from collections import defaultdict
 from datetime import timedelta
 
 from celery import shared_task
@@ -18,8 +19,8 @@ from procedures.services import procedure_embed_batch, procedure_embed_sweep
 
 logger = logging.getLogger(__name__)
 
-# (tier, ids missing a vector, embed those ids). Every embed is idempotent and skips rows
-# deleted or edited meanwhile, so a row swept while its own task runs is embedded once.
+# (tier, (id, workspace id) of rows missing a vector, embed ids). Every embed is idempotent
+# and skips rows deleted or edited meanwhile, so a row swept while its task runs is embedded once.
 SWEEPS = (
     ("facts", fact_embed_sweep, lambda ids: fact_embed_batch(fact_ids=ids)),
     ("procedures", procedure_embed_sweep, lambda ids: procedure_embed_batch(procedure_ids=ids)),
@@ -38,17 +39,23 @@ def embeddings_sweep_task(limit: int = SWEEP_LIMIT, grace_seconds: int = SWEEP_G
     """Embed rows of every tier that have no vector (lost tasks, failed endpoints, backfills).
 
     The rows are embedded here, not queued: a backlog larger than one run is worked off
-    run by run instead of piling tasks onto the queue. A tier whose endpoint fails is
-    logged and left to the next run; the other tiers go on.
+    run by run instead of piling tasks onto the queue. Each workspace is embedded on its
+    own: one whose endpoint fails is logged and left to the next run, the others go on, and
+    the selection takes every workspace's oldest rows in turn, so it cannot starve them.
     """
     before = timezone.now() - timedelta(seconds=grace_seconds)
-    written = {}
+    written: dict[str, int] = {}
     for tier, missing, embed in SWEEPS:
-        ids = missing(limit=limit, before=before)
-        if not ids:
-            continue
-        try:
-            written[tier] = embed(ids)
-        except EmbeddingError as exc:
-            logger.warning("Embedding sweep of %s failed for %d rows: %s", tier, len(ids), exc)
+        by_workspace = defaultdict(list)
+        for pk, workspace_id in missing(limit=limit, before=before):
+            by_workspace[workspace_id].append(pk)
+        for workspace_id, ids in by_workspace.items():
+            try:
+                count = embed(ids)
+            except EmbeddingError as exc:
+                logger.warning(
+                    "Embedding sweep of %d %s of workspace %s failed: %s", len(ids), tier, workspace_id, exc
+                )
+                continue
+            written[tier] = written.get(tier, 0) + count
     return written

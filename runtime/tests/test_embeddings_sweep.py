@@ -1,5 +1,9 @@
 """The periodic sweep repairs every tier's missing vectors (issue 11, finding 5)."""
 
+from datetime import timedelta
+
+from django.utils import timezone
+
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
 from episodes.models import EntryEmbedding, MessageEmbedding
@@ -67,6 +71,26 @@ class EmbeddingsSweepTests(MemoryTestCase):
             use_test_embeddings(server, self.workspace)
             assert self.sweep(grace_seconds=3600) == {}
             assert self.counts() == (0, 0, 0, 0)
+
+    def test_a_workspace_whose_endpoint_keeps_failing_does_not_starve_the_others(self):
+        """Its older rows take their turn and fail; the other workspace's rows still get vectors."""
+        from core.services import provider_credential_set
+
+        FactEmbedding.objects.all().delete()
+        broken = self.other_workspace
+        for n in range(3):
+            FactFactory(workspace=broken, key=f"old_{n}", created_at=timezone.now() - timedelta(days=1))
+        # Nothing listens on port 9 (discard): every request fails at once.
+        provider_credential_set(
+            workspace=broken, purpose="embedding", base_url="http://127.0.0.1:9/v1", model="m", api_key="k"
+        )
+        with OpenAITestServer() as server:
+            use_test_embeddings(server, self.workspace)
+            with self.assertLogs("runtime.tasks", level="WARNING") as logs:
+                written = self.sweep(limit=2)
+        assert written["facts"] == 1
+        assert FactEmbedding.objects.filter(fact__workspace=self.workspace).count() == 1
+        assert f"of workspace {broken.pk} failed" in logs.output[0]
 
     def test_a_failing_endpoint_is_logged_and_retried_by_the_next_run(self):
         """A tier whose endpoint fails writes nothing; the run does not fail and the next one repairs it."""
