@@ -1,10 +1,9 @@
-import json
-
 import django_filters
 from django import forms
 from django.core.exceptions import ValidationError
 
 from checkpoints.models import Checkpoint
+from core.parsers import json_loads_checked
 
 METADATA_INVALID = 'metadata must be a JSON object, for example {"source": "loop"}.'
 
@@ -14,7 +13,7 @@ def metadata_filter_value(value):
     if isinstance(value, dict):
         return value
     try:
-        parsed = json.loads(value)
+        parsed = json_loads_checked(value)
     except (TypeError, ValueError):
         raise ValidationError(METADATA_INVALID)
     if not isinstance(parsed, dict):

@@ -25,6 +25,16 @@ JSON_SURROGATE = "The request body contains a lone UTF-16 surrogate (\\ud800-\\u
 JSON_CONSTANT = "NaN and Infinity are not JSON numbers."
 
 
+class JSONRefused(ValueError):
+    """A JSON document outside the API's rules. A ValueError, so code that already catches
+    json.loads' errors (form fields, filters) refuses it the same way."""
+
+    def __init__(self, message: str, *, fields=None):
+        super().__init__(message)
+        self.message = message
+        self.fields = fields or {}
+
+
 class MalformedRequest(exceptions.ParseError):
     """A body the guard refuses; `fields` names where in the document, when it is one place."""
 
@@ -45,7 +55,7 @@ def _refuse_constant(name):
 
 
 def json_check(value) -> None:
-    """Raise MalformedRequest if a decoded document nests too deep or holds text PostgreSQL refuses.
+    """Raise JSONRefused if a decoded document nests too deep or holds text PostgreSQL refuses.
 
     Iterative, so a document that reached here cannot overflow the stack while it is checked.
     A refused string is named in `fields` as `messages[1].content`, the way serializers name it.
@@ -55,10 +65,10 @@ def json_check(value) -> None:
         return
     message, _ = problem
     if message == JSON_TOO_DEEP:
-        raise MalformedRequest(message)
+        raise JSONRefused(message)
     # Paths cost a tuple per node: found again only for a document being refused.
     _, path = _first_problem(value, with_paths=True)
-    raise MalformedRequest(message, fields={_path_name(path) or "non_field_errors": [message]})
+    raise JSONRefused(message, fields={_path_name(path) or "non_field_errors": [message]})
 
 
 def _first_problem(value, *, with_paths: bool):
@@ -104,20 +114,22 @@ def _path_name(path) -> str:
     return name
 
 
-def json_loads_guarded(raw: bytes):
-    """Decode a JSON body under the API's rules; MalformedRequest names what was wrong."""
+def json_loads_checked(document: str | bytes):
+    """json.loads under the API's rules, for every JSON document a client sends: request
+    bodies, JSON in a query parameter, JSON typed into a form. JSONRefused names what was wrong."""
+    if isinstance(document, bytes):
+        try:
+            document = document.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JSONRefused(JSON_NOT_UTF8) from exc
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise MalformedRequest(JSON_NOT_UTF8) from exc
-    try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(document, parse_constant=_refuse_constant)
     except RecursionError as exc:
-        raise MalformedRequest(JSON_TOO_DEEP) from exc
+        raise JSONRefused(JSON_TOO_DEEP) from exc
     except ValueError as exc:
         if str(exc) == JSON_CONSTANT:
-            raise MalformedRequest(JSON_CONSTANT) from exc
-        raise MalformedRequest(JSON_MALFORMED.format(detail=exc)) from exc
+            raise JSONRefused(JSON_CONSTANT) from exc
+        raise JSONRefused(JSON_MALFORMED.format(detail=exc)) from exc
     json_check(value)
     return value
 
@@ -130,4 +142,7 @@ class GuardedJSONParser(JSONParser):
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
             raise PayloadTooLarge(BODY_TOO_LARGE.format(limit=limit))
-        return json_loads_guarded(raw)
+        try:
+            return json_loads_checked(raw)
+        except JSONRefused as exc:
+            raise MalformedRequest(exc.message, fields=exc.fields) from exc

@@ -167,6 +167,15 @@ class NulInUrlTests(MemoryTestCase):
         )
         self.assert_malformed(self.api().get("/api/v1/facts/?key=a%00b"))
 
+    def test_json_in_a_query_parameter_passes_the_same_guard(self):
+        """`?metadata=` is a JSON object: deep nesting raised RecursionError, \\u0000 reached jsonb."""
+        url = f"/api/v1/threads/{self.thread.pk}/checkpoints/"
+        for document in ('{"a": "\\u0000"}', '{"a":' * 5000 + "1" + "}" * 5000, '{"a": NaN}'):
+            response = self.api().get(url, {"metadata": document})
+            assert response.status_code == 400, (document[:20], response.content)
+            assert response.json()["error"]["code"] == "invalid"
+        assert self.api().get(url, {"metadata": '{"source": "loop"}'}).status_code == 200
+
     def test_nul_in_path_is_400(self):
         base = f"/api/v1/threads/{self.thread.pk}"
         self.assert_malformed(self.api().get(f"{base}/runs/a%00b/snapshot/"))
