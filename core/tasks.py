@@ -2,8 +2,24 @@ import socket
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.db import InterfaceError, OperationalError
 
+from core.embeddings import EmbeddingError
 from core.services import api_keys_purge_expired, worker_heartbeat_record
+
+# A database that restarts or fails over (connections refused or cut, deadlocks) is
+# transient: idempotent tasks retry instead of failing, which would acknowledge them.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+# Retry policy of every embedding task (facts, procedures, entries, messages): an endpoint
+# or database failure is retried after 10, 20, 40 ... at most 600 s (the visibility timeout,
+# settings.CELERY_BROKER_TRANSPORT_OPTIONS, must stay above that plus the time limit).
+EMBED_RETRY = {
+    "autoretry_for": (EmbeddingError, *DATABASE_UNAVAILABLE),
+    "retry_backoff": 10,
+    "retry_backoff_max": 600,
+    "retry_jitter": True,
+    "max_retries": 6,
+}
 
 
 @shared_task

@@ -1,18 +1,11 @@
 from celery import shared_task
 
-from core.embeddings import EmbeddingError
+from core.tasks import EMBED_RETRY
 from episodes.entry_services import entries_reembed, entry_embed_batch, message_embed_batch
 
 # Embedding tasks are idempotent (existing (row, model) vectors are skipped, rows deleted or
 # edited meanwhile are skipped, and the unique constraint absorbs races), so late
 # acknowledgement (settings) and retries are safe.
-EMBED_RETRY = {
-    "autoretry_for": (EmbeddingError,),
-    "retry_backoff": 10,
-    "retry_backoff_max": 600,
-    "retry_jitter": True,
-    "max_retries": 6,
-}
 
 
 @shared_task(**EMBED_RETRY)

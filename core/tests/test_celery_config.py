@@ -33,6 +33,21 @@ class CeleryDeliveryConfigTests(SimpleTestCase):
         assert timeout > longest_countdown + settings.CELERY_TASK_TIME_LIMIT
         assert app.conf.worker_prefetch_multiplier == 1
 
+    def test_embedding_and_compaction_tasks_retry_while_the_database_is_unavailable(self):
+        """A PostgreSQL restart does not fail (and so acknowledge) them: they retry."""
+        from django.db import InterfaceError, OperationalError
+
+        tasks = self.project_tasks()
+        for name in (
+            "facts.tasks.fact_embed_task",
+            "procedures.tasks.procedure_embed_task",
+            "episodes.tasks.entry_embed_task",
+            "episodes.tasks.message_embed_task",
+            "threads.tasks.thread_compact_task",
+        ):
+            retried = tasks[name].autoretry_for
+            assert OperationalError in retried and InterfaceError in retried, name
+
     def test_the_sweep_repairs_every_tier_periodically(self):
         entries = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
         assert "runtime.tasks.embeddings_sweep_task" in entries
