@@ -6,6 +6,7 @@ import uuid
 from django import forms
 
 from core.models import Membership
+from core.parsers import JSONRefused, json_loads_checked
 
 ROLE_CHOICES = Membership.Role.choices
 IDS_REQUIRED = "Select at least one row."
@@ -68,6 +69,11 @@ class ApiKeyCreateForm(forms.Form):
 VALUE_NOT_JSON = "This is not valid JSON. Untick “Value is JSON” to store it as text."
 
 
+def _json_error(not_json: str, exc: ValueError) -> str:
+    """JSON the API's guard refuses (NUL, lone surrogate, depth, NaN) says why; the rest is not JSON."""
+    return exc.message if isinstance(exc, JSONRefused) and exc.parsed else not_json
+
+
 class JSONTextField(forms.CharField):
     """A JSON document typed in a textarea; empty means 'no change' (None)."""
 
@@ -78,9 +84,9 @@ class JSONTextField(forms.CharField):
         if value in ("", None):
             return None
         try:
-            return json.loads(value)
-        except ValueError:
-            raise forms.ValidationError("This is not valid JSON.")
+            return json_loads_checked(value)
+        except ValueError as exc:
+            raise forms.ValidationError(_json_error("This is not valid JSON.", exc))
 
     def prepare_value(self, value):
         if value is None or isinstance(value, str):
@@ -120,9 +126,9 @@ class FactEditForm(forms.Form):
         cleaned = super().clean()
         if "value" in cleaned and cleaned.get("value_is_json"):
             try:
-                cleaned["value"] = json.loads(cleaned["value"])
-            except ValueError:
-                self.add_error("value", VALUE_NOT_JSON)
+                cleaned["value"] = json_loads_checked(cleaned["value"])
+            except ValueError as exc:
+                self.add_error("value", _json_error(VALUE_NOT_JSON, exc))
         return cleaned
 
     def update(self, principal, fact):
@@ -176,9 +182,10 @@ class ProcedureEditForm(forms.Form):
         cleaned = super().clean()
         if "content" in cleaned and cleaned.get("content_is_json"):
             try:
-                cleaned["content"] = json.loads(cleaned["content"])
-            except ValueError:
-                self.add_error("content", "This is not valid JSON. Untick “Content is JSON” to store text.")
+                cleaned["content"] = json_loads_checked(cleaned["content"])
+            except ValueError as exc:
+                message = "This is not valid JSON. Untick “Content is JSON” to store text."
+                self.add_error("content", _json_error(message, exc))
         return cleaned
 
     def update(self, principal, procedure):

@@ -17,11 +17,11 @@ from core.errors import BODY_TOO_LARGE
 # which the decoder, the serializers and psycopg's jsonb dumper start to recurse out of stack.
 JSON_MAX_DEPTH = 64
 
-JSON_NOT_UTF8 = "The request body is not valid UTF-8."
-JSON_MALFORMED = "The request body is not valid JSON: {detail}"
-JSON_TOO_DEEP = f"The request body is nested deeper than {JSON_MAX_DEPTH} levels."
-JSON_NUL = "The request body contains a NUL character (\\u0000), which cannot be stored."
-JSON_SURROGATE = "The request body contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text."
+JSON_NOT_UTF8 = "The JSON document is not valid UTF-8."
+JSON_MALFORMED = "The JSON document is not valid JSON: {detail}"
+JSON_TOO_DEEP = f"The JSON document is nested deeper than {JSON_MAX_DEPTH} levels."
+JSON_NUL = "The JSON document contains a NUL character (\\u0000), which cannot be stored."
+JSON_SURROGATE = "The JSON document contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text."
 JSON_CONSTANT = "NaN and Infinity are not JSON numbers."
 
 
@@ -29,10 +29,12 @@ class JSONRefused(ValueError):
     """A JSON document outside the API's rules. A ValueError, so code that already catches
     json.loads' errors (form fields, filters) refuses it the same way."""
 
-    def __init__(self, message: str, *, fields=None):
+    def __init__(self, message: str, *, fields=None, parsed: bool = True):
         super().__init__(message)
         self.message = message
         self.fields = fields or {}
+        # False: not JSON at all (syntax, encoding); True: JSON the rules refuse.
+        self.parsed = parsed
 
 
 class MalformedRequest(exceptions.ParseError):
@@ -121,7 +123,7 @@ def json_loads_checked(document: str | bytes):
         try:
             document = document.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise JSONRefused(JSON_NOT_UTF8) from exc
+            raise JSONRefused(JSON_NOT_UTF8, parsed=False) from exc
     try:
         value = json.loads(document, parse_constant=_refuse_constant)
     except RecursionError as exc:
@@ -129,7 +131,7 @@ def json_loads_checked(document: str | bytes):
     except ValueError as exc:
         if str(exc) == JSON_CONSTANT:
             raise JSONRefused(JSON_CONSTANT) from exc
-        raise JSONRefused(JSON_MALFORMED.format(detail=exc)) from exc
+        raise JSONRefused(JSON_MALFORMED.format(detail=exc), parsed=False) from exc
     json_check(value)
     return value
 
