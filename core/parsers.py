@@ -6,6 +6,7 @@ service. Refusing them here, once, keeps every endpoint's bad input a 400 with o
 """
 
 import json
+import re
 
 from django.conf import settings
 from rest_framework import exceptions, status
@@ -52,6 +53,13 @@ class PayloadTooLarge(exceptions.APIException):
     default_code = "payload_too_large"
 
 
+# In valid UTF-8 JSON text, a NUL or a lone surrogate can only come from an escape (the
+# decoder refuses raw control characters in strings, UTF-8 cannot encode a surrogate): a
+# document without one of these escapes needs only its depth checked. A false match (an
+# escaped backslash before "u0000") merely costs the full check.
+_RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+
+
 def _refuse_constant(name):
     raise ValueError(JSON_CONSTANT)
 
@@ -71,6 +79,17 @@ def json_check(value) -> None:
     # Paths cost a tuple per node: found again only for a document being refused.
     _, path = _first_problem(value, with_paths=True)
     raise JSONRefused(message, fields={_path_name(path) or "non_field_errors": [message]})
+
+
+def _depth_check(value) -> None:
+    """The depth part of json_check alone: walks containers only (a 5 MB list of numbers: ~40 ms)."""
+    stack = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > JSON_MAX_DEPTH:
+            raise JSONRefused(JSON_TOO_DEEP)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 def _first_problem(value, *, with_paths: bool):
@@ -119,6 +138,7 @@ def _path_name(path) -> str:
 def json_loads_checked(document: str | bytes):
     """json.loads under the API's rules, for every JSON document a client sends: request
     bodies, JSON in a query parameter, JSON typed into a form. JSONRefused names what was wrong."""
+    original = document
     if isinstance(document, bytes):
         try:
             document = document.decode("utf-8")
@@ -132,7 +152,12 @@ def json_loads_checked(document: str | bytes):
         if str(exc) == JSON_CONSTANT:
             raise JSONRefused(JSON_CONSTANT) from exc
         raise JSONRefused(JSON_MALFORMED.format(detail=exc), parsed=False) from exc
-    json_check(value)
+    # Text given as str may hold a raw surrogate; bytes decoded as UTF-8 cannot.
+    if isinstance(original, str) or _RISKY_ESCAPE.search(document):
+        json_check(value)
+    elif document.count("[") + document.count("{") > JSON_MAX_DEPTH:
+        # Fewer brackets than the limit (brackets inside strings included) cannot nest past it.
+        _depth_check(value)
     return value
 
 
