@@ -349,6 +349,33 @@ class Serve:
         if not self.args.keep_var:
             shutil.rmtree(self.var_dir, ignore_errors=True)
 
+    def drain(self, timeout: float) -> dict:
+        """Tasks waiting in the broker when the load stopped (the worker's backlog: message and
+        fact embeddings, extractions), and how long the worker then took to empty the queue."""
+        import redis
+
+        broker = redis.Redis(unix_socket_path=str(self.var_dir / "valkey" / "valkey.sock"))
+
+        def waiting() -> int:
+            # Queued, plus taken by the worker and not yet acknowledged (late acknowledgement).
+            return broker.llen("celery") + broker.hlen("unacked")
+
+        try:
+            backlog = left = waiting()
+            started = time.monotonic()
+            while left and time.monotonic() - started < timeout:
+                time.sleep(1)
+                left = waiting()
+            return {
+                "backlog_at_deadline": backlog,
+                "left_after_drain": left,
+                "drain_s": round(time.monotonic() - started, 1),
+            }
+        except redis.RedisError as exc:
+            return {"error": str(exc)}
+        finally:
+            broker.close()
+
     def log_problems(self) -> dict:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return {
@@ -387,6 +414,59 @@ def _descendants(pid: int) -> list[int]:
             found.append(child)
             stack.append(child)
     return found
+
+
+def _own_cpu() -> float:
+    usage = os.times()
+    return usage.user + usage.system
+
+
+def _role(pid: int) -> str:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "other"
+    for needle, role in (("gunicorn", "web"), (" worker", "worker"), (" beat", "beat")):
+        if needle in command:
+            return role
+    for needle in ("postgres", "valkey"):
+        if needle in command:
+            return needle
+    return "other"
+
+
+def _postmasters(var_dir: Path) -> list[int]:
+    """The embedded PostgreSQL of `var_dir`: pg_ctl detaches it, so it is not serve's child."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if command and command[0].endswith(b"/postgres") and f"{var_dir}/".encode() in b" ".join(command):
+            found.append(int(entry))
+    return found
+
+
+def _cpu_by_role(pid: int, var_dir: Path | None = None) -> dict[str, float]:
+    """CPU seconds (user + system) of serve's process tree by role (web, worker, beat, valkey)
+    and of its embedded PostgreSQL. A process that exits during the run takes its seconds
+    with it."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    totals: dict[str, float] = {}
+    postgres = [p for root in (_postmasters(var_dir) if var_dir else []) for p in (root, *_descendants(root))]
+    for child in [pid, *_descendants(pid), *postgres]:
+        try:
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # utime and stime are fields 14 and 15 of stat; 12 and 13 after the command name.
+        seconds = (int(fields[11]) + int(fields[12])) / ticks
+        role = "serve" if child == pid else "postgres" if child in postgres else _role(child)
+        totals[role] = totals.get(role, 0.0) + seconds
+    return totals
 
 
 def _alive(pid: int) -> bool:
@@ -429,11 +509,15 @@ def warm_up(*, url: str, key: str, slug: str | None, args) -> list[float]:
     return rounds
 
 
-def run_agents(*, url: str, keys: list[str], slugs: list[str | None], args) -> dict:
+def run_agents(
+    *, url: str, keys: list[str], slugs: list[str | None], args, serve_pid: int | None, var_dir: Path | None
+) -> dict:
     warm_up_rounds = warm_up(url=url, key=keys[0], slug=slugs[0], args=args)
     print(f"warm-up rounds, slowest call (s): {warm_up_rounds}")
     stats = Stats()
     load_before = os.getloadavg()
+    cpu_before = _cpu_by_role(serve_pid, var_dir) if serve_pid else {}
+    client_before = _own_cpu()
     started = time.monotonic()
     deadline = started + args.duration
     agents = [
@@ -450,6 +534,14 @@ def run_agents(*, url: str, keys: list[str], slugs: list[str | None], args) -> d
         agent.join(timeout=max(0.0, deadline - time.monotonic()) + args.timeout + 5)
     elapsed = time.monotonic() - started
     load_after = os.getloadavg()
+    client_cpu = _own_cpu() - client_before
+    server_cpu = {}
+    if serve_pid:
+        cpu_after = _cpu_by_role(serve_pid, var_dir)
+        server_cpu = {
+            role: round(cpu_after.get(role, 0.0) - cpu_before.get(role, 0.0), 1)
+            for role in sorted(set(cpu_after) | set(cpu_before))
+        }
     operations = {}
     for op, samples in sorted(stats.latencies.items()):
         operations[op] = {
@@ -470,6 +562,14 @@ def run_agents(*, url: str, keys: list[str], slugs: list[str | None], args) -> d
         "operations": operations,
         "stragglers": sum(1 for agent in agents if agent.is_alive()),
         "warm_up_rounds_s": warm_up_rounds,
+        # CPU seconds used during the run: what the load cost, whatever else shared the machine.
+        "cpu_seconds": {
+            "server": server_cpu,
+            "server_per_request_ms": (
+                round(sum(server_cpu.values()) / total * 1000, 1) if server_cpu and total else None
+            ),
+            "client": round(client_cpu, 1),
+        },
         "machine": {
             "cores": os.cpu_count(),
             "load_before": [round(x, 2) for x in load_before],
@@ -497,6 +597,12 @@ def print_report(result: dict) -> None:
         f"cores {machine['cores']}, load average before {machine['load_before']}, "
         f"after {machine['load_after']}"
     )
+    cpu = result["cpu_seconds"]
+    if cpu["server"]:
+        print(f"server CPU seconds {cpu['server']} = {cpu['server_per_request_ms']} ms per request")
+    if "task_queue" in result:
+        print(f"worker queue: {result['task_queue']}")
+    print(f"client CPU seconds {cpu['client']}")
     for op, row in result["operations"].items():
         for sample in row["error_samples"]:
             print(f"  {op} error: {sample['status']} {sample['body'][:300]}")
@@ -518,6 +624,9 @@ def main() -> None:
     parser.add_argument("--web-workers", type=int, default=2, help="gunicorn workers of the serve it starts.")
     parser.add_argument("--startup-timeout", type=float, default=300)
     parser.add_argument("--keep-var", action="store_true", help="Keep the serve's var directory.")
+    parser.add_argument(
+        "--drain-timeout", type=float, default=300, help="Seconds to wait for the worker backlog."
+    )
     parser.add_argument("--json", help="Write the figures here.")
     args = parser.parse_args()
     if bool(args.url) != bool(args.key):
@@ -537,9 +646,12 @@ def main() -> None:
             keys = serve.provision(args.agents)
             url, slugs = serve.url, [None] * args.agents
         print(f"{args.agents} agents for {args.duration:.0f} s against {url}")
-        result = run_agents(url=url, keys=keys, slugs=slugs, args=args)
+        serve_pid = serve.process.pid if serve is not None else None
+        var_dir = serve.var_dir if serve is not None else None
+        result = run_agents(url=url, keys=keys, slugs=slugs, args=args, serve_pid=serve_pid, var_dir=var_dir)
         if serve is not None:
             result["readyz"] = _readyz(url)
+            result["task_queue"] = serve.drain(args.drain_timeout)
     finally:
         if serve is not None:
             serve.stop()
