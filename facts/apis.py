@@ -148,13 +148,16 @@ def _remember(request, data) -> tuple[dict, int]:
         overwrite=data["overwrite"],
         actor=principal.actor,
     )
-    body = RememberOutputSerializer(
-        {
-            "outcome": result.outcome,
-            "fact": result.fact,
-            "previous": result.previous.pk if result.previous else None,
-        }
-    ).data
+    # The `remember` tool's result, read by a model (core.lib.escaping).
+    body = strip_invisible_json(
+        RememberOutputSerializer(
+            {
+                "outcome": result.outcome,
+                "fact": result.fact,
+                "previous": result.previous.pk if result.previous else None,
+            }
+        ).data
+    )
     return body, status.HTTP_201_CREATED if result.outcome in (
         "created",
         "superseded",

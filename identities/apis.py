@@ -5,6 +5,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import agent_resolve, require_workspace_key
+from core.lib.escaping import strip_invisible_json
 from core.pagination import paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from identities.filters import MemoryUserFilter
@@ -126,7 +127,9 @@ class MemoryUserIdentifyApi(APIView):
             "preferences": context["preferences"],
             "episodes": EpisodeOutputSerializer(context["episodes"], many=True).data,
         }
-        return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+        # The `identify_user` tool's result, read by a model (core.lib.escaping).
+        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+        return Response(strip_invisible_json(body), status=code)
 
 
 class MemoryUserDetailApi(APIView):

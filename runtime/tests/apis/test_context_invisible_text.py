@@ -27,6 +27,8 @@ from threads.services import thread_append_messages, thread_create, thread_plan_
 CONTEXT = reverse("api:runtime:context")
 SEARCH = reverse("api:episodic_entries:search")
 RECALL = reverse("api:facts:recall")
+REMEMBER = reverse("api:facts:remember")
+IDENTIFY = reverse("api:identities:identify")
 
 
 def tagged(text: str) -> str:
@@ -148,6 +150,20 @@ class ContextInvisibleTextTests(MemoryTestCase):
         body = response.json()
         assert_clean(body)
         assert body["facts"][0]["value"] == "window seat"
+
+    def test_identify_and_remember_tool_endpoints_answer_clean_text(self):
+        """The other OpenAI-style tools (identify_user, remember) answer without the hidden text."""
+        response = self.api().post(IDENTIFY, {"channel": "telegram", "external_id": "1001"}, format="json")
+        assert response.status_code == 200, response.json()
+        body = response.json()
+        assert_clean(body)
+        assert body["memory_user"]["display_name"] == "Ada"
+        assert "window seat" in [f["value"] for f in body["facts"]]
+        fact = {"key": "meal", "value": dirty("vegetarian"), "scope": "user"}
+        response = self.api().post(REMEMBER, {"memory_user": str(self.person.pk), **fact}, format="json")
+        assert response.status_code == 201, response.json()
+        assert_clean(response.json())
+        assert response.json()["fact"]["value"] == "vegetarian"
 
     def test_mcp_tool_results_are_clean(self):
         """recall_memory, recall, history and context tool results hold no hidden characters."""
