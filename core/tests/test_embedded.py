@@ -1,4 +1,6 @@
+import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,29 @@ def test_valkey_is_not_started_twice_and_keeps_data_across_restarts():
         assert redis.Redis(unix_socket_path=str(root / "v.sock")).get("durable") == b"yes"
     finally:
         again.stop()
+
+
+@pytest.mark.slow
+def test_a_killed_valkey_is_started_again_by_its_owner_only():
+    """serve's watch: kill -9 of the Valkey it started gives a new server on the same socket."""
+    import os
+    import signal
+
+    root = Path(tempfile.mkdtemp(prefix="memory-test-valkey-"))
+    owner = EmbeddedValkey(root, root / "v.sock")
+    owner.start()
+    try:
+        assert owner.start_again() is False  # alive: nothing to do
+        os.kill(owner.pid(), signal.SIGKILL)
+        joined = EmbeddedValkey(root, root / "v.sock")
+        assert joined.start_again() is False  # never started it: not its to restart
+        # SIGKILL is delivered asynchronously: poll, as serve does every 2 s.
+        deadline = time.monotonic() + 30
+        while not owner.start_again():
+            assert time.monotonic() < deadline, "not started again"
+            time.sleep(0.05)
+        assert owner.ping()
+    finally:
+        owner.stop()
+    assert not owner.ping()
+    shutil.rmtree(root, ignore_errors=True)

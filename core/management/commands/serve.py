@@ -1,27 +1,33 @@
 """Run everything the service needs in the foreground; Ctrl-C stops what it started.
 
 The worker, beat, MCP server and gunicorn run under a `core.lib.supervisor.Supervisor`: one
-that dies is logged and restarted with backoff while the others keep serving. Only SIGINT
-or SIGTERM to this process stops them (web first, the worker last), then Valkey, then the
-embedded PostgreSQL (when this was the last process using it).
+that dies is logged and restarted with backoff while the others keep serving. The embedded
+Valkey and PostgreSQL, when they are used, are started again if they die (checked every 2 s;
+the web answers 503 meanwhile and reconnects by itself). Only SIGINT or SIGTERM to this process
+stops them (web first, the worker last), then Valkey, then the embedded PostgreSQL (when
+this was the last process using it).
 """
 
 import fcntl
+import logging
 import os
 import secrets
 import signal
 import sys
 import threading
+import time
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from core.lib.embedded import EmbeddedValkey
+from core.lib.embedded import EmbeddedValkey, postgres_start_again
 from core.lib.supervisor import ChildSpec, Supervisor
 from core.models import Membership, Workspace
 from core.services import api_key_create, operator_create, workspace_create
+
+logger = logging.getLogger(__name__)
 
 DEMO_WORKSPACE = "demo"
 DEMO_OPERATOR = "demo"
@@ -55,8 +61,10 @@ class Command(BaseCommand):
             valkey.start()
             env["CELERY_BROKER_URL"] = valkey.url
             self.stdout.write(f"Embedded Valkey on {valkey.socket_path}")
+        embedded_postgres = None
         if str(settings.EMBEDDED_POSTGRES_DIR) in env["DATABASE_URL"]:
-            self.stdout.write(f"Embedded PostgreSQL at {settings.EMBEDDED_POSTGRES_DIR / 'data'}")
+            embedded_postgres = settings.EMBEDDED_POSTGRES_DIR / "data"
+            self.stdout.write(f"Embedded PostgreSQL at {embedded_postgres}")
 
         supervisor = None
         try:
@@ -80,7 +88,7 @@ class Command(BaseCommand):
             stopping = threading.Event()
             signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
             signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
-            supervisor.run(stopping)
+            supervisor.run(stopping, on_poll=EmbeddedServersWatch(valkey=valkey, postgres=embedded_postgres))
             self.stdout.write("Stopping…")
         finally:
             if supervisor is not None:
@@ -189,3 +197,35 @@ class Command(BaseCommand):
         credentials.write_text(text)
         credentials.chmod(0o600)
         self.stdout.write(self.style.WARNING(text))
+
+
+class EmbeddedServersWatch:
+    """Start the embedded Valkey and PostgreSQL again when they die, at most every few seconds.
+
+    A PostgreSQL killed with -9 leaves backends that exit only once they notice; until then
+    a new postmaster refuses to start, so a failed attempt is simply tried again later.
+    """
+
+    INTERVAL = 2.0
+
+    def __init__(self, *, valkey, postgres, clock=time.monotonic):
+        self.valkey = valkey
+        self.postgres = postgres
+        self.clock = clock
+        self.next_check = 0.0
+
+    def __call__(self) -> None:
+        now = self.clock()
+        if now < self.next_check:
+            return
+        self.next_check = now + self.INTERVAL
+        if self.valkey is not None:
+            try:
+                self.valkey.start_again()
+            except (OSError, RuntimeError) as exc:
+                logger.warning("Embedded Valkey could not be started again yet: %s", exc)
+        if self.postgres is not None:
+            try:
+                postgres_start_again(self.postgres)
+            except Exception as exc:  # pg_ctl's errors vary (timeout, exit status, assertion)
+                logger.warning("Embedded PostgreSQL could not be started again yet: %s", exc)

@@ -23,7 +23,7 @@ import pytest
 from django.db import connection
 from django.test import SimpleTestCase, TransactionTestCase
 
-from core.lib.embedded import EmbeddedValkey
+from core.lib.embedded import EmbeddedValkey, postgres_start_again
 from core.lib.supervisor import ChildSpec, Supervisor
 from core.services import provider_credential_set, workspace_create
 from core.testing_embeddings import hashed_vectors
@@ -411,8 +411,9 @@ class KilledPostgresTests(TransactionTestCase):
         assert not any(backend.is_running() for backend in backends)
 
     def _start_postgres(self) -> None:
-        with self.server._lock:
-            self.server.ensure_postgres_running()
+        # What serve does for its embedded server (core.management.commands.serve).
+        assert postgres_start_again(self.root / "data")
+        assert not postgres_start_again(self.root / "data")  # running: nothing to do
 
     def test_acknowledged_writes_survive_and_the_web_answers_503_then_recovers(self):
         """Every 2xx write is there after the restart; during the outage the API answers 503
