@@ -142,7 +142,8 @@ def _keep(match: re.Match) -> str:
         if _in_joining_script(before) and _in_joining_script(after):
             return char
         # An emoji before the joiner may carry its presentation selector or skin tone first.
-        if char == ZWJ and _EMOJI.match(after) and (_EMOJI.match(before) or before == "\ufe0f"):
+        base = text[start - 2] if before == "\ufe0f" and start > 1 else before
+        if char == ZWJ and _EMOJI.match(after) and _EMOJI.match(base):
             return char
     elif _VARIATION_SELECTOR.match(char) and before and _visible_base(before):
         return char

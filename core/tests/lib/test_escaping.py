@@ -74,6 +74,7 @@ class StripInvisibleTests(SimpleTestCase):
         assert strip_invisible("😀\u200d\u200d😀") == "😀😀"
         assert strip_invisible("\u200d😀") == "😀"
         assert strip_invisible("😀\u200da") == "😀a"
+        assert strip_invisible("a\ufe0f\u200d😀") == "a\ufe0f😀"
         assert strip_invisible("م\u200ca") == "مa"
         assert strip_invisible("a\u200c\u200cم") == "aم"
 
