@@ -20,7 +20,7 @@ from checkpoints.services import (
     checkpoint_writes_put,
 )
 from core.access import require_write
-from core.pagination import paginate
+from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from threads.selectors import thread_get
 
@@ -95,6 +95,8 @@ def _namespace(request) -> str:
 
 
 class ThreadCheckpointListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     @extend_schema_serializer(component_name="ThreadCheckpointListInput")
     class InputSerializer(StrictSerializer):
         checkpoint_ns = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
@@ -232,6 +234,8 @@ class ThreadCheckpointWritesApi(APIView):
 
 
 class CheckpointListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     @extend_schema(
         parameters=[OpenApiParameter(name, str) for name in CheckpointFilter.base_filters],
         responses=CheckpointWithWritesOutputSerializer(many=True),

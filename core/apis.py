@@ -6,7 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.memory_settings import memory_settings_for
-from core.pagination import paginate
+from core.pagination import LimitOffsetPagination, paginate
 from core.selectors import agent_get, agent_list, readiness_check
 from core.serializers import StrictSerializer
 from core.services import agent_register, agent_update
@@ -25,6 +25,8 @@ class AgentOutputSerializer(serializers.Serializer):
 
 
 class AgentListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     class InputSerializer(StrictSerializer):
         slug = serializers.SlugField(max_length=100)
         name = serializers.CharField(max_length=200, required=False, allow_blank=True)

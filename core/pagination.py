@@ -1,5 +1,8 @@
+from django.core.exceptions import ImproperlyConfigured
 from rest_framework import pagination
 from rest_framework.response import Response
+
+PAGINATION_CLASS_REQUIRED = "{view} pages a list: declare `pagination_class = LimitOffsetPagination` on it."
 
 
 class LimitOffsetPagination(pagination.LimitOffsetPagination):
@@ -23,7 +26,7 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
     def get_paginated_response_schema(self, schema):
         return {
             "type": "object",
-            "required": ["count", "results"],
+            "required": ["count", "limit", "offset", "next", "previous", "results"],
             "properties": {
                 "count": {"type": "integer"},
                 "limit": {"type": "integer"},
@@ -36,8 +39,16 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
 
 
 def paginate(*, queryset, serializer_class, request, view, context=None):
-    """Paginate a selector's queryset in a plain APIView (HackSoft's helper)."""
-    paginator = LimitOffsetPagination()
+    """Paginate a selector's queryset in a plain APIView (HackSoft's helper).
+
+    The view declares `pagination_class`: this helper pages with it, and drf-spectacular reads
+    the same attribute to document the envelope and its `limit` / `offset` parameters, so the
+    schema cannot say "array" for a view that answers a page.
+    """
+    pagination_class = getattr(view, "pagination_class", None)
+    if pagination_class is None:
+        raise ImproperlyConfigured(PAGINATION_CLASS_REQUIRED.format(view=type(view).__name__))
+    paginator = pagination_class()
     page = paginator.paginate_queryset(queryset, request, view=view)
     serializer = serializer_class(page, many=True, context=context or {"request": request})
     return paginator.get_paginated_response(serializer.data)

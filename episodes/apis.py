@@ -1,11 +1,10 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import require_write
-from core.pagination import paginate
+from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from episodes.filters import EpisodeFilter
 from episodes.models import Episode
@@ -42,7 +41,14 @@ class EpisodeOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class EpisodeDeleteOutputSerializer(serializers.Serializer):
+    episodes = serializers.IntegerField(help_text="Episodes deleted.")
+    facts_unlinked = serializers.IntegerField(help_text="Facts that cited them as their source, kept.")
+
+
 class EpisodeListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     class InputSerializer(StrictSerializer):
         agent = serializers.SlugField(max_length=100, required=False, allow_blank=True)
         memory_user = serializers.UUIDField(required=False, allow_null=True)
@@ -118,10 +124,11 @@ class EpisodeDetailApi(APIView):
         episode = episode_update(episode=episode, actor=request.user.actor, **serializer.validated_data)
         return Response(EpisodeOutputSerializer(episode).data)
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: EpisodeDeleteOutputSerializer})
     def delete(self, request, episode_id):
         episode = episode_get(principal=request.user, episode_id=episode_id)
-        return Response(episode_delete(episode=episode, actor=request.user.actor))
+        counts = episode_delete(episode=episode, actor=request.user.actor)
+        return Response(EpisodeDeleteOutputSerializer(counts).data)
 
 
 class EpisodeCloseApi(APIView):
@@ -162,8 +169,9 @@ class EpisodeFeedbackApi(APIView):
 
 
 class EpisodeBatchDeleteApi(APIView):
-    @extend_schema(request=BatchDeleteInputSerializer, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=BatchDeleteInputSerializer, responses={200: EpisodeDeleteOutputSerializer})
     def post(self, request):
         serializer = BatchDeleteInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        return Response(episode_batch_delete(principal=request.user, ids=serializer.validated_data["ids"]))
+        counts = episode_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
+        return Response(EpisodeDeleteOutputSerializer(counts).data)

@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 from core.access import require_write
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible_json
-from core.pagination import paginate
+from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from episodes.entry_filters import EpisodicEntryFilter
 from episodes.entry_selectors import entry_get, entry_list, entry_render_memory_block, entry_search_hybrid
@@ -73,6 +73,8 @@ def _context(principal, data, *, create_agent: bool):
 
 class EntryListApi(APIView):
     """Episodic entries visible to the key, newest first; filters as query parameters."""
+
+    pagination_class = LimitOffsetPagination
 
     @extend_schema(
         parameters=[OpenApiParameter(name, str, required=False) for name in EpisodicEntryFilter.base_filters],

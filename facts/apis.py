@@ -1,5 +1,4 @@
 from django.db import transaction
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -8,7 +7,8 @@ from rest_framework.views import APIView
 from core.access import reference_resolve, require_write
 from core.errors import NotFoundError
 from core.lib.escaping import strip_invisible_json
-from core.pagination import paginate
+from core.pagination import LimitOffsetPagination, paginate
+from core.schema import lazy_list_field
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from facts.filters import FactFilter
 from facts.models import Fact
@@ -66,6 +66,10 @@ class FactOutputSerializer(serializers.Serializer):
 
     def get_effective_confidence(self, fact) -> float:
         return round(getattr(fact, "effective_confidence", fact.confidence), 6)
+
+
+class FactDeleteOutputSerializer(serializers.Serializer):
+    facts = serializers.IntegerField(help_text="Facts deleted.")
 
 
 class ContextInputSerializer(StrictSerializer):
@@ -167,6 +171,8 @@ def _remember(request, data) -> tuple[dict, int]:
 class FactListApi(APIView):
     """List facts (current versions unless `current=false|all`) or remember one."""
 
+    pagination_class = LimitOffsetPagination
+
     @extend_schema(
         parameters=[OpenApiParameter(name, str) for name in FactFilter.base_filters],
         responses=FactOutputSerializer(many=True),
@@ -259,14 +265,16 @@ class FactDetailApi(APIView):
         fact = fact_update(fact=fact, actor=request.user.actor, **serializer.validated_data)
         return Response(FactOutputSerializer(fact_get(principal=request.user, fact_id=fact.pk)).data)
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: FactDeleteOutputSerializer})
     def delete(self, request, fact_id):
         fact = fact_get(principal=request.user, fact_id=fact_id)
-        return Response(fact_delete(fact=fact, actor=request.user.actor))
+        return Response(FactDeleteOutputSerializer(fact_delete(fact=fact, actor=request.user.actor)).data)
 
 
 class FactHistoryApi(APIView):
     """Every version of this fact's key in its scope, newest first."""
+
+    pagination_class = LimitOffsetPagination
 
     @extend_schema(responses=FactOutputSerializer(many=True))
     def get(self, request, fact_id):
@@ -284,20 +292,20 @@ class FactBatchDeleteApi(APIView):
 
     @extend_schema(
         request=BatchDeleteInputSerializer,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: FactDeleteOutputSerializer},
     )
     def post(self, request):
         serializer = BatchDeleteInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         counts = fact_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
-        return Response(counts)
+        return Response(FactDeleteOutputSerializer(counts).data)
 
 
 class RecallOutputSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["list", "key", "fuzzy", "query"])
     facts = FactOutputSerializer(many=True)
-    procedures = serializers.ListField(child=serializers.DictField())
-    episodes = serializers.ListField(child=serializers.DictField())
+    procedures = lazy_list_field("procedures.apis.ProcedureOutputSerializer")
+    episodes = lazy_list_field("episodes.apis.EpisodeOutputSerializer")
 
 
 class RecallApi(APIView):
@@ -354,10 +362,31 @@ class RecallApi(APIView):
         )
 
 
+TOOL_SCHEMAS_RESPONSE = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["type", "function"],
+        "properties": {
+            "type": {"type": "string", "enum": ["function"]},
+            "function": {
+                "type": "object",
+                "required": ["name", "description", "parameters"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "parameters": {"type": "object", "description": "A JSON Schema of the arguments."},
+                },
+            },
+        },
+    },
+}
+
+
 class ToolsApi(APIView):
     """OpenAI-style function schemas for recall, remember and identify_user, ready to hand
     to a model unchanged."""
 
-    @extend_schema(responses={200: OpenApiTypes.ANY})
+    @extend_schema(responses={200: TOOL_SCHEMAS_RESPONSE})
     def get(self, request):
         return Response(tool_schemas())

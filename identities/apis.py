@@ -1,4 +1,3 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -6,7 +5,8 @@ from rest_framework.views import APIView
 
 from core.access import agent_resolve, require_workspace_key
 from core.lib.escaping import strip_invisible_json
-from core.pagination import paginate
+from core.pagination import LimitOffsetPagination, paginate
+from core.schema import lazy_list_field
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from identities.filters import MemoryUserFilter
 from identities.selectors import memory_user_context, memory_user_get, memory_user_list
@@ -42,6 +42,18 @@ class MemoryUserOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class MemoryUserEraseOutputSerializer(serializers.Serializer):
+    """What an erasure deleted: the people (with those merged into them) and all their rows."""
+
+    memory_users = serializers.IntegerField()
+    identities = serializers.IntegerField()
+    threads = serializers.IntegerField()
+    messages = serializers.IntegerField()
+    facts = serializers.IntegerField()
+    episodes = serializers.IntegerField()
+    episodic_entries = serializers.IntegerField()
+
+
 class IdentityInputSerializer(StrictSerializer):
     channel = serializers.CharField(max_length=50)
     external_id = serializers.CharField(max_length=255)
@@ -49,6 +61,8 @@ class IdentityInputSerializer(StrictSerializer):
 
 
 class MemoryUserListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     class InputSerializer(StrictSerializer):
         canonical_id = serializers.CharField(max_length=255)
         display_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
@@ -93,9 +107,9 @@ class MemoryUserIdentifyApi(APIView):
     class OutputSerializer(serializers.Serializer):
         created = serializers.BooleanField()
         memory_user = MemoryUserOutputSerializer()
-        facts = serializers.ListField(child=serializers.DictField())
+        facts = lazy_list_field("facts.apis.FactOutputSerializer")
         preferences = serializers.JSONField()
-        episodes = serializers.ListField(child=serializers.DictField())
+        episodes = lazy_list_field("episodes.apis.EpisodeOutputSerializer")
 
     @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 201: OutputSerializer})
     def post(self, request):
@@ -153,13 +167,14 @@ class MemoryUserDetailApi(APIView):
         return Response(MemoryUserOutputSerializer(memory_user).data)
 
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: MemoryUserEraseOutputSerializer},
         description="Right to erasure: deletes everything of this person.",
     )
     def delete(self, request, memory_user_id):
         require_workspace_key(request.user)
         memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
-        return Response(memory_user_erase(memory_user=memory_user, actor=request.user.actor))
+        counts = memory_user_erase(memory_user=memory_user, actor=request.user.actor)
+        return Response(MemoryUserEraseOutputSerializer(counts).data)
 
 
 class MemoryUserMergeApi(APIView):
@@ -192,11 +207,10 @@ class MemoryUserMergeApi(APIView):
 
 
 class MemoryUserBatchDeleteApi(APIView):
-    @extend_schema(request=BatchDeleteInputSerializer, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=BatchDeleteInputSerializer, responses={200: MemoryUserEraseOutputSerializer})
     def post(self, request):
         require_workspace_key(request.user)
         serializer = BatchDeleteInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        return Response(
-            memory_user_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
-        )
+        counts = memory_user_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
+        return Response(MemoryUserEraseOutputSerializer(counts).data)

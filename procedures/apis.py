@@ -1,4 +1,3 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -6,7 +5,7 @@ from rest_framework.views import APIView
 
 from core.access import agent_resolve, references_resolve
 from core.errors import ApplicationError
-from core.pagination import paginate
+from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from episodes.models import Episode
 from procedures.filters import ProcedureFilter
@@ -44,11 +43,20 @@ class ProcedureOutputSerializer(serializers.Serializer):
     created_by = serializers.CharField()
     created_at = serializers.DateTimeField()
     similarity = serializers.FloatField(
-        default=None, read_only=True, help_text="Set when found semantically by recall."
+        default=None, read_only=True, allow_null=True, help_text="Set when found semantically by recall."
+    )
+
+
+class ProcedureDeleteOutputSerializer(serializers.Serializer):
+    procedures = serializers.IntegerField(help_text="Procedures deleted.")
+    children_unlinked = serializers.IntegerField(
+        help_text="Procedures evolved from them, kept without a parent."
     )
 
 
 class ProcedureListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     class InputSerializer(StrictSerializer):
         agent = serializers.SlugField(
             max_length=100, required=False, allow_blank=True, help_text="Omit for a workspace-wide procedure."
@@ -127,10 +135,21 @@ class ProcedureDetailApi(APIView):
         )
         return Response(ProcedureOutputSerializer(procedure).data)
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: ProcedureDeleteOutputSerializer})
     def delete(self, request, procedure_id):
         procedure = procedure_get(principal=request.user, procedure_id=procedure_id)
-        return Response(procedure_delete(procedure=procedure, actor=request.user.actor))
+        counts = procedure_delete(procedure=procedure, actor=request.user.actor)
+        return Response(ProcedureDeleteOutputSerializer(counts).data)
+
+
+class ProcedureMatchOutputSerializer(serializers.Serializer):
+    score = serializers.FloatField()
+    matched = serializers.ListField(child=serializers.CharField())
+    procedure = ProcedureOutputSerializer()
+
+
+class ProcedureMatchResultsOutputSerializer(serializers.Serializer):
+    results = ProcedureMatchOutputSerializer(many=True, help_text="Best first; at most `limit`.")
 
 
 class ProcedureMatchApi(APIView):
@@ -144,12 +163,9 @@ class ProcedureMatchApi(APIView):
         context = serializers.DictField(required=False, help_text='e.g. {"channel": "telegram"}.')
         limit = serializers.IntegerField(min_value=1, max_value=100, default=10)
 
-    class OutputSerializer(serializers.Serializer):
-        score = serializers.FloatField()
-        matched = serializers.ListField(child=serializers.CharField())
-        procedure = ProcedureOutputSerializer()
+    OutputSerializer = ProcedureMatchOutputSerializer
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer(many=True))
+    @extend_schema(request=InputSerializer, responses=ProcedureMatchResultsOutputSerializer)
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -190,8 +206,9 @@ class ProcedureRunApi(APIView):
 
 
 class ProcedureBatchDeleteApi(APIView):
-    @extend_schema(request=BatchDeleteInputSerializer, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=BatchDeleteInputSerializer, responses={200: ProcedureDeleteOutputSerializer})
     def post(self, request):
         serializer = BatchDeleteInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        return Response(procedure_batch_delete(principal=request.user, ids=serializer.validated_data["ids"]))
+        counts = procedure_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
+        return Response(ProcedureDeleteOutputSerializer(counts).data)

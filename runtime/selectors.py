@@ -601,6 +601,7 @@ def _no_history() -> dict:
         "cut_count": 0,
         "recalled": [],
         "leaf_id": None,
+        "summary_in_session_memory": False,
     }
 
 

@@ -5,7 +5,7 @@ from rest_framework.views import APIView
 
 from core.access import agent_resolve, reference_resolve, require_write
 from core.errors import NotFoundError
-from core.pagination import paginate
+from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import INT_MAX, BatchDeleteInputSerializer, StrictSerializer
 from identities.models import MemoryUser
 from threads.filters import ThreadFilter
@@ -116,6 +116,8 @@ class AppendedMessageOutputSerializer(serializers.Serializer):
 
 
 class ThreadListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     @extend_schema_serializer(component_name="ThreadListFilter")
     class FilterSerializer(StrictSerializer):
         # Documentation only: ThreadFilter validates the query string.
@@ -220,6 +222,8 @@ class ThreadBatchDeleteApi(APIView):
 
 
 class MessageListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     @extend_schema_serializer(component_name="MessageListInput")
     class InputSerializer(StrictSerializer):
         messages = serializers.ListField(child=serializers.DictField(), allow_empty=False)
@@ -394,6 +398,8 @@ class ThreadPlanApi(APIView):
 
 
 class ThreadPlanVersionsApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     @extend_schema(responses=PlanOutputSerializer(many=True))
     def get(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
@@ -437,6 +443,8 @@ class RunSnapshotApi(APIView):
 
 
 class IterationListApi(APIView):
+    pagination_class = LimitOffsetPagination
+
     @extend_schema_serializer(component_name="IterationListInput")
     class InputSerializer(StrictSerializer):
         task = serializers.CharField(max_length=200)

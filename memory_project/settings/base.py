@@ -171,8 +171,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "APPEND_COMPONENTS": {"securitySchemes": {"ApiKeyAuth": {"type": "http", "scheme": "bearer"}}},
-    "SECURITY": [{"ApiKeyAuth": []}],
+    # The security scheme and each operation's requirement come from core.schema's
+    # authentication extension; a global SECURITY here would list it twice per operation.
     # Several serializers have an `outcome` field with different choices; name each set.
     "ENUM_NAME_OVERRIDES": {"EpisodeOutcomeEnum": "episodes.models.Episode.Outcome"},
 }
