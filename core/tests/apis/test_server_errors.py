@@ -1,5 +1,6 @@
 """Unexpected and database errors on /api/ answer the documented JSON body (issue 11 finding 3)."""
 
+import json
 import logging
 import os
 import subprocess
@@ -111,12 +112,33 @@ class ServerErrorTests(MemoryTestCase):
             assert response.json()["error"]["message"] == SERVICE_UNAVAILABLE
             assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
 
-    def test_database_errors_raised_outside_drf_are_mapped_too(self):
-        """An error from a plain Django view under /api/ goes through the middleware's handler."""
+    def test_database_errors_on_the_schema_route_are_mapped_too(self):
+        """Every view under /api/ (the OpenAPI document included) answers the same 503."""
         with mock.patch("drf_spectacular.views.SpectacularAPIView.get", side_effect=OperationalError("gone")):
             response = self.client_without_raise().get("/api/schema/")
         assert response.status_code == 503
         assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+
+
+class MiddlewareFallbackTests(MemoryTestCase):
+    def test_an_error_outside_drf_gets_the_same_bodies(self):
+        """process_exception maps what reaches it the way the DRF handler does, with the request id."""
+        from django.test import RequestFactory
+
+        from core.middleware import RequestIdMiddleware
+
+        middleware = RequestIdMiddleware(lambda request: None)
+        request = RequestFactory().get("/api/v1/agents/")
+        request.id = "abc"
+        response = middleware.process_exception(request, OperationalError("gone"))
+        assert (response.status_code, response["Retry-After"]) == (503, str(RETRY_AFTER_SECONDS))
+        with self.assertLogs("core.middleware", level="ERROR"):
+            response = middleware.process_exception(request, KeyError("x"))
+        assert response.status_code == 500
+        assert json.loads(response.content)["error"]["request_id"] == "abc"
+        page = RequestFactory().get("/memories/")
+        page.id = "abc"
+        assert middleware.process_exception(page, KeyError("x")) is None
 
 
 class DebugOffTests(MemoryTestCase):
