@@ -94,6 +94,17 @@ class OpenApiDocumentTests(MemoryTestCase):
             if "{" in path:
                 assert "404" in responses, (method, path)
 
+    def test_request_bodies_forbid_the_fields_the_api_refuses(self):
+        """StrictSerializer answers 400 for an undeclared field; the document says so."""
+        schemas = self.document["components"]["schemas"]
+        for path, method, operation in operations(self.document):
+            if "requestBody" not in operation:
+                continue
+            name = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[
+                -1
+            ]
+            assert schemas[name]["additionalProperties"] is False, (method, path, name)
+
     def test_each_operation_lists_the_api_key_scheme_once(self):
         for path, method, operation in operations(self.document):
             assert operation["security"] == [{"ApiKeyAuth": []}], (method, path)
