@@ -102,7 +102,7 @@ class CompactionTests(MemoryTestCase):
 
         from threads.tasks import thread_compact_task
 
-        assert thread_compact_task.autoretry_for == (LLMError,)
+        assert LLMError in thread_compact_task.autoretry_for
         assert thread_compact_task.retry_backoff
         with OpenAITestServer() as server:
             provider_credential_set(workspace=self.workspace, purpose="chat", base_url=server.url, model="m")
