@@ -10,13 +10,17 @@ A route without a row in `API_CASES` / `BROWSER_CASES` fails `test_every_route_h
 """
 
 import json
+import logging
 import uuid
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.apps import apps
-from django.db import connection
+from django.db import connection, transaction
+from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
@@ -826,3 +830,63 @@ def _is_uuid(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+class _Rollback(Exception):
+    pass
+
+
+@contextmanager
+def quiet_request_log():
+    """Expected 4xx/5xx responses would otherwise log a line each."""
+    logger = logging.getLogger("django.request")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def isolated(fn):
+    """Run `fn` in a savepoint that is always rolled back; return its result."""
+    box = {}
+    try:
+        with transaction.atomic():
+            box["value"] = fn()
+            raise _Rollback
+    except _Rollback:
+        pass
+    return box["value"]
+
+
+def api_request(method, path, *, body=None, key=None, query=None):
+    client = Client(raise_request_exception=False)
+    if query:
+        path = f"{path}?{urlencode(query)}"
+    extra = {"HTTP_AUTHORIZATION": f"Bearer {key}"} if key else {}
+    data = b"" if body is None else (body if isinstance(body, bytes) else json_bytes(body))
+    return client.generic(method.upper(), path, data=data, content_type="application/json", **extra)
+
+
+def response_json(response):
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        return None
+
+
+def error_shape_problem(response) -> str | None:
+    body = response_json(response)
+    error = body.get("error") if isinstance(body, dict) else None
+    if (
+        not isinstance(error, dict)
+        or not isinstance(error.get("code"), str)
+        or not isinstance(error.get("message"), str)
+    ):
+        return f"{response.status_code} body is not the documented error shape: {response.content[:300]!r}"
+    return None

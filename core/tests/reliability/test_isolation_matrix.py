@@ -7,12 +7,9 @@ seeded world and the row snapshot taken right after the request shows exactly wh
 """
 
 import json
-import logging
-from contextlib import contextmanager
 from urllib.parse import urlencode
 
 import pytest
-from django.db import transaction
 from django.test import Client, TestCase
 from django.urls import reverse
 
@@ -22,8 +19,12 @@ from core.tests.reliability.routes import (
     API_CASES,
     BROWSER_CASES,
     UNSAFE,
-    json_bytes,
+    api_request,
+    error_shape_problem,
+    isolated,
+    quiet_request_log,
     random_twin,
+    response_json,
     routes,
     seed_world,
     snapshot,
@@ -39,62 +40,6 @@ ROLE_LEVEL = {"owner": 2, "editor": 1, "viewer": 0}
 SEP = "\x1f"
 
 
-class _Rollback(Exception):
-    pass
-
-
-@contextmanager
-def quiet_request_log():
-    """Expected 4xx/5xx responses would otherwise log a line each."""
-    logger = logging.getLogger("django.request")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def isolated(fn):
-    """Run `fn` in a savepoint that is always rolled back; return its result."""
-    box = {}
-    try:
-        with transaction.atomic():
-            box["value"] = fn()
-            raise _Rollback
-    except _Rollback:
-        pass
-    return box["value"]
-
-
-def api_request(method, path, *, body=None, key=None, query=None):
-    client = Client(raise_request_exception=False)
-    if query:
-        path = f"{path}?{urlencode(query)}"
-    extra = {"HTTP_AUTHORIZATION": f"Bearer {key}"} if key else {}
-    data = b"" if body is None else (body if isinstance(body, bytes) else json_bytes(body))
-    return client.generic(method.upper(), path, data=data, content_type="application/json", **extra)
-
-
-def response_json(response):
-    try:
-        return json.loads(response.content)
-    except ValueError:
-        return None
-
-
-def error_shape_problem(response) -> str | None:
-    body = response_json(response)
-    error = body.get("error") if isinstance(body, dict) else None
-    if (
-        not isinstance(error, dict)
-        or not isinstance(error.get("code"), str)
-        or not isinstance(error.get("message"), str)
-    ):
-        return f"{response.status_code} body is not the documented error shape: {response.content[:300]!r}"
-    return None
-
-
 class IsolationMatrixTests(TestCase):
     """Personas (API): owner = W1-wide writable key; other_agent = key bound to a2, which owns
     none of the seeded rows; read_only = W1 read-only key; other_workspace = W2's key; no_key.
@@ -103,6 +48,8 @@ class IsolationMatrixTests(TestCase):
     @classmethod
     def setUpTestData(cls):
         cls.world = seed_world()
+        # Every request is rolled back, so the seeded rows are the baseline of each one.
+        cls.baseline = snapshot(cls.world.w1)
 
     # -- coverage ---------------------------------------------------------------------------
 
@@ -201,7 +148,7 @@ class IsolationMatrixTests(TestCase):
     def _forbidden(self, method, path, body, query, *, key):
         """Status of a request that must change nothing, and what went wrong."""
         w = self.world
-        before = snapshot(w.w1)
+        before = self.baseline
 
         def run():
             response = api_request(method, path, body=body, key=key, query=query)
@@ -227,7 +174,7 @@ class IsolationMatrixTests(TestCase):
         query_text = urlencode(query or {})
         twin_text, back = random_twin(SEP.join([path, body_text, query_text]), originals)
         twin_path, twin_body, twin_query = twin_text.split(SEP)
-        before = snapshot(w.w1)
+        before = self.baseline
 
         def run():
             response = api_request(method, path, body=body_text.encode() or None, key=key, query=query)
@@ -322,7 +269,7 @@ class IsolationMatrixTests(TestCase):
         level = case.levels[method]
         data = case.data[method](w) if method in case.data else None
         url = self._browser_url(route, case, w.w1)
-        before = snapshot(w.w1)
+        before = self.baseline
 
         def run(persona=persona, url=url, data=data):
             response = self._page(persona, method, url, data)
