@@ -36,9 +36,15 @@ class HistorySerializer(serializers.Serializer):
     leaf_id = serializers.CharField(allow_null=True)
 
 
+class ContextMemoryUserSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    canonical_id = serializers.CharField()
+    display_name = serializers.CharField()
+
+
 class ContextOutputSerializer(serializers.Serializer):
     agent = serializers.CharField()
-    memory_user = serializers.DictField(allow_null=True)
+    memory_user = ContextMemoryUserSerializer(allow_null=True)
     thread = serializers.UUIDField(allow_null=True)
     appended_message = serializers.UUIDField(allow_null=True)
     token_budget = serializers.IntegerField()
@@ -63,24 +69,26 @@ def context_result_data(result) -> dict:
     items and history included, so no invisible or bidi control character leaves here."""
     context = result.context
     user = context.memory_user
-    return strip_invisible_json({
-        "agent": context.agent.slug,
-        "memory_user": (
-            {"id": str(user.pk), "canonical_id": user.canonical_id, "display_name": user.display_name}
-            if user is not None
-            else None
-        ),
-        "thread": str(context.thread.pk) if context.thread is not None else None,
-        "appended_message": str(result.appended.pk) if result.appended is not None else None,
-        "token_budget": result.token_budget,
-        "tokens": result.tokens,
-        "message_tokens": result.message_tokens,
-        "allocation": result.allocation,
-        "system_prompt": result.system_prompt,
-        **{name: section.as_dict() for name, section in result.sections.items()},
-        "history": result.history,
-        "timings_ms": result.timings,
-    })
+    return strip_invisible_json(
+        {
+            "agent": context.agent.slug,
+            "memory_user": (
+                {"id": str(user.pk), "canonical_id": user.canonical_id, "display_name": user.display_name}
+                if user is not None
+                else None
+            ),
+            "thread": str(context.thread.pk) if context.thread is not None else None,
+            "appended_message": str(result.appended.pk) if result.appended is not None else None,
+            "token_budget": result.token_budget,
+            "tokens": result.tokens,
+            "message_tokens": result.message_tokens,
+            "allocation": result.allocation,
+            "system_prompt": result.system_prompt,
+            **{name: section.as_dict() for name, section in result.sections.items()},
+            "history": result.history,
+            "timings_ms": result.timings,
+        }
+    )
 
 
 class ContextAssembleApi(APIView):

@@ -1,4 +1,9 @@
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -48,6 +53,14 @@ def memory_user_lookup(*, principal, memory_user_id):
     )
 
 
+class ThreadSummaryOutputSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    upto_message_id = serializers.UUIDField(allow_null=True, help_text="The last message it covers.")
+    tokens = serializers.IntegerField()
+    method = serializers.CharField()
+    compacted_at = serializers.DateTimeField(allow_null=True)
+
+
 class ThreadOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     agent = serializers.CharField(source="agent.slug")
@@ -64,6 +77,7 @@ class ThreadOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
+    @extend_schema_field(ThreadSummaryOutputSerializer(allow_null=True))
     def get_summary(self, thread) -> dict | None:
         if not thread.summary:
             return None

@@ -202,6 +202,12 @@ class ResponsesMatchTheSchemaTests(MemoryTestCase):
     def test_context_without_a_thread_answers_the_documented_history(self):
         body = self.call("post", "/api/v1/context/", body={"agent": "assistant", "message": "hello"})
         assert body["history"]["summary_in_session_memory"] is False
+        body = self.call(
+            "post",
+            "/api/v1/context/",
+            body={"agent": "assistant", "channel": "telegram", "external_id": "42", "message": "hi"},
+        )
+        assert body["memory_user"]["canonical_id"]
 
     def test_deletes_answer_the_documented_counts(self):
         fact = self.remember("city", "Lisbon")
