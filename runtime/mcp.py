@@ -32,6 +32,7 @@ from starlette.responses import JSONResponse
 from core.access import principal_for_api_key
 from core.authentication import INVALID_KEY
 from core.errors import ApplicationError, error_body
+from core.parsers import JSONRefused, json_check
 from core.selectors import api_key_authenticate
 from runtime import tools
 
@@ -97,6 +98,8 @@ class ApiKeyMiddleware:
 def _error_text(exc: Exception) -> str:
     if isinstance(exc, ApplicationError):
         body = error_body(exc.code, exc.message, exc.fields)
+    elif isinstance(exc, JSONRefused):
+        body = error_body("malformed_request", exc.message, exc.fields)
     elif isinstance(exc, DjangoValidationError):
         fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         body = error_body("invalid", "Invalid input.", fields)
@@ -119,8 +122,11 @@ async def _run_tool(ctx: Context, fn, arguments: dict[str, Any]) -> dict[str, An
     if principal is None:
         raise ToolError(json.dumps(error_body("not_authenticated", MISSING_KEY)))
     try:
+        # Tool arguments arrive as JSON outside DRF: the same guard as a request body keeps
+        # NUL, lone surrogates and deep nesting from reaching PostgreSQL.
+        json_check(arguments)
         return await sync_to_async(_call, thread_sensitive=False)(fn, principal, arguments)
-    except (ApplicationError, DjangoValidationError, DrfValidationError) as exc:
+    except (JSONRefused, ApplicationError, DjangoValidationError, DrfValidationError) as exc:
         # The model reads the same error body the REST API returns.
         raise ToolError(_error_text(exc)) from exc
 

@@ -87,3 +87,21 @@ def test_bad_arguments_come_back_as_field_errors(live_mcp, fresh_workspace):
     error = error_of(result)
     assert error["code"] == "invalid"
     assert "memory_user" in error["fields"]
+
+
+def test_arguments_pass_the_api_json_guard(live_mcp, fresh_workspace):
+    """A NUL inside a tool argument is the API's 400 body, never a database error, and stores nothing."""
+    key = fresh_workspace["key"]
+    person = call(live_mcp, key, "identify_user", {"channel": "telegram", "external_id": "nul-guard"})
+    user_id = person.structured_content["memory_user"]["id"]
+    result = call(
+        live_mcp,
+        key,
+        "remember",
+        {"key": "motto", "value": {"text": "a\u0000b"}, "memory_user": user_id, "scope": "user"},
+    )
+    error = error_of(result)
+    assert error["code"] == "malformed_request"
+    assert "value.text" in error["fields"]
+    found = call(live_mcp, key, "recall", {"key": "motto", "memory_user": user_id})
+    assert found.structured_content["facts"] == []
