@@ -441,7 +441,8 @@ API_CASES: dict[str, ApiCase] = {
     "api:identities:detail": ApiCase(
         path=lambda w: {"memory_user_id": w.p1.pk},
         bodies={"patch": lambda w: {"display_name": "Ada L."}},
-        workspace_level=("delete",),
+        # Renaming a person renames them for every agent, so PATCH is workspace-level like DELETE.
+        workspace_level=("delete", "patch"),
     ),
     "api:identities:merge": ApiCase(
         path=lambda w: {"memory_user_id": w.p1.pk},
