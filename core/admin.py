@@ -1,7 +1,9 @@
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 
 from core.lib.crypto import encrypt
+from core.memory_settings import memory_settings_validate
 from core.models import Agent, ApiKey, AuditEvent, Membership, ProviderCredential, WorkerHeartbeat, Workspace
 from core.services import api_key_create, api_key_revoke
 
@@ -28,8 +30,26 @@ class MembershipAdmin(admin.ModelAdmin):
     autocomplete_fields = ["user", "workspace"]
 
 
+class AgentAdminForm(forms.ModelForm):
+    class Meta:
+        model = Agent
+        fields = ["workspace", "slug", "name", "memory_settings"]
+
+    def clean_memory_settings(self):
+        # The same rules as PATCH /agents/{slug}/: a value the API would refuse never reaches the row.
+        try:
+            return memory_settings_validate(self.cleaned_data["memory_settings"])
+        except ValidationError as exc:
+            if not hasattr(exc, "error_dict"):
+                raise
+            raise ValidationError(
+                [f"{key}: {message}" for key, messages in exc.message_dict.items() for message in messages]
+            )
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentAdminForm
     list_display = ["slug", "name", "workspace", "created_at"]
     list_filter = ["workspace"]
     list_select_related = ["workspace"]

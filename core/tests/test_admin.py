@@ -36,3 +36,35 @@ class ApiKeyAdminTests(MemoryTestCase):
             {"action": "revoke", "_selected_action": [self.owner_api_key.pk]},
         )
         assert ApiKey.objects.get(pk=self.owner_api_key.pk).revoked_at is not None
+
+
+class AgentAdminTests(MemoryTestCase):
+    def setUp(self):
+        self.superuser = get_user_model().objects.create_superuser("root", "r@example.com", "pw-pw-pw-pw")
+        self.client.force_login(self.superuser)
+
+    def _change(self, memory_settings: str):
+        return self.client.post(
+            f"/admin/core/agent/{self.agent.pk}/change/",
+            {
+                "workspace": self.workspace.pk,
+                "slug": self.agent.slug,
+                "name": self.agent.name,
+                "memory_settings": memory_settings,
+            },
+        )
+
+    def test_memory_settings_the_api_would_refuse_are_refused(self):
+        """The admin holds memory_settings to the API's rules: an object of known, valid settings."""
+        for value in ['["token_limit"]', '{"token_limit": "many"}', '{"no_such_setting": 1}']:
+            response = self._change(value)
+            assert response.status_code == 200, value
+            assert response.context["adminform"].form.errors["memory_settings"], value
+        self.agent.refresh_from_db()
+        assert self.agent.memory_settings == {}
+
+    def test_valid_memory_settings_are_saved(self):
+        response = self._change('{"token_limit": 3000}')
+        assert response.status_code == 302, response.context["adminform"].form.errors
+        self.agent.refresh_from_db()
+        assert self.agent.memory_settings == {"token_limit": 3000}
