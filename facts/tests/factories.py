@@ -9,6 +9,8 @@ class FactFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = Fact
+        # The hook below writes FactKey, not the fact: saving the fact again is wasted.
+        skip_postgeneration_save = True
 
     scope = Fact.Scope.GLOBAL
     key = factory.Sequence(lambda n: f"key_{n}")
