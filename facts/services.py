@@ -371,7 +371,8 @@ WITH unlinked AS (
     UPDATE facts_fact SET superseded_by_id = NULL
     WHERE superseded_by_id = ANY(%(ids)s::uuid[]) AND NOT (id = ANY(%(ids)s::uuid[]))
 ), unembedded AS (
-    -- FactEmbedding cascades in Django only; the database's foreign key is checked at commit.
+    -- The database cascades too (facts 0007), which also catches a vector committed while
+    -- this statement waited for the fact's row lock; this delete covers the rest in one pass.
     DELETE FROM facts_factembedding e USING facts_fact f
     WHERE e.fact_id = f.id AND f.workspace_id = %(workspace)s AND f.id = ANY(%(ids)s::uuid[])
 ), deleted AS (

@@ -1,0 +1,41 @@
+"""Migration operations shared by the tier apps' migrations.
+
+Kept small and stable: migrations import it, so a change here changes history.
+"""
+
+from django.db import migrations
+
+_SET_ACTION = """
+DO $$
+DECLARE constraint_name text;
+BEGIN
+    SELECT con.conname INTO STRICT constraint_name
+    FROM pg_constraint con
+    JOIN pg_attribute att ON att.attrelid = con.conrelid AND att.attnum = ANY (con.conkey)
+    WHERE con.conrelid = '{table}'::regclass AND con.contype = 'f' AND att.attname = '{column}';
+    EXECUTE format('ALTER TABLE {table} DROP CONSTRAINT %I', constraint_name);
+    -- NOT VALID, then VALIDATE: the existing rows are checked without blocking writes to the
+    -- referenced table for the whole scan.
+    EXECUTE format(
+        'ALTER TABLE {table} ADD CONSTRAINT %I FOREIGN KEY ({column}) REFERENCES {target} (id)'
+        ' {action} DEFERRABLE INITIALLY DEFERRED NOT VALID',
+        constraint_name
+    );
+    EXECUTE format('ALTER TABLE {table} VALIDATE CONSTRAINT %I', constraint_name);
+END $$;
+"""
+
+
+def foreign_key_cascade(*, table: str, column: str, target: str) -> migrations.RunSQL:
+    """Make the database itself delete `table`'s rows when their `target` row is deleted.
+
+    Django's CASCADE runs in Python from a snapshot: a row inserted by another transaction
+    that commits while the delete waits for the target's row lock (an embedding written by a
+    worker) is not seen, and the deferred foreign key check then fails the whole delete at
+    commit. A database ON DELETE CASCADE runs after the lock is granted and sees that row.
+    The model keeps on_delete=CASCADE, so Django's state is unchanged.
+    """
+    return migrations.RunSQL(
+        _SET_ACTION.format(table=table, column=column, target=target, action="ON DELETE CASCADE"),
+        reverse_sql=_SET_ACTION.format(table=table, column=column, target=target, action=""),
+    )
