@@ -44,6 +44,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--web-workers", type=int, default=2)
         parser.add_argument("--worker-concurrency", type=int, default=2)
+        parser.add_argument(
+            "--keep-alive",
+            type=int,
+            default=30,
+            help="Seconds gunicorn keeps an idle client connection open (default 30).",
+        )
         parser.add_argument("--no-demo", action="store_true", help="Do not create the demo workspace.")
 
     def handle(self, *args, **options):
@@ -165,8 +171,16 @@ class Command(BaseCommand):
                     f"--bind={options['host']}:{options['port']}",
                     f"--workers={options['web_workers']}",
                     "--threads=4",
+                    # Agents' HTTP clients keep idle connections for seconds (httpx: 5 s). With
+                    # gunicorn's 2 s default, a request sent on a connection the server was
+                    # closing came back as a reset; under a saturated CPU the close was late
+                    # enough to race even 1 s idles (bench.load_agents: 11 resets in 300 s).
+                    f"--keep-alive={options['keep_alive']}",
                     "--access-logfile=-",
                     "--graceful-timeout=10",
+                    # Its default control socket is one path per user: two serves on one
+                    # machine would share it. serve supervises gunicorn by signals instead.
+                    "--no-control-socket",
                 ],
                 env=env,
                 stop_timeout=15,
