@@ -5,6 +5,7 @@ from rest_framework.views import APIView
 
 from core.access import agent_resolve, references_resolve
 from core.errors import ApplicationError
+from core.lib.escaping import strip_invisible_json
 from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from episodes.models import Episode
@@ -183,7 +184,8 @@ class ProcedureMatchApi(APIView):
             context=data.get("context"),
             limit=data["limit"],
         )
-        return Response({"results": self.OutputSerializer(matches, many=True).data})
+        # The agent hands the matched steps to its model: cleaned like every other answer for one.
+        return Response(strip_invisible_json({"results": self.OutputSerializer(matches, many=True).data}))
 
 
 class ProcedureRunApi(APIView):
