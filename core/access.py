@@ -20,7 +20,7 @@ from core.errors import AGENT_REQUIRED, READ_ONLY_KEY, ApplicationError, NotFoun
 from core.models import Agent, ApiKey, Membership, Workspace
 
 WORKSPACE_KEY_REQUIRED = (
-    "This API key is bound to an agent; this act reaches every agent's data and needs a workspace-wide key."
+    "This API key is bound to an agent; this is a workspace-level act and needs a workspace-wide key."
 )
 
 

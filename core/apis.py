@@ -5,6 +5,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.access import require_workspace_key
 from core.memory_settings import memory_settings_for
 from core.pagination import LimitOffsetPagination, paginate
 from core.selectors import agent_get, agent_list, readiness_check
@@ -45,12 +46,8 @@ class AgentListApi(APIView):
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        if request.user.agent is not None:
-            from core.errors import ApplicationError
-
-            raise ApplicationError(
-                "An agent-bound key cannot register agents.", code="permission_denied", status_code=403
-            )
+        # A new agent is a workspace-level act: an agent-bound key acts only for its own agent.
+        require_workspace_key(request.user)
         agent = agent_register(workspace=request.user.workspace, **serializer.validated_data)
         return Response(AgentOutputSerializer(agent).data, status=status.HTTP_201_CREATED)
 

@@ -77,6 +77,8 @@ class AgentListApiTests(MemoryTestCase):
     def test_agent_bound_key_cannot_register(self):
         response = self.api(self.agent_key).post(AGENTS_URL, {"slug": "sneaky"}, format="json")
         assert response.status_code == 403
+        assert response.json()["error"]["code"] == "workspace_key_required"
+        assert not Agent.objects.filter(slug="sneaky").exists()
 
 
 class AgentDetailApiTests(MemoryTestCase):

@@ -415,6 +415,7 @@ API_CASES: dict[str, ApiCase] = {
         },
         agent_field=None,
         free_json=("memory_settings",),
+        workspace_level=("post",),
     ),
     "api:agents:detail": ApiCase(
         path=lambda w: {"slug": A1_SLUG},
