@@ -8,7 +8,8 @@ The rule for agent-bound keys: such a key reads and changes only rows of its age
 of the workspace as a whole (memory users, user- and global-scope facts) are visible to it.
 Ids named in a request body or query string are resolved through the same scope
 (`references_resolve`), so an id out of scope answers exactly like one that does not exist.
-Erasing, merging and editing a person are workspace-level acts (`require_workspace_key`).
+Erasing, merging and editing a person, and registering an agent, are workspace-level acts
+(`require_workspace_key`): 403 for an agent-bound key.
 """
 
 from dataclasses import dataclass

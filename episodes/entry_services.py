@@ -22,11 +22,11 @@ from core.access import Principal, scope_to_principal
 from core.embeddings import EmbeddingError, embedding_provider_for
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible, strip_invisible_json
+from core.lib.sweep import sweep_take
 from core.llm import LLMError, LLMUnavailable, chat_complete_json
 from core.memory_settings import memory_settings_for
 from core.ranking import PLAN_EXACT, vector_literal, vector_sql
 from core.services import audit_record
-from core.sweep import sweep_take
 from episodes.models import EntryEmbedding, EpisodicEntry, MessageEmbedding
 
 logger = logging.getLogger(__name__)
@@ -292,7 +292,7 @@ def _previous_messages(messages) -> dict:
 
 def entry_embed_sweep(*, limit: int, before) -> list[tuple[str, object]]:
     """Up to `limit` (id, workspace id) of active entries created before `before` with no
-    vector at all (core.sweep.sweep_take's order): what a lost or failed task left behind."""
+    vector at all (core.lib.sweep.sweep_take's order): what a lost or failed task left behind."""
     has_vector = EntryEmbedding.objects.filter(entry=OuterRef("pk"))
     missing = EpisodicEntry.objects.filter(status=EpisodicEntry.Status.ACTIVE, created_at__lt=before).filter(
         ~Exists(has_vector)
@@ -302,7 +302,7 @@ def entry_embed_sweep(*, limit: int, before) -> list[tuple[str, object]]:
 
 def message_embed_sweep(*, limit: int = 500, before=None) -> list[tuple[str, object]]:
     """Up to `limit` (id, workspace id) of messages (created before `before`) with no vector
-    yet, in core.sweep.sweep_take's order.
+    yet, in core.lib.sweep.sweep_take's order.
 
     Only agents with `semantic_recall` on are swept: embedding every message of every
     agent would spend the workers' CPU on vectors nobody searches.

@@ -473,10 +473,10 @@ def fact_embedding_text(fact: Fact) -> str:
 
 def fact_embed_sweep(*, limit: int, before) -> list[tuple[str, object]]:
     """Up to `limit` (id, workspace id) of current facts created before `before` with no
-    vector at all (core.sweep.sweep_take's order): what a lost or failed task left behind."""
+    vector at all (core.lib.sweep.sweep_take's order): what a lost or failed task left behind."""
     from django.db.models import Exists, OuterRef
 
-    from core.sweep import sweep_take
+    from core.lib.sweep import sweep_take
 
     has_vector = FactEmbedding.objects.filter(fact=OuterRef("pk"))
     missing = Fact.objects.filter(valid_to__isnull=True, created_at__lt=before).filter(~Exists(has_vector))

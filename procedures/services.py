@@ -294,10 +294,10 @@ def procedure_embedding_text(procedure: Procedure) -> str:
 
 def procedure_embed_sweep(*, limit: int, before) -> list[tuple[str, object]]:
     """Up to `limit` (id, workspace id) of active procedures created before `before` with no
-    vector at all (core.sweep.sweep_take's order): what a lost or failed task left behind."""
+    vector at all (core.lib.sweep.sweep_take's order): what a lost or failed task left behind."""
     from django.db.models import Exists, OuterRef
 
-    from core.sweep import sweep_take
+    from core.lib.sweep import sweep_take
 
     has_vector = ProcedureEmbedding.objects.filter(procedure=OuterRef("pk"))
     missing = Procedure.objects.filter(is_active=True, created_at__lt=before).filter(~Exists(has_vector))
