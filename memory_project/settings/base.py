@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "threads",
     "facts",
     "episodes",
+    "episodic",
     "procedures",
     "checkpoints",
     "runtime",
@@ -94,6 +95,25 @@ DATABASE_URL = env_str(
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Read replica (core/lib/replica.py, docs/deploy.md): unset, there is no "replica" alias,
+# router or middleware, and nothing reads anywhere but the primary.
+DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL", "")
+# Seconds a caller's reads stay on the primary after it wrote: above the replica's usual lag.
+DATABASE_REPLICA_PIN_SECONDS = env_int("DATABASE_REPLICA_PIN_SECONDS", 5)
+# A replica further behind than this is not read (checked at most once per CHECK_SECONDS).
+DATABASE_REPLICA_MAX_LAG_SECONDS = env_float("DATABASE_REPLICA_MAX_LAG_SECONDS", 5.0)
+DATABASE_REPLICA_CHECK_SECONDS = env_float("DATABASE_REPLICA_CHECK_SECONDS", 1.0)
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = {
+        **database_from_url(DATABASE_REPLICA_URL),
+        "CONN_MAX_AGE": DATABASES["default"]["CONN_MAX_AGE"],
+        "CONN_HEALTH_CHECKS": True,
+        # The same server as default in tests: no second test database is created for it.
+        "TEST": {"MIRROR": "default"},
+    }
+    DATABASE_ROUTERS = ["core.lib.replica.ReplicaRouter"]
+    # After the session and authentication middleware, which identify the caller to pin.
+    MIDDLEWARE = [*MIDDLEWARE, "core.middleware.ReadReplicaMiddleware"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Django 6.0 behaviour now: a scheme-less URL typed into a form means https.
 FORMS_URLFIELD_ASSUME_HTTPS = True
