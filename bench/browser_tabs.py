@@ -45,8 +45,9 @@ def build(n_rows: int, seed: int = 11):
     from checkpoints.models import Checkpoint
     from core.models import Membership
     from core.services import agent_get_or_create, operator_create, workspace_create
-    from episodes.entry_services import entry_content_hash
-    from episodes.models import Episode, EpisodicEntry
+    from episodes.models import Episode
+    from episodic.models import EpisodicEntry
+    from episodic.services import entry_content_hash
     from facts.models import Fact, key_normalize
     from facts.services import fact_search_text
     from identities.models import MemoryUser

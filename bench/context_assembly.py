@@ -123,7 +123,7 @@ def build_entries_indexed_after(*, workspace, agent, person, n_entries: int) -> 
 
     from bench.episodic_perf import build_entries
     from core.embeddings import LOCAL_MODEL_NAME
-    from episodes.models import EntryEmbedding
+    from episodic.models import EntryEmbedding
 
     index = next(i for i in EntryEmbedding._meta.indexes if i.name == "episodes_entry_embedding_hnsw")
     with connection.schema_editor() as editor:

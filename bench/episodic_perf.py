@@ -107,9 +107,9 @@ def main() -> None:
 
     from core.embeddings import LOCAL_MODEL_NAME, LocalEmbeddingProvider
     from core.services import agent_get_or_create, workspace_create
-    from episodes.entry_selectors import entry_search_hybrid
-    from episodes.entry_services import entry_embed_batch, entry_extract
-    from episodes.models import EpisodicEntry
+    from episodic.models import EpisodicEntry
+    from episodic.selectors import entry_search_hybrid
+    from episodic.services import entry_embed_batch, entry_extract
     from identities.models import MemoryUser
 
     rng = random.Random(42)

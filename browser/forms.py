@@ -261,7 +261,7 @@ class EntryEditForm(forms.Form):
     status = forms.ChoiceField()
 
     def __init__(self, *args, **kwargs):
-        from episodes.models import EpisodicEntry
+        from episodic.models import EpisodicEntry
 
         super().__init__(*args, **kwargs)
         self.fields["status"].choices = EpisodicEntry.Status.choices
@@ -272,6 +272,6 @@ class EntryEditForm(forms.Form):
 
     def update(self, principal, entry):
         """A new content is re-hashed and re-embedded by the service."""
-        from episodes.entry_services import entry_update
+        from episodic.services import entry_update
 
         return entry_update(entry=entry, actor=principal.actor, **self.cleaned_data)

@@ -21,6 +21,7 @@ how far ahead the best lexical match is, and scored 0.607 recall@10 against 0.69
 z-score fusion of the same two channels (docs/episodic.md).
 """
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -28,7 +29,10 @@ from datetime import datetime
 
 from django.conf import settings
 
-from core.embeddings import LOCAL_MODEL_DIMENSIONS, LOCAL_MODEL_NAME
+from core.embeddings import LOCAL_MODEL_DIMENSIONS, LOCAL_MODEL_NAME, EmbeddingError, embedding_provider_for
+from core.errors import ApplicationError
+
+logger = logging.getLogger(__name__)
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -37,7 +41,7 @@ BM25_AVGDL_SAMPLE = 2000
 
 PLAN_EXACT = "exact"
 PLAN_HNSW = "hnsw"
-# Models with an HNSW index (a partial index per model, see episodes.models._hnsw_index).
+# Models with an HNSW index (a partial index per model, see core.lib.vectors.hnsw_index).
 HNSW_MODELS = {LOCAL_MODEL_NAME: LOCAL_MODEL_DIMENSIONS}
 
 
@@ -456,3 +460,39 @@ def hybrid_search(
             )
         )
     return SearchOutcome(ranked=fuse(candidates, weights=weights, now=now), plan=plan, scope_size=scope_size)
+
+
+# --- query input shared by every searched tier ---------------------------------------------------
+
+QUERY_REQUIRED = "The query must not be empty."
+QUERY_TOO_LONG = "The query is longer than {limit} characters."
+MODE_UNKNOWN = "Mode must be one of: hybrid, lexical, vector."
+
+
+def query_clean(query) -> str:
+    query = (query or "").strip()
+    if not query:
+        raise ApplicationError(QUERY_REQUIRED, fields={"query": [QUERY_REQUIRED]})
+    limit = settings.EPISODIC_QUERY_MAX_LENGTH
+    if len(query) > limit:
+        message = QUERY_TOO_LONG.format(limit=limit)
+        raise ApplicationError(message, fields={"query": [message]})
+    return query
+
+
+def mode_weights(mode: str, weights: RankingWeights | None) -> RankingWeights:
+    if mode not in MODES:
+        raise ApplicationError(MODE_UNKNOWN, fields={"mode": [MODE_UNKNOWN]})
+    return weights_for_mode(mode, weights or DEFAULT_WEIGHTS)
+
+
+def query_vector_for(*, workspace, query, weights, provider):
+    if weights.vector <= 0 and weights.context <= 0:
+        return None, ""
+    provider = provider or embedding_provider_for(workspace)
+    try:
+        return provider.embed([query])[0], provider.model_name
+    except EmbeddingError as exc:
+        # A search must not fail with the embedding endpoint: it degrades to lexical ranking.
+        logger.warning("search: query embedding failed, lexical only: %s", exc)
+        return None, ""

@@ -1,6 +1,5 @@
 from django.contrib import admin, messages
 
-import episodes.entry_admin  # noqa: F401  (registers EpisodicEntry and the embedding tables)
 from episodes.models import Episode
 from episodes.services import episode_batch_delete, episode_feedback
 from facts.admin import admin_actor, audit_history_html, batch_delete_by_workspace

@@ -246,7 +246,8 @@ def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> 
 
     Idempotent: merging a source already merged into this target changes nothing.
     """
-    from episodes.models import Episode, EpisodicEntry
+    from episodes.models import Episode
+    from episodic.models import EpisodicEntry
     from facts.models import Fact
     from facts.services import memory_user_preferences_sync
     from threads.models import Thread
@@ -328,7 +329,8 @@ def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> 
 
 def _memory_users_erase(*, workspace, ids: list, actor: str) -> dict:
     """Delete the users in `ids`, the users merged into them, and everything they own."""
-    from episodes.models import Episode, EpisodicEntry
+    from episodes.models import Episode
+    from episodic.models import EpisodicEntry
     from facts.models import Fact
     from threads.models import Message, Thread
 

@@ -14,7 +14,7 @@ api_v1 = [
     path("", include("threads.urls")),
     path("", include("facts.urls")),
     path("", include("episodes.urls")),
-    path("", include("episodes.entry_urls")),
+    path("", include("episodic.urls")),
     path("", include("procedures.urls")),
     path("", include("checkpoints.urls")),
     path("", include("runtime.urls")),

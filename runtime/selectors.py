@@ -277,7 +277,7 @@ def context_memory(*, context: MemoryContext, query: MemoryQuery | None, cap: in
     section = Section(cap=cap)
     if query is None or cap <= 0:
         return section
-    from episodes.entry_selectors import entry_render_memory_block, entry_search_hybrid
+    from episodic.selectors import entry_render_memory_block, entry_search_hybrid
 
     section.embedding_ms = query.embedding_ms
     hits = entry_search_hybrid(

@@ -8,14 +8,10 @@ from celery import shared_task
 from django.utils import timezone
 
 from core.embeddings import EmbeddingError
-from episodes.entry_services import (
-    entry_embed_batch,
-    entry_embed_sweep,
-    message_embed_batch,
-    message_embed_sweep,
-)
+from episodic.services import entry_embed_batch, entry_embed_sweep
 from facts.services import fact_embed_batch, fact_embed_sweep
 from procedures.services import procedure_embed_batch, procedure_embed_sweep
+from threads.services import message_embed_batch, message_embed_sweep
 
 logger = logging.getLogger(__name__)
 

@@ -240,7 +240,7 @@ def recall_memory(
     conversations) for `query`; best matches first, with how long ago each was stored and
     the <memory> block to quote from."""
     from core.memory_settings import memory_settings_for
-    from episodes.entry_selectors import entry_render_memory_block, entry_search_hybrid
+    from episodic.selectors import entry_render_memory_block, entry_search_hybrid
 
     context = _context(principal, agent=agent, memory_user=memory_user, thread=thread)
     if context.agent is None:
@@ -361,7 +361,7 @@ def record_turn(
     your reply, then extract episodic memories from the recent conversation (things the person
     asserted or accepted, each backed by an exact quote). Optional `candidates`
     ({content, source, evidence}) are validated the same way. Call it after every reply."""
-    from episodes.entry_services import entry_extract
+    from episodic.services import entry_extract
     from threads.models import Message
     from threads.selectors import thread_get
     from threads.services import thread_append_messages

@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from threads.models import IterationLog, Message, RunSnapshot, Thread, ThreadPlan
+from threads.models import IterationLog, Message, MessageEmbedding, RunSnapshot, Thread, ThreadPlan
 from threads.services import thread_compact_request, thread_delete, threads_delete
 
 
@@ -143,3 +143,21 @@ class IterationLogAdmin(ReadOnlyHistoryAdmin):
     list_filter = ["outcome", "at"]
     list_select_related = ["thread"]
     search_fields = ["task_key", "error", "=thread__id"]
+
+
+@admin.register(MessageEmbedding)
+class MessageEmbeddingAdmin(admin.ModelAdmin):
+    """Read-only: vectors are written by the embedding tasks only, and never shown."""
+
+    list_display = ["message", "model", "dimensions", "workspace", "created_at"]
+    list_select_related = ["message", "workspace"]
+    search_fields = ["=message__id"]
+    raw_id_fields = ["message", "thread"]
+    list_filter = ["model", "dimensions"]
+    exclude = ["embedding", "context_embedding"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

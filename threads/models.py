@@ -1,7 +1,9 @@
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from pgvector.django import VectorField
 
+from core.lib.vectors import hnsw_index
 from core.models import Agent, TimeStampedModel, Workspace
 
 
@@ -201,3 +203,41 @@ class IterationLog(models.Model):
 
     def __str__(self):
         return f"{self.task_key} #{self.attempt}: {self.outcome}"
+
+
+class MessageEmbedding(models.Model):
+    """Vectors of one thread message under one model, for semantic recall (n8n's tier 4).
+
+    `embedding` encodes the message alone; `context_embedding` encodes it after the
+    previous message of its thread, which finds answers whose meaning depends on the
+    question they reply to. Scope columns are copied from the thread. Never serialized.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="+")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    memory_user = models.ForeignKey(
+        "identities.MemoryUser", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    model = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    embedding = VectorField()
+    context_embedding = VectorField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # Created by the episodes app, which held message vectors until they moved to the
+        # tier of the messages they encode; the name stays so that no row moves.
+        db_table = "episodes_messageembedding"
+        constraints = [
+            models.UniqueConstraint(fields=["message", "model"], name="episodes_message_embedding_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["agent", "memory_user", "model"], name="episodes_msg_embedding_scope"),
+            hnsw_index("episodes_msg_embedding_hnsw", "embedding"),
+        ]
+
+    def __str__(self):
+        return f"{self.message_id} ({self.model})"

@@ -1,8 +1,8 @@
 from celery import shared_task
 
 from core.llm import LLMError
-from core.tasks import DATABASE_UNAVAILABLE
-from threads.services import thread_compact, threads_purge_expired
+from core.tasks import DATABASE_UNAVAILABLE, EMBED_RETRY
+from threads.services import message_embed_batch, thread_compact, threads_purge_expired
 
 
 # Idempotent (a lease and a compare-and-set on the summary), so late acknowledgement
@@ -22,3 +22,11 @@ def thread_compact_task(thread_id: str):
 @shared_task
 def threads_purge_expired_task():
     return threads_purge_expired()
+
+
+# Idempotent like the other embedding tasks (existing (message, model) vectors are skipped).
+# Defined in episodes/tasks.py before message vectors moved to this tier; the name stays so
+# that messages queued by an earlier release still run after an upgrade.
+@shared_task(name="episodes.tasks.message_embed_task", **EMBED_RETRY)
+def message_embed_task(message_ids: list[str]):
+    return message_embed_batch(message_ids=message_ids)

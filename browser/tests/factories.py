@@ -1,7 +1,7 @@
 """Rows the browser tests need from tiers whose own factories are not shared."""
 
-from episodes.entry_services import entry_content_hash, entry_normalize
-from episodes.models import EpisodicEntry
+from episodic.models import EpisodicEntry
+from episodic.services import entry_content_hash, entry_normalize
 from identities.services import memory_user_create
 
 

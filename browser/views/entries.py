@@ -6,9 +6,9 @@ from browser.access import EDIT, workspace_view
 from browser.forms import EntryEditForm
 from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
-from episodes.entry_filters import EpisodicEntryFilter
-from episodes.entry_selectors import entry_get, entry_list
-from episodes.entry_services import entry_batch_delete
+from episodic.filters import EpisodicEntryFilter
+from episodic.selectors import entry_get, entry_list
+from episodic.services import entry_batch_delete
 
 ENTRIES = TabSpec(
     slug="entries",

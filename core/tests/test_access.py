@@ -13,7 +13,7 @@ from core.errors import ApplicationError, NotFoundError
 from core.models import Membership
 from core.testing import MemoryTestCase
 from episodes.models import Episode
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 from identities.models import MemoryUser
 from identities.tests.factories import MemoryUserFactory
 from procedures.models import Procedure

@@ -3,7 +3,7 @@ from django.contrib.auth import get_user_model
 from core.models import AuditEvent
 from core.testing import MemoryTestCase
 from episodes.models import Episode
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 from identities.models import MemoryUser
 from identities.tests.factories import ChannelIdentityFactory, MemoryUserFactory, ThreadFactory
 from procedures.models import Procedure

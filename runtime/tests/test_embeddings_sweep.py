@@ -6,12 +6,13 @@ from django.utils import timezone
 
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
-from episodes.models import EntryEmbedding, MessageEmbedding
-from episodes.tests.entries.factories import entry_factory, memory_user_factory, use_test_embeddings
+from episodic.models import EntryEmbedding
+from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
 from facts.models import FactEmbedding
 from facts.tests.factories import FactFactory
 from procedures.models import Procedure, ProcedureEmbedding
 from runtime.tasks import embeddings_sweep_task
+from threads.models import MessageEmbedding
 from threads.services import thread_append_messages, thread_create
 
 

@@ -1,6 +1,6 @@
 from browser.tests.base import BrowserTestCase
 from browser.tests.factories import entry_make, memory_user_make
-from episodes.models import EpisodicEntry
+from episodic.models import EpisodicEntry
 
 
 class EntriesTabTests(BrowserTestCase):

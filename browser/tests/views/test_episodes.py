@@ -1,6 +1,6 @@
 from browser.tests.base import BrowserTestCase
 from episodes.models import Episode
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 from identities.tests.factories import MemoryUserFactory
 
 

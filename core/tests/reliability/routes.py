@@ -27,9 +27,9 @@ from django.utils import timezone
 from checkpoints.services import checkpoint_put, checkpoint_writes_put
 from core.models import Membership
 from core.services import agent_get_or_create, api_key_create, operator_create, workspace_create
-from episodes.entry_services import entry_content_hash, entry_normalize
-from episodes.models import EpisodicEntry
 from episodes.services import episode_create
+from episodic.models import EpisodicEntry
+from episodic.services import entry_content_hash, entry_normalize
 from facts.services import fact_remember
 from identities.services import memory_user_create, memory_user_identify
 from procedures.services import procedure_create

@@ -7,7 +7,7 @@ exactly like ids that do not exist.
 import uuid
 
 from core.testing import MemoryTestCase
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 from facts.models import Fact
 from identities.tests.factories import MessageFactory, ThreadFactory
 

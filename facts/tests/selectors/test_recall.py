@@ -4,7 +4,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from core.testing import MemoryTestCase
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 from facts.models import Fact
 from facts.selectors import MemoryContext, fact_lookup, recall
 from facts.services import fact_remember

@@ -8,7 +8,7 @@ import uuid
 from core.access import WORKSPACE_KEY_REQUIRED
 from core.testing import MemoryTestCase
 from episodes.models import Episode
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 from facts.models import Fact
 from facts.services import fact_remember
 from identities.models import MemoryUser

@@ -1,6 +1,6 @@
 from core.models import AuditEvent
 from core.testing import MemoryTestCase
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 from facts.services import fact_remember
 from identities.models import MemoryUser
 from identities.tests.factories import MemoryUserFactory, MessageFactory, ThreadFactory

@@ -1,7 +1,8 @@
 from core.models import AuditEvent
 from core.testing import MemoryTestCase
-from episodes.models import Episode, EpisodicEntry
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.models import Episode
+from episodes.tests.factories import EpisodeFactory
+from episodic.models import EpisodicEntry
 from facts.models import Fact
 from facts.services import fact_remember
 from identities.models import ChannelIdentity, MemoryUser

@@ -1,6 +1,6 @@
 from core.models import AuditEvent
 from core.testing import MemoryTestCase
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 from procedures.models import Procedure
 from procedures.services import procedure_create
 

@@ -6,7 +6,7 @@
 import uuid
 
 from core.testing import MemoryTestCase
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 from procedures.models import Procedure
 from procedures.tests.factories import ProcedureFactory
 

@@ -11,9 +11,9 @@ from core.access import principal_for_api_key
 from core.lib.escaping import strip_invisible_json
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
-from episodes.entry_services import entry_content_hash
-from episodes.models import EntryEmbedding, EpisodicEntry
-from episodes.tests.entries.factories import (
+from episodic.models import EntryEmbedding, EpisodicEntry
+from episodic.services import entry_content_hash
+from episodic.tests.factories import (
     DIMENSIONS,
     TEST_EMBEDDING_MODEL,
     bag_of_words_vectors,

@@ -6,7 +6,7 @@ from django.test import TransactionTestCase, override_settings
 
 from core.services import agent_get_or_create, workspace_create
 from core.testing_openai import OpenAITestServer
-from episodes.tests.entries.factories import entry_factory, use_test_embeddings
+from episodic.tests.factories import entry_factory, use_test_embeddings
 from facts.selectors import MemoryContext
 from runtime import selectors
 from runtime.selectors import context_build

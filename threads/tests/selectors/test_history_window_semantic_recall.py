@@ -4,8 +4,8 @@ from django.utils import timezone
 
 from core.services import agent_update
 from core.testing import MemoryTestCase
-from episodes.models import MessageEmbedding
 from identities.tests.factories import MemoryUserFactory
+from threads.models import MessageEmbedding
 from threads.selectors import RECALLED_CLOSE, RECALLED_OPEN, message_history_window
 from threads.tests.factories import append, make_thread
 

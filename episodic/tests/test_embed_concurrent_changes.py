@@ -4,11 +4,11 @@ from django.db import connection
 
 from core.testing import MemoryTestCase
 from core.testing_embeddings import TEST_MODEL, RacingEmbeddingProvider
-from episodes.entry_services import entry_delete, entry_embed_batch, entry_update, message_embed_batch
-from episodes.models import EntryEmbedding, EpisodicEntry, MessageEmbedding
-from episodes.tests.entries.factories import entry_factory, memory_user_factory
-from threads.models import Message
-from threads.services import thread_append_messages, thread_create
+from episodic.models import EntryEmbedding, EpisodicEntry
+from episodic.services import entry_delete, entry_embed_batch, entry_update
+from episodic.tests.factories import entry_factory, memory_user_factory
+from threads.models import Message, MessageEmbedding
+from threads.services import message_embed_batch, thread_append_messages, thread_create
 
 
 class EntryEmbedBatchTests(MemoryTestCase):

@@ -1,7 +1,7 @@
 import django_filters
 from django.contrib.postgres.search import SearchQuery
 
-from episodes.models import EpisodicEntry
+from episodic.models import EpisodicEntry
 
 
 class EpisodicEntryFilter(django_filters.FilterSet):

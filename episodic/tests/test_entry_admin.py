@@ -3,8 +3,8 @@ from django.urls import reverse
 
 from core.models import AuditEvent
 from core.testing import MemoryTestCase
-from episodes.models import EpisodicEntry
-from episodes.tests.entries.factories import entry_factory, memory_user_factory
+from episodic.models import EpisodicEntry
+from episodic.tests.factories import entry_factory, memory_user_factory
 
 
 class EntryAdminTests(MemoryTestCase):
@@ -21,7 +21,7 @@ class EntryAdminTests(MemoryTestCase):
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
-        url = reverse("admin:episodes_episodicentry_changelist")
+        url = reverse("admin:episodic_episodicentry_changelist")
         with CaptureQueriesContext(connection) as three_rows:
             assert self.client.get(url).status_code == 200
         for i in range(5):
@@ -30,14 +30,14 @@ class EntryAdminTests(MemoryTestCase):
             assert self.client.get(url).status_code == 200
 
     def test_change_page_shows_history_and_never_the_vector(self):
-        response = self.client.get(reverse("admin:episodes_episodicentry_change", args=[self.entries[0].pk]))
+        response = self.client.get(reverse("admin:episodic_episodicentry_change", args=[self.entries[0].pk]))
         assert response.status_code == 200
         assert b"audit history" in response.content.lower()
         assert b"search_vector" not in response.content
 
     def test_delete_action_goes_through_the_service(self):
         """Batch deletion from the admin is audited like the API's."""
-        url = reverse("admin:episodes_episodicentry_changelist")
+        url = reverse("admin:episodic_episodicentry_changelist")
         response = self.client.post(
             url, {"action": "delete_entries", "_selected_action": [str(e.pk) for e in self.entries[:2]]}
         )

@@ -7,7 +7,7 @@ from django.utils import timezone
 from core.testing import MemoryTestCase
 from episodes.models import Episode
 from episodes.selectors import episode_search
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 
 
 class EpisodeSearchTests(MemoryTestCase):

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 from django.test import SimpleTestCase
 
-from episodes.entry_selectors import entry_render_memory_block, relative_age
+from episodic.selectors import entry_render_memory_block, relative_age
 
 NOW = datetime(2026, 3, 10, 12, 0)
 

@@ -4,7 +4,8 @@ from django.test import override_settings
 
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
-from episodes.entry_services import (
+from episodic.models import EntryEmbedding, EpisodicEntry
+from episodic.services import (
     REJECT_DUPLICATE_HASH,
     REJECT_DUPLICATE_SIMILAR,
     REJECT_EMPTY,
@@ -16,8 +17,7 @@ from episodes.entry_services import (
     REJECT_SOURCE,
     entry_extract,
 )
-from episodes.models import EntryEmbedding, EpisodicEntry
-from episodes.tests.entries.factories import (
+from episodic.tests.factories import (
     entry_factory,
     memory_user_factory,
     use_test_chat,

@@ -6,7 +6,7 @@
 import uuid
 
 from core.testing import MemoryTestCase
-from episodes.models import EpisodicEntry
+from episodic.models import EpisodicEntry
 from identities.tests.factories import MemoryUserFactory, MessageFactory, ThreadFactory
 
 EXTRACT = "/api/v1/episodic-entries/extract/"

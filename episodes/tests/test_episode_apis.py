@@ -5,7 +5,7 @@ from django.utils import timezone
 from core.models import AuditEvent
 from core.testing import MemoryTestCase
 from episodes.models import Episode
-from episodes.tests.episodes.factories import EpisodeFactory
+from episodes.tests.factories import EpisodeFactory
 from identities.tests.factories import MemoryUserFactory, ThreadFactory
 
 LIST = "/api/v1/episodes/"

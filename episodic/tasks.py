@@ -1,24 +1,25 @@
+"""Episodic memory's Celery tasks: embedding, re-embedding and extraction of entries."""
+
 from celery import shared_task
 
 from core.tasks import EMBED_RETRY
-from episodes.entry_services import entries_reembed, entry_embed_batch, message_embed_batch
+from episodic.services import entries_reembed, entry_embed_batch
 
+# Queued messages carry a task's name. These tasks were defined in episodes/tasks.py until
+# episodic memory became an app of its own; the names stay so that messages queued by an
+# earlier release still run after an upgrade.
+#
 # Embedding tasks are idempotent (existing (row, model) vectors are skipped, rows deleted or
 # edited meanwhile are skipped, and the unique constraint absorbs races), so late
 # acknowledgement (settings) and retries are safe.
 
 
-@shared_task(**EMBED_RETRY)
+@shared_task(name="episodes.tasks.entry_embed_task", **EMBED_RETRY)
 def entry_embed_task(entry_ids: list[str]):
     return entry_embed_batch(entry_ids=entry_ids)
 
 
-@shared_task(**EMBED_RETRY)
-def message_embed_task(message_ids: list[str]):
-    return message_embed_batch(message_ids=message_ids)
-
-
-@shared_task
+@shared_task(name="episodes.tasks.entries_reembed_task")
 def entries_reembed_task(workspace_id: str | None = None):
     from core.models import Workspace
 
@@ -28,7 +29,7 @@ def entries_reembed_task(workspace_id: str | None = None):
 
 # The one task that opts out of late acknowledgement (settings.CELERY_TASK_ACKS_LATE): a
 # redelivered extraction would be deduped, but its LLM call would be paid twice.
-@shared_task(acks_late=False)
+@shared_task(name="episodes.tasks.entry_extract_task", acks_late=False)
 def entry_extract_task(
     agent_id: str,
     memory_user_id: str,
@@ -41,7 +42,7 @@ def entry_extract_task(
     actor: str = "system",
 ):
     from core.models import Agent
-    from episodes.entry_services import entry_extract
+    from episodic.services import entry_extract
     from identities.models import MemoryUser
     from threads.models import Thread
 

@@ -7,8 +7,8 @@ from django.urls import reverse
 from core.lib.escaping import strip_invisible_json
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
-from episodes.models import EpisodicEntry
-from episodes.tests.entries.factories import memory_user_factory, use_test_chat, use_test_embeddings
+from episodic.models import EpisodicEntry
+from episodic.tests.factories import memory_user_factory, use_test_chat, use_test_embeddings
 from facts.models import Fact
 
 EXTRACT = reverse("api:episodic_entries:extract")

@@ -5,8 +5,8 @@ import math
 import re
 
 from core.services import provider_credential_set
-from episodes.entry_services import entry_content_hash, entry_normalize
-from episodes.models import EntryEmbedding, EpisodicEntry
+from episodic.models import EntryEmbedding, EpisodicEntry
+from episodic.services import entry_content_hash, entry_normalize
 from identities.services import memory_user_create
 
 TEST_EMBEDDING_MODEL = "test-bag-of-words"

@@ -2,8 +2,8 @@ from django.urls import reverse
 
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
-from episodes.models import EpisodicEntry
-from episodes.tests.entries.factories import entry_factory, memory_user_factory, use_test_embeddings
+from episodic.models import EpisodicEntry
+from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
 
 LIST = reverse("api:episodic_entries:list")
 EXTRACT = reverse("api:episodic_entries:extract")

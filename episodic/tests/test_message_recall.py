@@ -1,11 +1,10 @@
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
-from episodes.entry_selectors import message_search_related
-from episodes.entry_services import message_embed_batch, message_embed_sweep
-from episodes.models import MessageEmbedding
-from episodes.tests.entries.factories import memory_user_factory, use_test_embeddings
+from episodic.tests.factories import memory_user_factory, use_test_embeddings
 from runtime.tasks import embeddings_sweep_task
-from threads.services import thread_append_messages, thread_create
+from threads.models import MessageEmbedding
+from threads.selectors import message_search_related
+from threads.services import message_embed_batch, message_embed_sweep, thread_append_messages, thread_create
 
 
 class MessageRecallTests(MemoryTestCase):

@@ -5,9 +5,9 @@
 Each conversation becomes one memory user's threads (one thread per session) in a
 throwaway workspace, deleted afterwards. Every turn is appended with
 `threads.services.thread_append_messages` (its `dia_id` and session date in metadata,
-the session date as `created_at`), embedded with `episodes.entry_services.message_embed_batch`,
+the session date as `created_at`), embedded with `episodic.services.message_embed_batch`,
 and every question of categories 1-4 with evidence is asked through
-`episodes.entry_selectors.message_search_related`, the search semantic recall uses, in
+`episodic.selectors.message_search_related`, the search semantic recall uses, in
 the default (hybrid), lexical-only and vector-only modes. The metric is the data set
 README's: evidence recall@5/10/20 and MRR, per category and overall.
 """
@@ -66,10 +66,9 @@ class Command(BaseCommand):
         from core.embeddings import embedding_provider_for
         from core.ranking import DEFAULT_WEIGHTS
         from core.services import agent_get_or_create, workspace_create
-        from episodes.entry_selectors import message_search_related
-        from episodes.entry_services import message_embed_batch
         from identities.services import memory_user_create
-        from threads.services import thread_append_messages, thread_create
+        from threads.selectors import message_search_related
+        from threads.services import message_embed_batch, thread_append_messages, thread_create
 
         try:
             with open(options["data"]) as handle:

@@ -18,7 +18,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         from core.models import Workspace
-        from episodes.entry_services import entries_reembed, messages_reembed
+        from episodic.services import entries_reembed
+        from threads.services import messages_reembed
 
         workspaces = Workspace.objects.all()
         if options["workspace"]:

@@ -7,12 +7,12 @@ from django.utils import timezone
 
 from core.embeddings import LOCAL_MODEL_NAME
 from core.errors import ApplicationError
-from core.ranking import PLAN_EXACT, PLAN_HNSW, bm25_sql, vector_sql
+from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector_sql
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
-from episodes.entry_selectors import QUERY_TOO_LONG, entry_search_hybrid
-from episodes.models import EntryEmbedding, EpisodicEntry
-from episodes.tests.entries.factories import entry_factory, memory_user_factory, use_test_embeddings
+from episodic.models import EntryEmbedding, EpisodicEntry
+from episodic.selectors import entry_search_hybrid
+from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
 
 
 class EntrySearchTests(MemoryTestCase):

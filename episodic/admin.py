@@ -1,12 +1,12 @@
-"""Admin for episodic entries and their vectors; episodes/admin.py imports this module.
+"""Admin for episodic entries and their vectors.
 
 Vectors are never shown: the embedding tables list their model and dimension only.
 """
 
 from django.contrib import admin, messages
 
-from episodes.entry_services import entries_delete, entry_update
-from episodes.models import EntryEmbedding, EpisodicEntry, MessageEmbedding
+from episodic.models import EntryEmbedding, EpisodicEntry
+from episodic.services import entries_delete, entry_update
 
 
 def _admin_actor(request) -> str:
@@ -138,11 +138,3 @@ class EntryEmbeddingAdmin(_VectorAdmin):
     list_select_related = ["entry", "workspace"]
     search_fields = ["=entry__id"]
     exclude = ["embedding"]
-
-
-@admin.register(MessageEmbedding)
-class MessageEmbeddingAdmin(_VectorAdmin):
-    list_display = ["message", "model", "dimensions", "workspace", "created_at"]
-    list_select_related = ["message", "workspace"]
-    search_fields = ["=message__id"]
-    raw_id_fields = ["message", "thread"]

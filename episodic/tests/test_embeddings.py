@@ -11,9 +11,9 @@ from core.embeddings import (
 )
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
-from episodes.entry_services import entries_reembed, entry_embed_batch
-from episodes.models import EntryEmbedding
-from episodes.tests.entries.factories import entry_factory, memory_user_factory, use_test_embeddings
+from episodic.models import EntryEmbedding
+from episodic.services import entries_reembed, entry_embed_batch
+from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
 
 
 class EmbeddingProviderTests(MemoryTestCase):
@@ -87,7 +87,7 @@ class ReembedCommandTests(MemoryTestCase):
 
         from django.core.management import call_command
 
-        from episodes.models import MessageEmbedding
+        from threads.models import MessageEmbedding
         from threads.services import thread_append_messages, thread_create
 
         person = memory_user_factory(self.workspace)

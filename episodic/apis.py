@@ -9,10 +9,10 @@ from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible_json
 from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
-from episodes.entry_filters import EpisodicEntryFilter
-from episodes.entry_selectors import entry_get, entry_list, entry_render_memory_block, entry_search_hybrid
-from episodes.entry_services import entry_batch_delete, entry_delete, entry_extract, entry_update
-from episodes.models import EpisodicEntry
+from episodic.filters import EpisodicEntryFilter
+from episodic.models import EpisodicEntry
+from episodic.selectors import entry_get, entry_list, entry_render_memory_block, entry_search_hybrid
+from episodic.services import entry_batch_delete, entry_delete, entry_extract, entry_update
 
 AGENT_AND_USER_REQUIRED = "Name the person (`memory_user`, or a `thread` that has one)."
 TRANSCRIPT_OR_THREAD = "Send `transcript` or `thread` messages to extract from."
@@ -225,7 +225,7 @@ class EntryExtractApi(APIView):
             "actor": principal.actor,
         }
         if not data["sync"]:
-            from episodes.tasks import entry_extract_task
+            from episodic.tasks import entry_extract_task
 
             entry_extract_task.delay_on_commit(
                 str(context.agent.pk),

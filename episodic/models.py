@@ -1,0 +1,102 @@
+"""Episodic memory: source-backed notes about a person and their vectors."""
+
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.utils import timezone
+from pgvector.django import VectorField
+
+from core.lib.vectors import hnsw_index
+from core.models import Agent, TimeStampedModel, Workspace
+
+
+class EpisodicEntry(TimeStampedModel):
+    """A source-backed note about a person, readable only by (agent, memory user)."""
+
+    class Source(models.TextChoices):
+        USER_ASSERTION = "user_assertion", "User assertion"
+        USER_ACCEPTED_PROPOSAL = "user_accepted_assistant_proposal", "User accepted assistant proposal"
+        VERIFIED_FINDING = "verified_assistant_finding", "Verified assistant finding"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        SUPERSEDED = "superseded", "Superseded"
+        REJECTED = "rejected", "Rejected"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="episodic_entries")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="episodic_entries")
+    memory_user = models.ForeignKey(
+        "identities.MemoryUser", on_delete=models.CASCADE, related_name="episodic_entries"
+    )
+    content = models.TextField()
+    content_hash = models.CharField(max_length=64)
+    source = models.CharField(max_length=40, choices=Source.choices)
+    evidence = models.TextField()
+    source_thread = models.ForeignKey(
+        "threads.Thread", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    source_message_ids = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
+    # The model of the newest stored vector; blank until the embedding task has run.
+    embedding_model = models.CharField(max_length=200, blank=True)
+    # Lexical search works from the moment the row is committed, before any vector lands.
+    search_vector = models.GeneratedField(
+        expression=SearchVector("content", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        # The table was created by the episodes app, which held this tier until it became
+        # an app of its own; the name stays so that no row moves.
+        db_table = "episodes_episodicentry"
+        ordering = ["-created_at"]
+        verbose_name_plural = "episodic entries"
+        indexes = [
+            models.Index(
+                fields=["workspace", "agent", "memory_user", "-created_at"], name="episodes_entry_scope"
+            ),
+            models.Index(
+                fields=["workspace", "agent", "memory_user", "content_hash"], name="episodes_entry_hash"
+            ),
+            GinIndex(fields=["search_vector"], name="episodes_entry_search"),
+            # The browser's workspace-wide newest-first page: without it every first page
+            # sorted the whole workspace (~140 ms at 100,000 entries, ~88 ms with it).
+            models.Index(fields=["workspace", "-created_at"], name="episodes_entry_recent"),
+        ]
+
+    def __str__(self):
+        return self.content[:80]
+
+
+class EntryEmbedding(models.Model):
+    """One vector of an episodic entry under one embedding model.
+
+    A separate row per (entry, model) lets a model change re-embed in the background while
+    searches keep using the old model's vectors. The scope columns are copied from the
+    entry so a search filters and sorts this table alone. Never serialized by the API.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    entry = models.ForeignKey(EpisodicEntry, on_delete=models.CASCADE, related_name="embeddings")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    memory_user = models.ForeignKey("identities.MemoryUser", on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    embedding = VectorField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "episodes_entryembedding"
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "model"], name="episodes_entry_embedding_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["agent", "memory_user", "model"], name="episodes_entry_emb_scope"),
+            hnsw_index("episodes_entry_embedding_hnsw", "embedding"),
+        ]
+
+    def __str__(self):
+        return f"{self.entry_id} ({self.model})"
