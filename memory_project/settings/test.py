@@ -7,6 +7,8 @@ from core.lib.embedded import start_throwaway_postgres
 
 if not os.environ.get("DATABASE_URL"):
     os.environ["DATABASE_URL"] = start_throwaway_postgres(tempfile.mkdtemp(prefix="memory-test-pg-"))
+    # No replica can stream from a server started a moment ago; core/tests/replica starts one.
+    os.environ.pop("DATABASE_REPLICA_URL", None)
 
 from .base import *  # noqa: F403
 

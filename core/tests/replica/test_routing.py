@@ -1,5 +1,6 @@
 """Reads of opted-in views go to a real streaming standby only where that is safe (issue 12)."""
 
+from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS
 from django.test import override_settings
 
@@ -86,8 +87,6 @@ class ReplicaRoutingTests(StandbyTestCase):
 
     def test_session_user_is_pinned_after_a_write(self):
         """Browser views: @read_replica opts in, and the session's user is the principal."""
-        from django.contrib.auth import get_user_model
-
         user = get_user_model().objects.create_user(username="operator", password="x" * 20)
         self.replayed_wait()
         self.client.force_login(user)
@@ -98,3 +97,23 @@ class ReplicaRoutingTests(StandbyTestCase):
 
         assert before.json()["server"] == "standby"
         assert after.json() == {"names": ["Acme", "Initech"], "server": "primary"}
+
+    def test_unreachable_cache_reads_the_primary(self):
+        """Without the pin store, reads take the primary (the caller may have written) and writes succeed.
+
+        Browser views: the API's throttle needs the same cache and fails without it.
+        """
+        user = get_user_model().objects.create_user(username="operator", password="x" * 20)
+        self.client.force_login(user)
+        broken = {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": "unix:///nonexistent/valkey.sock",
+            }
+        }
+        with override_settings(CACHES=broken):
+            read = self.client.get("/names/")
+            written = self.client.post("/names/", {"name": "Initech"})
+
+        assert read.json() == {"names": ["Acme"], "server": "primary"}
+        assert written.status_code == 200
