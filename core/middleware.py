@@ -162,7 +162,8 @@ class ReadReplicaMiddleware:
     Placed after the session and authentication middleware: the caller is identified by its
     Authorization header or its session's user, without a query (DRF authenticates only
     inside the view). Pinning happens when the request wrote (the router saw a write) or
-    was a successful unsafe request (raw-SQL writes pass the router by).
+    was a successful unsafe request (raw-SQL writes pass the router by), except a POST to
+    a view declared read-only, which pins only when it wrote.
     """
 
     def __init__(self, get_response):
@@ -177,17 +178,16 @@ class ReadReplicaMiddleware:
             response = self.get_response(request)
         finally:
             reads_end(token)
-        if reads.wrote or (request.method not in SAFE_METHODS and response.status_code < 400):
+        unsafe = request.method not in SAFE_METHODS and not reads.read_only
+        if reads.wrote or (unsafe and response.status_code < 400):
             pin_key = principal_pin_key(request)
             if pin_key is not None:
                 principal_pin(pin_key)
         return response
 
     def process_view(self, request, view_func, view_args, view_kwargs):
-        if (
-            request.method in SAFE_METHODS
-            and view_reads_replica(view_func)
-            and not principal_pinned(principal_pin_key(request))
-            and replica_usable()
-        ):
+        if not view_reads_replica(view_func, request.method):
+            return
+        request._replica_reads.read_only = request.method not in SAFE_METHODS
+        if not principal_pinned(principal_pin_key(request)) and replica_usable():
             request._replica_reads.use_replica = True

@@ -2,7 +2,8 @@
 
 Reads go to the "replica" alias (DATABASE_REPLICA_URL) only while `ReadReplicaMiddleware`
 has marked the current request as eligible: a GET or HEAD to a view that opted in
-(`read_replica = True` on a DRF view class, `@read_replica` on a function view), whose
+(`read_replica = True` on a DRF view class, `@read_replica` on a function view), or a POST
+to an opted-in DRF view that declares `read_only_safe = True` (search endpoints), whose
 principal did not write within DATABASE_REPLICA_PIN_SECONDS, while the replica answers and
 lags less than DATABASE_REPLICA_MAX_LAG_SECONDS. Everything else reads the primary: writes,
 reads inside `transaction.atomic`, reads after the request itself wrote, Celery tasks,
@@ -51,6 +52,8 @@ class RequestReads:
 
     use_replica: bool = False
     wrote: bool = False
+    # A POST to a view declared read-only: it pins its caller only if it did write.
+    read_only: bool = False
 
 
 _request_reads: contextvars.ContextVar[RequestReads | None] = contextvars.ContextVar(
@@ -80,12 +83,21 @@ def read_replica(view_func):
     return view_func
 
 
-def view_reads_replica(view_func) -> bool:
+def view_reads_replica(view_func, method: str = "GET") -> bool:
+    """Whether a `method` request to this view may read from the replica.
+
+    GET and HEAD of a view that opted in; also POST when the DRF view declares, with
+    `read_only_safe = True`, that its POST only reads (search endpoints whose query does
+    not fit in a URL; read-only keys rely on the same declaration).
+    """
     # DRF's as_view() keeps the class on the function; Django's keeps it as view_class.
     view_class = getattr(view_func, "cls", None) or getattr(view_func, "view_class", None)
-    if view_class is not None and getattr(view_class, "read_replica", False):
+    opted_in = getattr(view_class, "read_replica", False) or getattr(view_func, "read_replica", False)
+    if opted_in is not True:
+        return False
+    if method in SAFE_METHODS:
         return True
-    return getattr(view_func, "read_replica", False) is True
+    return method == "POST" and getattr(view_class, "read_only_safe", False) is True
 
 
 def principal_pin_key(request) -> str | None:

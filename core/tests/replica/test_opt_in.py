@@ -18,6 +18,11 @@ class _PlainApi(APIView):
     pass
 
 
+class _OptedInSearchApi(APIView):
+    read_replica = True
+    read_only_safe = True
+
+
 class _OptedInView(View):
     read_replica = True
 
@@ -25,6 +30,13 @@ class _OptedInView(View):
 def test_drf_class_attribute_opts_in():
     assert view_reads_replica(_OptedInApi.as_view())
     assert not view_reads_replica(_PlainApi.as_view())
+
+
+def test_post_opts_in_only_where_the_view_declares_it_read_only():
+    assert view_reads_replica(_OptedInSearchApi.as_view(), "POST")
+    assert not view_reads_replica(_OptedInApi.as_view(), "POST")
+    assert not view_reads_replica(_OptedInSearchApi.as_view(), "DELETE")
+    assert view_reads_replica(_OptedInApi.as_view(), "HEAD")
 
 
 def test_django_class_based_view_attribute_opts_in():

@@ -46,6 +46,16 @@ class ReplicaRoutingTests(StandbyTestCase):
         assert own.json() == {"names": ["Acme", "Initech"], "server": "primary"}
         assert other.json() == {"names": ["Acme"], "server": "standby"}
 
+    def test_read_only_post_search_reads_the_standby_and_does_not_pin(self):
+        """A POST to a view declaring read_only_safe is a read: standby, and no pin after."""
+        client = self.api(self.key)
+
+        search = client.post("/api/names/search/", {}, format="json")
+        after = client.get("/api/names/")
+
+        assert search.json() == {"names": ["Acme"], "server": "standby"}
+        assert after.json()["server"] == "standby"
+
     def test_write_refused_does_not_pin(self):
         """A refused write (400) changed nothing, so the caller keeps reading the standby."""
         self.api(self.key).post("/api/names/", {"name": ""}, format="json")

@@ -6,6 +6,7 @@ from core.tests.replica import views
 
 urlpatterns = [
     path("api/names/", views.WorkspaceNamesApi.as_view()),
+    path("api/names/search/", views.WorkspaceSearchApi.as_view()),
     path("api/names/primary/", views.PrimaryWorkspaceNamesApi.as_view()),
     path("api/names/atomic/", views.AtomicWorkspaceNamesApi.as_view()),
     path("api/names/pool/", views.PoolWorkspaceNamesApi.as_view()),

@@ -45,6 +45,16 @@ class WorkspaceNamesApi(APIView):
         return Response(workspace_names(), status=status.HTTP_201_CREATED)
 
 
+class WorkspaceSearchApi(APIView):
+    """A search whose POST only reads, as recall and entry search declare."""
+
+    read_replica = True
+    read_only_safe = True
+
+    def post(self, request):
+        return Response(workspace_names())
+
+
 class PrimaryWorkspaceNamesApi(APIView):
     def get(self, request):
         return Response(workspace_names())
