@@ -152,17 +152,22 @@ def replica_usable() -> bool:
     if now - _health["checked_at"] < settings.DATABASE_REPLICA_CHECK_SECONDS:
         return _health["usable"]
     connection = connections[REPLICA_DB_ALIAS]
+    # Logged when the answer changes (and at the first check), not once a second.
+    changed = _health["usable"] or _health["checked_at"] == float("-inf")
     try:
         with connection.cursor() as cursor:
             cursor.execute(_LAG_SQL)
             (lag,) = cursor.fetchone()
         usable = lag is not None and lag <= settings.DATABASE_REPLICA_MAX_LAG_SECONDS
-        if not usable:
+        if not usable and changed:
             logger.warning("Read replica lags %s s: reading the primary", lag)
     except DatabaseError:
-        logger.warning("Read replica unreachable: reading the primary", exc_info=True)
+        if changed:
+            logger.warning("Read replica unreachable: reading the primary", exc_info=True)
         connection.close()
         usable = False
+    if usable and not _health["usable"]:
+        logger.info("Read replica in use")
     _health.update(checked_at=time.monotonic(), usable=usable)
     return usable
 
