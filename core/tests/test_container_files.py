@@ -83,6 +83,17 @@ def test_compose_runs_exactly_one_beat():
     assert beats["beat"].get("deploy", {}).get("replicas", 1) == 1
 
 
+def test_compose_beat_uses_the_locked_scheduler():
+    """Beat's scheduler is the advisory-lock one, and that class exists: a second beat stands by."""
+    from core.lib.beat import LockedPersistentScheduler
+
+    words = command_words(app_services()["beat"])
+    (scheduler,) = [word.split("=", 1)[1] for word in words if word.startswith("--scheduler=")]
+    module, _, name = scheduler.partition(":")
+    assert f"{LockedPersistentScheduler.__module__}:{LockedPersistentScheduler.__name__}" == scheduler
+    assert (ROOT / (module.replace(".", "/") + ".py")).exists(), name
+
+
 def test_migrations_complete_before_web_and_worker_start():
     """The one-shot migrate service runs `manage.py migrate`, and every long-running service
     of the image waits for it to exit successfully."""
