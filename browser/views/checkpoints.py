@@ -9,6 +9,7 @@ from browser.selectors import checkpoint_get_by_id
 from checkpoints.filters import CheckpointFilter
 from checkpoints.selectors import checkpoint_list
 from checkpoints.services import checkpoint_batch_delete
+from core.lib.replica import read_replica
 
 
 def _list(principal, filters):
@@ -34,11 +35,13 @@ CHECKPOINTS = TabSpec(
 )
 
 
+@read_replica
 @workspace_view()
 def checkpoints_tab(request):
     return tab_list(request, CHECKPOINTS)
 
 
+@read_replica
 @workspace_view()
 def checkpoint_detail(request, pk):
     return tab_detail(request, CHECKPOINTS, pk)

@@ -6,6 +6,7 @@ from browser.access import EDIT, workspace_view
 from browser.forms import EntryEditForm
 from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
+from core.lib.replica import read_replica
 from episodic.filters import EpisodicEntryFilter
 from episodic.selectors import entry_get, entry_list
 from episodic.services import entry_batch_delete
@@ -29,11 +30,13 @@ ENTRIES = TabSpec(
 )
 
 
+@read_replica
 @workspace_view()
 def entries_tab(request):
     return tab_list(request, ENTRIES)
 
 
+@read_replica
 @workspace_view()
 def entry_detail(request, pk):
     return tab_detail(request, ENTRIES, pk)

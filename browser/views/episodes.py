@@ -6,6 +6,7 @@ from browser.access import EDIT, workspace_view
 from browser.forms import EpisodeFeedbackForm
 from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
+from core.lib.replica import read_replica
 from episodes.filters import EpisodeFilter
 from episodes.selectors import episode_get, episode_list
 from episodes.services import episode_batch_delete
@@ -30,11 +31,13 @@ EPISODES = TabSpec(
 )
 
 
+@read_replica
 @workspace_view()
 def episodes_tab(request):
     return tab_list(request, EPISODES)
 
 
+@read_replica
 @workspace_view()
 def episode_detail(request, pk):
     return tab_detail(request, EPISODES, pk)

@@ -6,6 +6,7 @@ from browser.access import EDIT, workspace_view
 from browser.forms import FactEditForm
 from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
+from core.lib.replica import read_replica
 from facts.filters import FactFilter
 from facts.selectors import fact_get, fact_history, fact_list
 from facts.services import fact_batch_delete
@@ -35,11 +36,13 @@ FACTS = TabSpec(
 )
 
 
+@read_replica
 @workspace_view()
 def facts_tab(request):
     return tab_list(request, FACTS)
 
 
+@read_replica
 @workspace_view()
 def fact_detail(request, pk):
     return tab_detail(request, FACTS, pk)

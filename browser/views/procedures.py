@@ -6,6 +6,7 @@ from browser.access import EDIT, workspace_view
 from browser.forms import ProcedureEditForm
 from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
+from core.lib.replica import read_replica
 from procedures.filters import ProcedureFilter
 from procedures.selectors import procedure_get, procedure_list
 from procedures.services import procedure_batch_delete
@@ -36,11 +37,13 @@ PROCEDURES = TabSpec(
 )
 
 
+@read_replica
 @workspace_view()
 def procedures_tab(request):
     return tab_list(request, PROCEDURES)
 
 
+@read_replica
 @workspace_view()
 def procedure_detail(request, pk):
     return tab_detail(request, PROCEDURES, pk)

@@ -6,6 +6,7 @@ from django.shortcuts import redirect, render
 from browser.access import SESSION_WORKSPACE, workspace_view
 from browser.selectors import operator_workspaces
 from browser.tabs import first_tab_url
+from core.lib.replica import read_replica
 
 
 @login_required
@@ -19,6 +20,7 @@ def memories_home(request):
     return redirect(first_tab_url(workspace.pk))
 
 
+@read_replica
 @workspace_view()
 def workspace_home(request):
     return redirect(first_tab_url(request.operator.workspace.pk))

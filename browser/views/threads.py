@@ -8,6 +8,7 @@ from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from browser.selectors import THREAD_TREE_LIMIT, thread_message_tree
 from core.errors import ApplicationError
+from core.lib.replica import read_replica
 from threads.filters import ThreadFilter
 from threads.selectors import message_history_window, thread_get, thread_list
 from threads.services import thread_batch_delete
@@ -44,11 +45,13 @@ THREADS = TabSpec(
 )
 
 
+@read_replica
 @workspace_view()
 def threads_tab(request):
     return tab_list(request, THREADS)
 
 
+@read_replica
 @workspace_view()
 def thread_detail(request, pk):
     return tab_detail(request, THREADS, pk)

@@ -13,6 +13,7 @@ from browser.lib.listing import Sort
 from browser.lib.rendering import toast
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from core.errors import ApplicationError, NotFoundError
+from core.lib.replica import read_replica
 from identities.filters import MemoryUserFilter
 from identities.selectors import memory_user_context, memory_user_get, memory_user_list
 from identities.services import memory_user_batch_delete, memory_user_merge
@@ -53,11 +54,13 @@ USERS = TabSpec(
 )
 
 
+@read_replica
 @workspace_view()
 def users_tab(request):
     return tab_list(request, USERS)
 
 
+@read_replica
 @workspace_view()
 def user_detail(request, pk):
     return tab_detail(request, USERS, pk)
