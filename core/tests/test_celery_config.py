@@ -51,3 +51,11 @@ class CeleryDeliveryConfigTests(SimpleTestCase):
     def test_the_sweep_repairs_every_tier_periodically(self):
         entries = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
         assert "runtime.tasks.embeddings_sweep_task" in entries
+
+    def test_beat_sends_only_under_the_database_lock(self):
+        """Two beats on one database (two hosts running serve) never both send."""
+        from celery.utils.imports import symbol_by_name
+
+        from core.lib.beat import LockedPersistentScheduler
+
+        assert symbol_by_name(app.conf.beat_scheduler) is LockedPersistentScheduler

@@ -234,6 +234,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = False
+# Beat sends only while it holds a PostgreSQL advisory lock (core/lib/beat.py): a second beat
+# started against the same database, by mistake or for failover, stands by instead of
+# sending every periodic task twice, and takes over within seconds when the first dies.
+CELERY_BEAT_SCHEDULER = "core.lib.beat:LockedPersistentScheduler"
 # Each app adds its periodic tasks here (name -> schedule entry).
 CELERY_BEAT_SCHEDULE = {
     "core-worker-heartbeat": {
