@@ -31,7 +31,8 @@ ENV PORT=8000 \
     WEB_CONCURRENCY=2 \
     GUNICORN_CMD_ARGS="--worker-class=gthread --threads=4 --keep-alive=30 --graceful-timeout=10 --timeout=60 --access-logfile=- --no-control-socket"
 
-RUN useradd --system --uid 10001 --user-group --home-dir /app --shell /usr/sbin/nologin app
+RUN groupadd --system --gid 10001 app \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /app --shell /usr/sbin/nologin app
 
 # Installed from the first stage's wheels through a bind mount: the wheels never become a layer.
 RUN --mount=type=bind,from=wheels,source=/wheels,target=/wheels \
@@ -48,7 +49,8 @@ RUN DJANGO_SECRET_KEY=collectstatic-only-000000000000000000000000000000000000000
     python manage.py collectstatic --no-input --verbosity=0 \
  && chown -R app:app /app/var
 
-USER app
+# Numeric, so that a platform that checks for a non-root user can tell without /etc/passwd.
+USER 10001:10001
 EXPOSE 8000
 # Production redirects plain HTTP and checks the Host header: the probe says it came through
 # the TLS proxy and names the first allowed host, as the load balancer's request would.
