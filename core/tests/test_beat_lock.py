@@ -99,10 +99,17 @@ class BeatLockTests(TransactionTestCase):
         assert holder.holds_lock
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(%s)", [holder._lock_connection.info.backend_pid])
-        # Taken by another session meanwhile (the standby of another host).
+        # Taken by another session meanwhile (the standby of another host). The terminated
+        # backend releases the lock when it has exited, a moment after pg_terminate_backend.
+        deadline = time.monotonic() + 10
+        taken = False
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [BEAT_LOCK_KEY])
-            assert cursor.fetchone()[0]
+            while not taken and time.monotonic() < deadline:
+                cursor.execute("SELECT pg_try_advisory_lock(%s)", [BEAT_LOCK_KEY])
+                taken = cursor.fetchone()[0]
+                if not taken:
+                    time.sleep(0.05)
+        assert taken
         try:
             sent_before = self._ticks_of(holder)
             self._tick_all(1.0)
