@@ -1,0 +1,169 @@
+"""Rolling compaction: when to compact, what a compaction covers, the summary and its lease."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from core.lib.tokens import count_tokens
+from core.llm import LLMError, LLMUnavailable, chat_complete
+from core.memory_settings import memory_settings_for
+from threads.lib.summarize import summary_extractive, summary_prompt
+from threads.lib.tree import ancestor_at_depth
+from threads.models import Message, Thread
+
+# A compaction holds its lease at most this long; a crashed worker's lease then expires.
+COMPACTION_LEASE = timedelta(minutes=5)
+# An enqueued compaction that has not finished after this long may be enqueued again.
+COMPACTION_REQUEST_TTL = timedelta(minutes=10)
+
+
+def context_window_for(thread: Thread) -> int:
+    table = settings.THREADS_MODEL_CONTEXT_WINDOWS
+    if thread.model and thread.model in table:
+        return table[thread.model]
+    return memory_settings_for(thread.agent).model_context_window
+
+
+def _compaction_request_if_needed(*, thread: Thread, locked: Thread, leaf: Message) -> bool:
+    """Enqueue one compaction when the branch's token estimate passes the threshold."""
+    covered = locked.summary_covers_tokens if locked.summary_upto_id else 0
+    estimate = leaf.branch_tokens - covered + (locked.summary_tokens if locked.summary_upto_id else 0)
+    agent_settings = memory_settings_for(thread.agent)
+    if estimate <= agent_settings.compaction_threshold * context_window_for(thread):
+        return False
+    now = timezone.now()
+    claimed = (
+        Thread.objects.filter(pk=thread.pk)
+        .filter(
+            Q(compaction_requested_at__isnull=True)
+            | Q(compaction_requested_at__lt=now - COMPACTION_REQUEST_TTL)
+        )
+        .update(compaction_requested_at=now)
+    )
+    if claimed:
+        from threads.tasks import thread_compact_task
+
+        thread_compact_task.delay_on_commit(str(thread.pk))
+    return bool(claimed)
+
+
+@dataclass
+class CompactionPlan:
+    previous_summary: str
+    previous_upto_id: object
+    messages: list[dict]
+    upto: dict
+
+
+def _compaction_plan(thread: Thread) -> CompactionPlan | None:
+    """What a compaction of the newest branch would cover, or None when nothing is new.
+
+    The recent tail is what the history window would send with the agent's settings; the
+    messages between the current summary (when it is on this branch) and that tail are
+    folded into the summary, at most THREADS_COMPACTION_MAX_MESSAGES of the newest of them.
+    """
+    from threads.selectors import branch_walk, message_history_window
+
+    window = message_history_window(thread=thread)
+    if not window.message_ids:
+        return None
+    oldest = Message.objects.filter(pk=window.message_ids[0]).values("id", "depth", "parent_id").first()
+    if oldest is None or oldest["parent_id"] is None:
+        return None
+    previous, previous_upto, stop_depth = "", None, -1
+    depth = thread.summary_upto_depth
+    if (
+        thread.summary_upto_id
+        and depth is not None
+        and ancestor_at_depth(start_id=oldest["id"], target_depth=depth) == thread.summary_upto_id
+    ):
+        previous, previous_upto, stop_depth = thread.summary, thread.summary_upto_id, depth
+    rows = branch_walk(
+        start_id=oldest["parent_id"],
+        stop_depth=stop_depth,
+        limit=settings.THREADS_COMPACTION_MAX_MESSAGES,
+        full_content=True,
+    )
+    if not rows:
+        return None
+    rows.reverse()
+    return CompactionPlan(
+        previous_summary=previous, previous_upto_id=previous_upto, messages=rows, upto=rows[-1]
+    )
+
+
+def thread_summarize(*, thread: Thread, previous: str, messages: list[dict]) -> tuple[str, str]:
+    """(summary, method): the workspace's chat endpoint, or the extractive fallback.
+
+    Raises LLMError when a configured endpoint fails, so the caller can retry.
+    """
+    max_tokens = settings.THREADS_SUMMARY_MAX_TOKENS
+    try:
+        text = chat_complete(
+            workspace=thread.workspace,
+            messages=summary_prompt(previous=previous, messages=messages),
+            max_tokens=max_tokens,
+        ).strip()
+    except LLMUnavailable:
+        return summary_extractive(previous=previous, messages=messages, max_tokens=max_tokens), "extractive"
+    if not text:
+        raise LLMError("The chat endpoint returned an empty summary.")
+    return text, "llm"
+
+
+def thread_compact(*, thread_id) -> str:
+    """Fold the messages older than the recent tail into the thread's cumulative summary.
+
+    One compaction per thread at a time: a lease is taken by compare-and-set, and a second
+    caller returns "locked" at once. Re-running with nothing new returns "up_to_date".
+    When the summarizer fails, the previous summary stays and LLMError propagates so the
+    task retries with backoff. Raw messages are never changed.
+    """
+    now = timezone.now()
+    lease = now + COMPACTION_LEASE
+    claimed = (
+        Thread.objects.filter(pk=thread_id)
+        .filter(Q(compaction_lease_until__isnull=True) | Q(compaction_lease_until__lt=now))
+        .update(compaction_lease_until=lease)
+    )
+    if not claimed:
+        return "locked" if Thread.objects.filter(pk=thread_id).exists() else "missing"
+    try:
+        thread = Thread.objects.select_related("workspace", "agent").get(pk=thread_id)
+        plan = _compaction_plan(thread)
+        if plan is None:
+            Thread.objects.filter(pk=thread_id).update(compaction_requested_at=None)
+            return "up_to_date"
+        try:
+            summary, method = thread_summarize(
+                thread=thread, previous=plan.previous_summary, messages=plan.messages
+            )
+        except LLMError as exc:
+            Thread.objects.filter(pk=thread_id).update(compaction_error=str(exc)[:2000])
+            raise
+        # Compare-and-set on the summary it extends: a summary written meanwhile is not lost.
+        Thread.objects.filter(pk=thread_id, summary_upto_id=thread.summary_upto_id).update(
+            summary=summary,
+            summary_upto_id=plan.upto["id"],
+            summary_upto_depth=plan.upto["depth"],
+            summary_covers_tokens=plan.upto["branch_tokens"],
+            summary_tokens=count_tokens(summary) + 4,
+            summary_method=method,
+            compacted_at=timezone.now(),
+            compaction_error="",
+            compaction_requested_at=None,
+        )
+        return "compacted"
+    finally:
+        Thread.objects.filter(pk=thread_id, compaction_lease_until=lease).update(compaction_lease_until=None)
+
+
+def thread_compact_request(*, thread: Thread) -> None:
+    """Enqueue a compaction now (after commit), whatever the branch's size."""
+    from threads.tasks import thread_compact_task
+
+    Thread.objects.filter(pk=thread.pk).update(compaction_requested_at=timezone.now())
+    thread_compact_task.delay_on_commit(str(thread.pk))

@@ -1,0 +1,165 @@
+"""Writes to threads themselves: create, resolve by conversation, update."""
+
+from django.db import connection, transaction
+from django.db.models import Q
+
+from core.errors import ApplicationError, NotFoundError
+from core.models import Agent
+from core.services import audit_record
+from threads.models import Thread
+
+MEMORY_USER_UNKNOWN = "Unknown memory user."
+METADATA_INVALID = "Metadata must be a JSON object."
+
+
+def memory_user_canonical(memory_user):
+    """The user a merged identity now belongs to (None stays None)."""
+    from identities.selectors import memory_user_resolve_merged
+
+    return None if memory_user is None else memory_user_resolve_merged(memory_user=memory_user)
+
+
+def thread_create(
+    *,
+    workspace,
+    agent: Agent,
+    memory_user=None,
+    channel: str = "",
+    channel_chat_id: str = "",
+    client_key: str = "",
+    title: str = "",
+    metadata=None,
+    model: str = "",
+) -> Thread:
+    memory_user = memory_user_canonical(memory_user)
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ApplicationError(METADATA_INVALID, fields={"metadata": [METADATA_INVALID]})
+    if agent.workspace_id != workspace.pk:
+        raise NotFoundError("Agent not found.")
+    if memory_user is not None and memory_user.workspace_id != workspace.pk:
+        raise NotFoundError(MEMORY_USER_UNKNOWN, fields={"memory_user": [MEMORY_USER_UNKNOWN]})
+    thread = Thread(
+        workspace=workspace,
+        agent=agent,
+        memory_user=memory_user,
+        channel=channel or "",
+        channel_chat_id=channel_chat_id or "",
+        client_key=client_key or "",
+        title=title or "",
+        metadata=metadata or {},
+        model=model or "",
+    )
+    thread.full_clean(exclude=["workspace", "agent", "memory_user"], validate_unique=False)
+    thread.save()
+    return thread
+
+
+def thread_resolve(
+    *,
+    workspace,
+    agent: Agent,
+    memory_user=None,
+    channel: str = "",
+    channel_chat_id: str = "",
+    client_key: str = "",
+    title: str = "",
+    metadata=None,
+    model: str = "",
+) -> Thread:
+    """The thread of (agent, memory user, channel chat id), created on first use.
+
+    With no chat id, the same person talking to the same agent continues one thread across
+    runs and channels. With neither a user nor a chat id, `client_key` identifies the thread;
+    with none of the three there is nothing to resolve by and a new thread is created.
+    Concurrent resolves of the same conversation return the same thread (advisory lock).
+    """
+    return thread_resolve_or_create(
+        workspace=workspace,
+        agent=agent,
+        memory_user=memory_user,
+        channel=channel,
+        channel_chat_id=channel_chat_id,
+        client_key=client_key,
+        title=title,
+        metadata=metadata,
+        model=model,
+    )[0]
+
+
+def thread_resolve_or_create(
+    *,
+    workspace,
+    agent: Agent,
+    memory_user=None,
+    channel: str = "",
+    channel_chat_id: str = "",
+    client_key: str = "",
+    title: str = "",
+    metadata=None,
+    model: str = "",
+) -> tuple[Thread, bool]:
+    """`thread_resolve`, also saying whether the thread was created."""
+    memory_user = memory_user_canonical(memory_user)
+    if memory_user is None and not channel_chat_id and not client_key:
+        thread = thread_create(
+            workspace=workspace, agent=agent, channel=channel, title=title, metadata=metadata, model=model
+        )
+        return thread, True
+    lookup = Q(workspace=workspace, agent=agent)
+    if memory_user is not None:
+        # Threads of identities merged into this user continue too.
+        lookup &= Q(channel_chat_id=channel_chat_id or "") & (
+            Q(memory_user=memory_user) | Q(memory_user__merged_into=memory_user)
+        )
+        identity = f"{agent.pk}:{memory_user.pk}:{channel_chat_id}"
+    elif channel_chat_id:
+        lookup &= Q(memory_user__isnull=True, channel_chat_id=channel_chat_id)
+        identity = f"{agent.pk}::{channel_chat_id}"
+    else:
+        lookup &= Q(memory_user__isnull=True, channel_chat_id="", client_key=client_key)
+        identity = f"{agent.pk}:key:{client_key}"
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"threads:{identity}"])
+        thread = Thread.objects.filter(lookup).order_by("-last_activity_at").first()
+        if thread is not None:
+            return thread, False
+        thread = thread_create(
+            workspace=workspace,
+            agent=agent,
+            memory_user=memory_user,
+            channel=channel,
+            channel_chat_id=channel_chat_id,
+            client_key=client_key,
+            title=title,
+            metadata=metadata,
+            model=model,
+        )
+        return thread, True
+
+
+def thread_update(*, thread: Thread, actor: str = "system", **changes) -> Thread:
+    """Change title, metadata, model, channel or client key; audited."""
+    allowed = {"title", "metadata", "model", "channel", "client_key"}
+    if changes.get("metadata") is not None and not isinstance(changes["metadata"], dict):
+        raise ApplicationError(METADATA_INVALID, fields={"metadata": [METADATA_INVALID]})
+    changed = {}
+    for key, value in changes.items():
+        if key not in allowed or value is None:
+            continue
+        if getattr(thread, key) != value:
+            changed[key] = value
+            setattr(thread, key, value)
+    if not changed:
+        return thread
+    thread.full_clean(exclude=["workspace", "agent", "memory_user"], validate_unique=False)
+    thread.save(update_fields=[*changed, "updated_at"])
+    audit_record(
+        workspace=thread.workspace,
+        actor=actor,
+        action="update",
+        entity_type="thread",
+        entity_id=thread.pk,
+        changes={k: (True if k == "metadata" else v) for k, v in changed.items()},
+    )
+    return thread
