@@ -6,8 +6,7 @@ from django.db.models import Exists, OuterRef
 from core.embeddings import embedding_provider_for
 from core.lib.sweep import sweep_take
 from core.memory_settings import memory_settings_for
-from core.models import Agent
-from threads.models import Message, MessageEmbedding
+from threads.models import MessageEmbedding
 
 EMBEDDABLE_ROLES = ("user", "assistant")
 
@@ -28,6 +27,7 @@ def message_embed_batch(*, message_ids, provider=None) -> int:
     Each message gets two vectors (alone, and read after the previous message of its
     thread); idempotent like `entry_embed_batch`. Returns rows written.
     """
+    from threads.models import Message
 
     messages = list(
         Message.objects.filter(pk__in=list(message_ids), role__in=EMBEDDABLE_ROLES)
@@ -86,6 +86,7 @@ def message_embed_batch(*, message_ids, provider=None) -> int:
 
 def _previous_messages(messages) -> dict:
     """message id -> the previous user/assistant message of its thread (by sequence)."""
+    from threads.models import Message
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -111,6 +112,7 @@ def message_embed_sweep(*, limit: int = 500, before=None) -> list[tuple[str, obj
     Only agents with `semantic_recall` on are swept: embedding every message of every
     agent would spend the workers' CPU on vectors nobody searches.
     """
+    from core.models import Agent
     from threads.models import Message
 
     enabled = [
@@ -129,6 +131,7 @@ def message_embed_sweep(*, limit: int = 500, before=None) -> list[tuple[str, obj
 
 def messages_reembed(*, workspace, batch_size: int = 256) -> int:
     """Enqueue embedding of the workspace's messages lacking a vector under its current model."""
+    from threads.models import Message
     from threads.tasks import message_embed_task
 
     model = embedding_provider_for(workspace).model_name

@@ -1,0 +1,65 @@
+"""Re-exports every public read of conversation memory, so `threads.selectors.X` keeps working."""
+
+from threads.selectors.branch import WALK_MAX_STEPS, branch_walk
+from threads.selectors.branch import _window_sql as _window_sql  # bench/threads_window.py times it
+from threads.selectors.plans import (
+    iteration_log_list,
+    run_snapshot_get,
+    thread_plan_get,
+    thread_plan_versions,
+)
+from threads.selectors.recall import (
+    RECALLED_CLOSE,
+    RECALLED_HEADER,
+    RECALLED_OPEN,
+    MessageHit,
+    MessageSearchResult,
+    message_search_related,
+)
+from threads.selectors.threads import (
+    MESSAGE_NOT_FOUND,
+    THREAD_NOT_FOUND,
+    message_get,
+    message_list,
+    thread_get,
+    thread_list,
+    thread_scoped_queryset,
+)
+from threads.selectors.window import (
+    FILES_MODES,
+    LEAF_UNKNOWN,
+    SUMMARY_PREFIX,
+    SYSTEM_AS_MODES,
+    WINDOW_SLACK_ROWS,
+    HistoryWindow,
+    message_history_window,
+)
+
+__all__ = [
+    "FILES_MODES",
+    "LEAF_UNKNOWN",
+    "MESSAGE_NOT_FOUND",
+    "RECALLED_CLOSE",
+    "RECALLED_HEADER",
+    "RECALLED_OPEN",
+    "SUMMARY_PREFIX",
+    "SYSTEM_AS_MODES",
+    "THREAD_NOT_FOUND",
+    "WALK_MAX_STEPS",
+    "WINDOW_SLACK_ROWS",
+    "HistoryWindow",
+    "MessageHit",
+    "MessageSearchResult",
+    "branch_walk",
+    "iteration_log_list",
+    "message_get",
+    "message_history_window",
+    "message_list",
+    "message_search_related",
+    "run_snapshot_get",
+    "thread_get",
+    "thread_list",
+    "thread_plan_get",
+    "thread_plan_versions",
+    "thread_scoped_queryset",
+]

@@ -1,0 +1,29 @@
+"""Reads of a thread's plans, run snapshots and iteration logs."""
+
+from core.errors import NotFoundError
+from threads.models import IterationLog, RunSnapshot, Thread, ThreadPlan
+
+
+def thread_plan_get(*, thread: Thread) -> ThreadPlan:
+    plan = ThreadPlan.objects.filter(thread=thread).order_by("-version").first()
+    if plan is None:
+        raise NotFoundError("This thread has no plan yet.")
+    return plan
+
+
+def thread_plan_versions(*, thread: Thread):
+    return ThreadPlan.objects.filter(thread=thread).order_by("-version")
+
+
+def run_snapshot_get(*, thread: Thread, run_id: str) -> RunSnapshot:
+    snapshot = RunSnapshot.objects.filter(thread=thread, run_id=run_id).first()
+    if snapshot is None:
+        raise NotFoundError("No snapshot for this run.")
+    return snapshot
+
+
+def iteration_log_list(*, thread: Thread, task_key: str | None = None):
+    queryset = IterationLog.objects.filter(thread=thread)
+    if task_key:
+        queryset = queryset.filter(task_key=task_key)
+    return queryset.order_by("at", "id")

@@ -1,0 +1,249 @@
+"""The history window: what to send to a model for one branch, cut to the token and message budget."""
+
+from dataclasses import asdict, dataclass, field
+
+from django.conf import settings
+
+from core.errors import ApplicationError
+from core.lib.escaping import strip_invisible
+from core.memory_settings import memory_settings_for
+from threads.models import Thread
+from threads.selectors.branch import _window_rows
+from threads.selectors.recall import _recalled_section
+
+LEAF_UNKNOWN = "Unknown leaf message for this thread."
+FILES_MODES = ("include", "omit")
+SYSTEM_AS_MODES = ("system", "user")
+SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+# Extra rows fetched past max_messages so a tool call whose results straddle the limit is whole.
+WINDOW_SLACK_ROWS = 32
+
+
+@dataclass
+class HistoryWindow:
+    """What to send to the model, and how it was cut.
+
+    `messages` are chat-format dicts (role, content, tool_calls, tool_call_id, name, files),
+    the summary first when applied; `message_ids` are the ids of the stored messages
+    included, oldest first (the summary and recalled messages are not among them).
+    """
+
+    messages: list[dict]
+    message_ids: list[str]
+    tokens: int
+    summary_applied: bool
+    cut_count: int
+    recalled: list[dict] = field(default_factory=list)
+    leaf_id: str | None = None
+    summary_id: str | None = None
+    max_tokens: int = 0
+    max_messages: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _chat_message(row: dict, *, thread_id, files: str) -> dict:
+    from threads.services import archived_reference
+
+    content = row["content"] or ""
+    if row["archived"]:
+        # The walk returned only the preview; the reference is rebuilt from it.
+        content = archived_reference(
+            message_id=row["id"], thread_id=thread_id, content=content, length=row["content_chars"]
+        )
+    # The window is sent to a model: stored text loses its invisible and bidi control
+    # characters here (core.lib.escaping), the stored rows keep them.
+    message = {"role": row["role"], "content": strip_invisible(content)}
+    if row["tool_calls"]:
+        message["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": strip_invisible(c["arguments"])},
+            }
+            for c in row["tool_calls"]
+        ]
+    if row["tool_call_id"]:
+        message["tool_call_id"] = row["tool_call_id"]
+    if row["name"]:
+        message["name"] = row["name"]
+    if files == "include" and row["files"]:
+        message["files"] = row["files"]
+    return message
+
+
+def _units(rows: list[dict]) -> list[list[dict]]:
+    """Group newest-first rows so a tool call and its results are one unit.
+
+    A run of tool results belongs to the assistant message just older than them; a run
+    whose call is not among the rows (cut off, or filtered) is dropped, so the window never
+    starts with an orphan tool result.
+    """
+    units, pending = [], []
+    for row in rows:
+        if row["role"] == "tool":
+            pending.append(row)
+            continue
+        if pending:
+            call_ids = {c["id"] for c in row["tool_calls"]}
+            if row["role"] == "assistant" and all(r["tool_call_id"] in call_ids for r in pending):
+                units.append([*pending, row])
+            else:
+                units.append([row])
+            pending = []
+        else:
+            units.append([row])
+    return units
+
+
+def _window_assemble(*, summary: dict | None, recalled: list[dict], recent: list[dict]) -> list[dict]:
+    """The one place the window's sections are ordered: summary, recalled, recent."""
+    return ([summary] if summary else []) + list(recalled) + list(recent)
+
+
+def message_history_window(
+    *,
+    thread: Thread,
+    leaf=None,
+    node: str | None = None,
+    max_tokens: int | None = None,
+    max_messages: int | None = None,
+    delegation: str | None = None,
+    files: str = "include",
+    system_as: str = "system",
+    semantic_recall: bool | None = None,
+    recall_query: str | None = None,
+    recall_vector: list | None = None,
+    recall_model: str | None = None,
+) -> HistoryWindow:
+    """The messages to send to the model for the branch ending at `leaf`.
+
+    1. The branch is found by walking parent links from `leaf` (default: the newest message
+       of the scope), so regenerated answers on other branches are left out.
+    2. `node` restricts the window to that node's messages (Dify's node memory); otherwise
+       only the main conversation (messages without a node) is used.
+    3. The newest messages that fit both `max_tokens` and `max_messages` (defaults: the
+       agent's `token_limit` and `recent_messages`) are kept; a tool call and its results
+       stay together, and the newest unit is always included even when it alone is larger.
+    4. The compaction summary comes first, as a system message (or a user message with a
+       stable id when `system_as="user"`), when it covers older messages of this branch;
+       its tokens count against `max_tokens`.
+    5. With semantic recall (the agent's `semantic_recall`, or `semantic_recall=True`), the
+       `semantic_recall_top_k` older messages of the same person's threads most related to
+       `recall_query` (default: the newest user message; cut to EPISODIC_QUERY_MAX_LENGTH
+       characters) come next, in one clearly marked block, and their tokens count against
+       `max_tokens` too (at most a quarter of it). `recall_vector` / `recall_model`, the
+       query's embedding when the caller already has it, save embedding it again.
+
+    Reads a handful of rows, never the whole thread: one query for the leaf, one
+    O(log n) ancestor lookup for the summary, one bounded walk.
+    """
+    if files not in FILES_MODES:
+        raise ApplicationError(
+            "files must be include or omit.", fields={"files": ["Must be include or omit."]}
+        )
+    if system_as not in SYSTEM_AS_MODES:
+        raise ApplicationError(
+            "system_as must be system or user.", fields={"system_as": ["Must be system or user."]}
+        )
+    agent_settings = memory_settings_for(thread.agent)
+    max_tokens = agent_settings.token_limit if max_tokens is None else max_tokens
+    max_messages = agent_settings.recent_messages if max_messages is None else max_messages
+    scope = node or ""
+
+    has_summary = bool(
+        not scope and thread.summary and thread.summary_upto_id and thread.summary_upto_depth is not None
+    )
+    rows, leaf_id, stop_depth = _window_rows(
+        thread=thread,
+        leaf=leaf,
+        scope=scope,
+        summary_id=thread.summary_upto_id if has_summary else None,
+        summary_depth=thread.summary_upto_depth if has_summary else -1,
+        limit=max_messages + WINDOW_SLACK_ROWS,
+        delegation=delegation,
+    )
+    if leaf_id is None:
+        if leaf:
+            raise ApplicationError(LEAF_UNKNOWN, fields={"leaf": [LEAF_UNKNOWN]})
+        return HistoryWindow(
+            messages=[],
+            message_ids=[],
+            tokens=0,
+            summary_applied=False,
+            cut_count=0,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
+        )
+
+    summary_message, summary_tokens, summary_id = None, 0, None
+    if has_summary and stop_depth == thread.summary_upto_depth:
+        summary_tokens = thread.summary_tokens
+        summary_id = f"summary-{thread.pk}"
+        if system_as == "user":
+            summary_message = {
+                "id": summary_id,
+                "role": "user",
+                "content": SUMMARY_PREFIX + strip_invisible(thread.summary),
+            }
+        else:
+            summary_message = {"role": "system", "content": SUMMARY_PREFIX + strip_invisible(thread.summary)}
+
+    recalled: list[dict] = []
+    recalled_message, recalled_tokens = None, 0
+    wants_recall = agent_settings.semantic_recall if semantic_recall is None else semantic_recall
+    if wants_recall and thread.memory_user_id and not scope:
+        query = recall_query or next((r["content"] for r in rows if r["role"] == "user" and r["content"]), "")
+        query = query.strip()[: settings.EPISODIC_QUERY_MAX_LENGTH]
+        if query:
+            recalled, recalled_message, recalled_tokens = _recalled_section(
+                thread=thread,
+                query=query,
+                exclude_ids=[r["id"] for r in rows],
+                top_k=agent_settings.semantic_recall_top_k,
+                max_tokens=max_tokens // 4,
+                system_as=system_as,
+                query_vector=recall_vector if recall_query else None,
+                model=recall_model if recall_query else None,
+            )
+
+    budget = max_tokens - summary_tokens - recalled_tokens
+    chosen: list[dict] = []
+    used = 0
+    for unit in _units(rows):
+        unit_tokens = sum(r["token_count"] for r in unit)
+        if chosen and (len(chosen) + len(unit) > max_messages or used + unit_tokens > budget):
+            break
+        chosen.extend(unit)
+        used += unit_tokens
+    if not chosen:
+        return HistoryWindow(
+            messages=[summary_message] if summary_message else [],
+            message_ids=[],
+            tokens=summary_tokens if summary_message else 0,
+            summary_applied=summary_message is not None,
+            cut_count=0,
+            leaf_id=str(leaf_id),
+            summary_id=summary_id,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
+        )
+    chosen.reverse()
+    oldest_depth = chosen[0]["depth"]
+    cut_count = max(0, oldest_depth - (stop_depth + 1))
+    recent = [_chat_message(row, thread_id=thread.pk, files=files) for row in chosen]
+    return HistoryWindow(
+        messages=_window_assemble(
+            summary=summary_message, recalled=[recalled_message] if recalled_message else [], recent=recent
+        ),
+        message_ids=[str(row["id"]) for row in chosen],
+        tokens=used + (summary_tokens if summary_message else 0) + recalled_tokens,
+        summary_applied=summary_message is not None,
+        cut_count=cut_count,
+        recalled=recalled,
+        leaf_id=str(leaf_id),
+        summary_id=summary_id,
+        max_tokens=max_tokens,
+        max_messages=max_messages,
+    )
