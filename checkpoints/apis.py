@@ -20,8 +20,9 @@ from checkpoints.services import (
     checkpoint_writes_put,
 )
 from core.access import require_write
+from core.api_views import BatchDeleteApi, ListApi
 from core.pagination import LimitOffsetPagination, paginate
-from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from core.serializers import StrictSerializer
 from threads.selectors import thread_get
 
 BASE64_INVALID = "Must be base64-encoded bytes."
@@ -233,32 +234,17 @@ class ThreadCheckpointWritesApi(APIView):
         )
 
 
-class CheckpointListApi(APIView):
-    pagination_class = LimitOffsetPagination
-
-    @extend_schema(
-        parameters=[OpenApiParameter(name, str) for name in CheckpointFilter.base_filters],
-        responses=CheckpointWithWritesOutputSerializer(many=True),
-        operation_id="checkpoints_list",
-    )
-    def get(self, request):
-        return paginate(
-            queryset=checkpoint_list(principal=request.user, filters=request.query_params),
-            serializer_class=CheckpointWithWritesOutputSerializer,
-            request=request,
-            view=self,
-        )
+class CheckpointListApi(ListApi):
+    selector = checkpoint_list
+    OutputSerializer = CheckpointWithWritesOutputSerializer
+    filterset_class = CheckpointFilter
+    operation_id = "checkpoints_list"
 
 
-class CheckpointBatchDeleteApi(APIView):
+class CheckpointBatchDeleteApi(BatchDeleteApi):
+    service = checkpoint_batch_delete
+
     @extend_schema_serializer(component_name="CheckpointBatchDeleteOutput")
     class OutputSerializer(serializers.Serializer):
         deleted = serializers.IntegerField()
         writes = serializers.IntegerField()
-
-    @extend_schema(request=BatchDeleteInputSerializer, responses=OutputSerializer)
-    def post(self, request):
-        serializer = BatchDeleteInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        counts = checkpoint_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
-        return Response(self.OutputSerializer(counts).data)

@@ -1,11 +1,11 @@
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import require_write
-from core.pagination import LimitOffsetPagination, paginate
-from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from core.api_views import BatchDeleteApi, ListApi, RetrieveDestroyApi
+from core.serializers import StrictSerializer
 from episodes.filters import EpisodeFilter
 from episodes.models import Episode
 from episodes.selectors import episode_get, episode_list
@@ -46,8 +46,11 @@ class EpisodeDeleteOutputSerializer(serializers.Serializer):
     facts_unlinked = serializers.IntegerField(help_text="Facts that cited them as their source, kept.")
 
 
-class EpisodeListApi(APIView):
-    pagination_class = LimitOffsetPagination
+class EpisodeListApi(ListApi):
+    selector = episode_list
+    OutputSerializer = EpisodeOutputSerializer
+    filterset_class = EpisodeFilter
+    operation_id = "episodes_list"
 
     class InputSerializer(StrictSerializer):
         agent = serializers.SlugField(max_length=100, required=False, allow_blank=True)
@@ -63,19 +66,6 @@ class EpisodeListApi(APIView):
         final_output = serializers.JSONField(required=False, allow_null=True)
         error = serializers.CharField(required=False, allow_blank=True)
         ended_at = serializers.DateTimeField(required=False)
-
-    @extend_schema(
-        parameters=[OpenApiParameter(name, str) for name in EpisodeFilter.base_filters],
-        responses=EpisodeOutputSerializer(many=True),
-        operation_id="episodes_list",
-    )
-    def get(self, request):
-        return paginate(
-            queryset=episode_list(principal=request.user, filters=request.query_params),
-            serializer_class=EpisodeOutputSerializer,
-            request=request,
-            view=self,
-        )
 
     @extend_schema(request=InputSerializer, responses={201: EpisodeOutputSerializer})
     def post(self, request):
@@ -100,7 +90,12 @@ class EpisodeListApi(APIView):
         return Response(EpisodeOutputSerializer(episode).data, status=status.HTTP_201_CREATED)
 
 
-class EpisodeDetailApi(APIView):
+class EpisodeDetailApi(RetrieveDestroyApi):
+    selector = episode_get
+    delete_service = episode_delete
+    OutputSerializer = EpisodeOutputSerializer
+    DeleteOutputSerializer = EpisodeDeleteOutputSerializer
+
     class InputSerializer(StrictSerializer):
         trigger_type = serializers.CharField(max_length=50, required=False, allow_blank=True)
         trigger_payload = serializers.DictField(required=False)
@@ -110,12 +105,6 @@ class EpisodeDetailApi(APIView):
         final_output = serializers.JSONField(required=False, allow_null=True)
         error = serializers.CharField(required=False, allow_blank=True)
 
-    @extend_schema(responses=EpisodeOutputSerializer)
-    def get(self, request, episode_id):
-        return Response(
-            EpisodeOutputSerializer(episode_get(principal=request.user, episode_id=episode_id)).data
-        )
-
     @extend_schema(request=InputSerializer, responses=EpisodeOutputSerializer)
     def patch(self, request, episode_id):
         episode = episode_get(principal=request.user, episode_id=episode_id)
@@ -123,12 +112,6 @@ class EpisodeDetailApi(APIView):
         serializer.is_valid(raise_exception=True)
         episode = episode_update(episode=episode, actor=request.user.actor, **serializer.validated_data)
         return Response(EpisodeOutputSerializer(episode).data)
-
-    @extend_schema(responses={200: EpisodeDeleteOutputSerializer})
-    def delete(self, request, episode_id):
-        episode = episode_get(principal=request.user, episode_id=episode_id)
-        counts = episode_delete(episode=episode, actor=request.user.actor)
-        return Response(EpisodeDeleteOutputSerializer(counts).data)
 
 
 class EpisodeCloseApi(APIView):
@@ -168,10 +151,6 @@ class EpisodeFeedbackApi(APIView):
         return Response(EpisodeOutputSerializer(episode).data)
 
 
-class EpisodeBatchDeleteApi(APIView):
-    @extend_schema(request=BatchDeleteInputSerializer, responses={200: EpisodeDeleteOutputSerializer})
-    def post(self, request):
-        serializer = BatchDeleteInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        counts = episode_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
-        return Response(EpisodeDeleteOutputSerializer(counts).data)
+class EpisodeBatchDeleteApi(BatchDeleteApi):
+    service = episode_batch_delete
+    OutputSerializer = EpisodeDeleteOutputSerializer

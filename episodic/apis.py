@@ -1,14 +1,14 @@
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import require_write
+from core.api_views import BatchDeleteApi, ListApi, RetrieveDestroyApi
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible_json
-from core.pagination import LimitOffsetPagination, paginate
-from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from core.serializers import StrictSerializer
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
 from episodic.selectors import entry_get, entry_list, entry_render_memory_block, entry_search_hybrid
@@ -71,25 +71,19 @@ def _context(principal, data, *, create_agent: bool):
     return context
 
 
-class EntryListApi(APIView):
+class EntryListApi(ListApi):
     """Episodic entries visible to the key, newest first; filters as query parameters."""
 
-    pagination_class = LimitOffsetPagination
-
-    @extend_schema(
-        parameters=[OpenApiParameter(name, str, required=False) for name in EpisodicEntryFilter.base_filters],
-        responses=EntryOutputSerializer(many=True),
-    )
-    def get(self, request):
-        return paginate(
-            queryset=entry_list(principal=request.user, filters=request.query_params),
-            serializer_class=EntryOutputSerializer,
-            request=request,
-            view=self,
-        )
+    selector = entry_list
+    OutputSerializer = EntryOutputSerializer
+    filterset_class = EpisodicEntryFilter
 
 
-class EntryDetailApi(APIView):
+class EntryDetailApi(RetrieveDestroyApi):
+    selector = entry_get
+    delete_service = entry_delete
+    OutputSerializer = EntryOutputSerializer
+
     class InputSerializer(StrictSerializer):
         content = serializers.CharField(required=False, max_length=100_000)
         status = serializers.ChoiceField(choices=EpisodicEntry.Status.choices, required=False)
@@ -101,10 +95,6 @@ class EntryDetailApi(APIView):
                 raise serializers.ValidationError("Must be an object.")
             return value
 
-    @extend_schema(responses=EntryOutputSerializer)
-    def get(self, request, entry_id):
-        return Response(EntryOutputSerializer(entry_get(principal=request.user, entry_id=entry_id)).data)
-
     @extend_schema(request=InputSerializer, responses=EntryOutputSerializer)
     def patch(self, request, entry_id):
         entry = entry_get(principal=request.user, entry_id=entry_id)
@@ -112,12 +102,6 @@ class EntryDetailApi(APIView):
         serializer.is_valid(raise_exception=True)
         entry = entry_update(entry=entry, actor=request.user.actor, **serializer.validated_data)
         return Response(EntryOutputSerializer(entry).data)
-
-    @extend_schema(responses={204: None})
-    def delete(self, request, entry_id):
-        entry = entry_get(principal=request.user, entry_id=entry_id)
-        entry_delete(entry=entry, actor=request.user.actor)
-        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class BatchDeleteOutputSerializer(serializers.Serializer):
@@ -129,14 +113,11 @@ class QueuedOutputSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["queued"])
 
 
-class EntryBatchDeleteApi(APIView):
+class EntryBatchDeleteApi(BatchDeleteApi):
     """Delete the listed entries; ids the key cannot see are reported in `not_found`."""
 
-    @extend_schema(request=BatchDeleteInputSerializer, responses=BatchDeleteOutputSerializer)
-    def post(self, request):
-        serializer = BatchDeleteInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        return Response(entry_batch_delete(principal=request.user, ids=serializer.validated_data["ids"]))
+    service = entry_batch_delete
+    OutputSerializer = BatchDeleteOutputSerializer
 
 
 class TranscriptMessageSerializer(StrictSerializer):

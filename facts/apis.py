@@ -1,15 +1,16 @@
 from django.db import transaction
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import reference_resolve, require_write
+from core.api_views import BatchDeleteApi, ListApi, RetrieveDestroyApi
 from core.errors import NotFoundError
 from core.lib.escaping import strip_invisible_json
 from core.pagination import LimitOffsetPagination, paginate
 from core.schema import lazy_list_field
-from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from core.serializers import StrictSerializer
 from facts.filters import FactFilter
 from facts.models import Fact
 from facts.selectors import (
@@ -168,35 +169,6 @@ def _remember(request, data) -> tuple[dict, int]:
     ) else status.HTTP_200_OK
 
 
-class FactListApi(APIView):
-    """List facts (current versions unless `current=false|all`) or remember one."""
-
-    pagination_class = LimitOffsetPagination
-
-    @extend_schema(
-        parameters=[OpenApiParameter(name, str) for name in FactFilter.base_filters],
-        responses=FactOutputSerializer(many=True),
-        operation_id="facts_list",
-    )
-    def get(self, request):
-        return paginate(
-            queryset=fact_list(principal=request.user, filters=request.query_params),
-            serializer_class=FactOutputSerializer,
-            request=request,
-            view=self,
-        )
-
-    @extend_schema(
-        request=RememberInputSerializer,
-        responses={201: RememberOutputSerializer, 200: RememberOutputSerializer},
-    )
-    def post(self, request):
-        serializer = RememberInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        body, code = _remember(request, serializer.validated_data)
-        return Response(body, status=code)
-
-
 class FactRememberApi(APIView):
     """The `remember` tool: same value confirms, a different one supersedes (or is skipped
     with overwrite=false)."""
@@ -210,6 +182,18 @@ class FactRememberApi(APIView):
         serializer.is_valid(raise_exception=True)
         body, code = _remember(request, serializer.validated_data)
         return Response(body, status=code)
+
+
+class FactListApi(ListApi):
+    """List facts (current versions unless `current=false|all`) or remember one."""
+
+    selector = fact_list
+    OutputSerializer = FactOutputSerializer
+    filterset_class = FactFilter
+    operation_id = "facts_list"
+
+    # Remembering through the collection is the `remember` tool, schema included.
+    post = FactRememberApi.post
 
 
 class FactLookupApi(APIView):
@@ -245,17 +229,17 @@ class FactLookupApi(APIView):
         return Response(FactOutputSerializer(fact).data)
 
 
-class FactDetailApi(APIView):
+class FactDetailApi(RetrieveDestroyApi):
+    selector = fact_get
+    delete_service = fact_delete
+    OutputSerializer = FactOutputSerializer
+    DeleteOutputSerializer = FactDeleteOutputSerializer
+
     class InputSerializer(StrictSerializer):
         value = serializers.JSONField(required=False, help_text="A new value supersedes this version.")
         fact_type = serializers.ChoiceField(choices=Fact.FactType.choices, required=False)
         confidence = serializers.FloatField(required=False, min_value=0, max_value=1)
         evidence = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
-
-    @extend_schema(responses=FactOutputSerializer)
-    def get(self, request, fact_id):
-        fact = fact_get(principal=request.user, fact_id=fact_id)
-        return Response(FactOutputSerializer(fact).data)
 
     @extend_schema(request=InputSerializer, responses=FactOutputSerializer)
     def patch(self, request, fact_id):
@@ -264,11 +248,6 @@ class FactDetailApi(APIView):
         serializer.is_valid(raise_exception=True)
         fact = fact_update(fact=fact, actor=request.user.actor, **serializer.validated_data)
         return Response(FactOutputSerializer(fact_get(principal=request.user, fact_id=fact.pk)).data)
-
-    @extend_schema(responses={200: FactDeleteOutputSerializer})
-    def delete(self, request, fact_id):
-        fact = fact_get(principal=request.user, fact_id=fact_id)
-        return Response(FactDeleteOutputSerializer(fact_delete(fact=fact, actor=request.user.actor)).data)
 
 
 class FactHistoryApi(APIView):
@@ -287,18 +266,11 @@ class FactHistoryApi(APIView):
         )
 
 
-class FactBatchDeleteApi(APIView):
+class FactBatchDeleteApi(BatchDeleteApi):
     """Delete all the listed facts or none (404 when one is not visible to the key)."""
 
-    @extend_schema(
-        request=BatchDeleteInputSerializer,
-        responses={200: FactDeleteOutputSerializer},
-    )
-    def post(self, request):
-        serializer = BatchDeleteInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        counts = fact_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
-        return Response(FactDeleteOutputSerializer(counts).data)
+    service = fact_batch_delete
+    OutputSerializer = FactDeleteOutputSerializer
 
 
 class RecallOutputSerializer(serializers.Serializer):

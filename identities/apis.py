@@ -1,11 +1,11 @@
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import agent_resolve, require_workspace_key
+from core.api_views import ListApi, RetrieveApi
 from core.lib.escaping import strip_invisible_json
-from core.pagination import LimitOffsetPagination, paginate
 from core.schema import lazy_list_field
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from identities.filters import MemoryUserFilter
@@ -60,26 +60,16 @@ class IdentityInputSerializer(StrictSerializer):
     profile = serializers.DictField(required=False)
 
 
-class MemoryUserListApi(APIView):
-    pagination_class = LimitOffsetPagination
+class MemoryUserListApi(ListApi):
+    selector = memory_user_list
+    OutputSerializer = MemoryUserOutputSerializer
+    filterset_class = MemoryUserFilter
+    operation_id = "memory_users_list"
 
     class InputSerializer(StrictSerializer):
         canonical_id = serializers.CharField(max_length=255)
         display_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
         identities = IdentityInputSerializer(many=True, required=False)
-
-    @extend_schema(
-        parameters=[OpenApiParameter(name, str) for name in MemoryUserFilter.base_filters],
-        responses=MemoryUserOutputSerializer(many=True),
-        operation_id="memory_users_list",
-    )
-    def get(self, request):
-        return paginate(
-            queryset=memory_user_list(principal=request.user, filters=request.query_params),
-            serializer_class=MemoryUserOutputSerializer,
-            request=request,
-            view=self,
-        )
 
     @extend_schema(request=InputSerializer, responses={201: MemoryUserOutputSerializer})
     def post(self, request):
@@ -146,15 +136,15 @@ class MemoryUserIdentifyApi(APIView):
         return Response(strip_invisible_json(body), status=code)
 
 
-class MemoryUserDetailApi(APIView):
+# Changing or erasing a person is a workspace-level act, checked before anything else: PATCH and
+# DELETE stay written out. The batch delete below checks the same way.
+class MemoryUserDetailApi(RetrieveApi):
+    selector = memory_user_get
+    OutputSerializer = MemoryUserOutputSerializer
+
     class InputSerializer(StrictSerializer):
         display_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
         canonical_id = serializers.CharField(max_length=255, required=False)
-
-    @extend_schema(responses=MemoryUserOutputSerializer)
-    def get(self, request, memory_user_id):
-        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
-        return Response(MemoryUserOutputSerializer(memory_user).data)
 
     @extend_schema(request=InputSerializer, responses=MemoryUserOutputSerializer)
     def patch(self, request, memory_user_id):

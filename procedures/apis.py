@@ -1,13 +1,13 @@
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import agent_resolve, references_resolve
+from core.api_views import BatchDeleteApi, ListApi, RetrieveDestroyApi
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible_json
-from core.pagination import LimitOffsetPagination, paginate
-from core.serializers import BatchDeleteInputSerializer, StrictSerializer
+from core.serializers import StrictSerializer
 from episodes.models import Episode
 from procedures.filters import ProcedureFilter
 from procedures.models import Procedure
@@ -55,8 +55,11 @@ class ProcedureDeleteOutputSerializer(serializers.Serializer):
     )
 
 
-class ProcedureListApi(APIView):
-    pagination_class = LimitOffsetPagination
+class ProcedureListApi(ListApi):
+    selector = procedure_list
+    OutputSerializer = ProcedureOutputSerializer
+    filterset_class = ProcedureFilter
+    operation_id = "procedures_list"
 
     class InputSerializer(StrictSerializer):
         agent = serializers.SlugField(
@@ -72,19 +75,6 @@ class ProcedureListApi(APIView):
             child=serializers.UUIDField(), required=False, max_length=1000
         )
         parent = serializers.UUIDField(required=False, allow_null=True, help_text="Evolve this procedure.")
-
-    @extend_schema(
-        parameters=[OpenApiParameter(name, str) for name in ProcedureFilter.base_filters],
-        responses=ProcedureOutputSerializer(many=True),
-        operation_id="procedures_list",
-    )
-    def get(self, request):
-        return paginate(
-            queryset=procedure_list(principal=request.user, filters=request.query_params),
-            serializer_class=ProcedureOutputSerializer,
-            request=request,
-            view=self,
-        )
 
     @extend_schema(request=InputSerializer, responses={201: ProcedureOutputSerializer})
     def post(self, request):
@@ -112,7 +102,12 @@ class ProcedureListApi(APIView):
         return Response(ProcedureOutputSerializer(procedure).data, status=status.HTTP_201_CREATED)
 
 
-class ProcedureDetailApi(APIView):
+class ProcedureDetailApi(RetrieveDestroyApi):
+    selector = procedure_get
+    delete_service = procedure_delete
+    OutputSerializer = ProcedureOutputSerializer
+    DeleteOutputSerializer = ProcedureDeleteOutputSerializer
+
     class InputSerializer(StrictSerializer):
         name = serializers.CharField(max_length=200, required=False)
         description = serializers.CharField(required=False, allow_blank=True)
@@ -120,11 +115,6 @@ class ProcedureDetailApi(APIView):
         procedure_type = serializers.ChoiceField(choices=Procedure.ProcedureType.choices, required=False)
         content = serializers.JSONField(required=False)
         is_active = serializers.BooleanField(required=False)
-
-    @extend_schema(responses=ProcedureOutputSerializer)
-    def get(self, request, procedure_id):
-        procedure = procedure_get(principal=request.user, procedure_id=procedure_id)
-        return Response(ProcedureOutputSerializer(procedure).data)
 
     @extend_schema(request=InputSerializer, responses=ProcedureOutputSerializer)
     def patch(self, request, procedure_id):
@@ -135,12 +125,6 @@ class ProcedureDetailApi(APIView):
             procedure=procedure, actor=request.user.actor, **serializer.validated_data
         )
         return Response(ProcedureOutputSerializer(procedure).data)
-
-    @extend_schema(responses={200: ProcedureDeleteOutputSerializer})
-    def delete(self, request, procedure_id):
-        procedure = procedure_get(principal=request.user, procedure_id=procedure_id)
-        counts = procedure_delete(procedure=procedure, actor=request.user.actor)
-        return Response(ProcedureDeleteOutputSerializer(counts).data)
 
 
 class ProcedureMatchOutputSerializer(serializers.Serializer):
@@ -207,10 +191,6 @@ class ProcedureRunApi(APIView):
         return Response(ProcedureOutputSerializer(procedure).data)
 
 
-class ProcedureBatchDeleteApi(APIView):
-    @extend_schema(request=BatchDeleteInputSerializer, responses={200: ProcedureDeleteOutputSerializer})
-    def post(self, request):
-        serializer = BatchDeleteInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        counts = procedure_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
-        return Response(ProcedureDeleteOutputSerializer(counts).data)
+class ProcedureBatchDeleteApi(BatchDeleteApi):
+    service = procedure_batch_delete
+    OutputSerializer = ProcedureDeleteOutputSerializer

@@ -9,9 +9,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import agent_resolve, reference_resolve, require_write
+from core.api_views import BatchDeleteApi, ListApi, RetrieveDestroyApi
 from core.errors import NotFoundError
 from core.pagination import LimitOffsetPagination, paginate
-from core.serializers import INT_MAX, BatchDeleteInputSerializer, StrictSerializer
+from core.serializers import INT_MAX, StrictSerializer
 from identities.models import MemoryUser
 from threads.filters import ThreadFilter
 from threads.selectors import (
@@ -129,8 +130,11 @@ class AppendedMessageOutputSerializer(serializers.Serializer):
     duplicate = serializers.BooleanField(help_text="True when the idempotency key was seen before.")
 
 
-class ThreadListApi(APIView):
-    pagination_class = LimitOffsetPagination
+class ThreadListApi(ListApi):
+    selector = thread_list
+    OutputSerializer = ThreadOutputSerializer
+    filterset_class = ThreadFilter
+    operation_id = "threads_list"
 
     @extend_schema_serializer(component_name="ThreadListFilter")
     class FilterSerializer(StrictSerializer):
@@ -150,19 +154,6 @@ class ThreadListApi(APIView):
         resolve = serializers.BooleanField(
             default=False,
             help_text="Return the existing thread of (agent, memory user, channel chat id) if any.",
-        )
-
-    @extend_schema(
-        parameters=[OpenApiParameter(name, str) for name in ThreadFilter.base_filters],
-        responses=ThreadOutputSerializer(many=True),
-        operation_id="threads_list",
-    )
-    def get(self, request):
-        return paginate(
-            queryset=thread_list(principal=request.user, filters=request.query_params),
-            serializer_class=ThreadOutputSerializer,
-            request=request,
-            view=self,
         )
 
     @extend_schema(
@@ -191,7 +182,11 @@ class ThreadListApi(APIView):
         )
 
 
-class ThreadDetailApi(APIView):
+class ThreadDetailApi(RetrieveDestroyApi):
+    selector = thread_get
+    delete_service = thread_delete
+    OutputSerializer = ThreadOutputSerializer
+
     @extend_schema_serializer(component_name="ThreadDetailInput")
     class InputSerializer(StrictSerializer):
         title = serializers.CharField(max_length=300, required=False, allow_blank=True)
@@ -199,10 +194,6 @@ class ThreadDetailApi(APIView):
         model = serializers.CharField(max_length=200, required=False, allow_blank=True)
         channel = serializers.CharField(max_length=50, required=False, allow_blank=True)
         client_key = serializers.CharField(max_length=255, required=False, allow_blank=True)
-
-    @extend_schema(responses=ThreadOutputSerializer)
-    def get(self, request, thread_id):
-        return Response(ThreadOutputSerializer(thread_get(principal=request.user, thread_id=thread_id)).data)
 
     @extend_schema(request=InputSerializer, responses=ThreadOutputSerializer)
     def patch(self, request, thread_id):
@@ -212,27 +203,16 @@ class ThreadDetailApi(APIView):
         thread = thread_update(thread=thread, actor=request.user.actor, **serializer.validated_data)
         return Response(ThreadOutputSerializer(thread).data)
 
-    @extend_schema(responses={204: None})
-    def delete(self, request, thread_id):
-        thread = thread_get(principal=request.user, thread_id=thread_id)
-        thread_delete(thread=thread, actor=request.user.actor)
-        return Response(status=status.HTTP_204_NO_CONTENT)
 
+class ThreadBatchDeleteApi(BatchDeleteApi):
+    service = thread_batch_delete
 
-class ThreadBatchDeleteApi(APIView):
     @extend_schema_serializer(component_name="ThreadBatchDeleteOutput")
     class OutputSerializer(serializers.Serializer):
         deleted = serializers.IntegerField()
         threads = serializers.IntegerField()
         messages = serializers.IntegerField()
         checkpoints = serializers.IntegerField()
-
-    @extend_schema(request=BatchDeleteInputSerializer, responses=OutputSerializer)
-    def post(self, request):
-        serializer = BatchDeleteInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        counts = thread_batch_delete(principal=request.user, ids=serializer.validated_data["ids"])
-        return Response(self.OutputSerializer(counts).data)
 
 
 class MessageListApi(APIView):
