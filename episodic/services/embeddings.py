@@ -1,0 +1,106 @@
+"""Entry vectors: embedding batches, storing them against concurrent edits, re-embedding, the sweep."""
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+
+from core.embeddings import embedding_provider_for
+from core.lib.sweep import sweep_take
+from episodic.models import EntryEmbedding, EpisodicEntry
+
+
+def entry_embedding_text(entry: EpisodicEntry) -> str:
+    return entry.content
+
+
+def entry_embed_batch(*, entry_ids, provider=None) -> int:
+    """Store vectors for the entries of `entry_ids` that lack one under the current model.
+
+    Idempotent: entries already embedded with the model are skipped, and a concurrent
+    run's rows win through the unique (entry, model) constraint. Returns rows written.
+    """
+    entries = list(EpisodicEntry.objects.filter(pk__in=list(entry_ids)).select_related("workspace"))
+    written = 0
+    by_workspace: dict = {}
+    for entry in entries:
+        by_workspace.setdefault(entry.workspace_id, []).append(entry)
+    for group in by_workspace.values():
+        group_provider = provider or embedding_provider_for(group[0].workspace)
+        model = group_provider.model_name
+        done = set(
+            EntryEmbedding.objects.filter(entry__in=group, model=model).values_list("entry_id", flat=True)
+        )
+        todo = [e for e in group if e.pk not in done]
+        if not todo:
+            continue
+        vectors = group_provider.embed([entry_embedding_text(e) for e in todo])
+        written += _entry_vectors_store(entries=todo, vectors=vectors, model=model)
+    return written
+
+
+def _entry_vectors_store(*, entries, vectors, model: str) -> int:
+    """Store the vectors of entries still holding the text they were computed from.
+
+    An entry deleted while its vector was computed is skipped (a vector of it would fail
+    the batch at commit, through the deferred foreign key), and so is one whose content was
+    edited meanwhile: the edit dropped its vectors and queued its own embedding.
+    """
+    with transaction.atomic():
+        # Locked until the vectors commit, in pk order so that two batches never deadlock.
+        current = dict(
+            EpisodicEntry.objects.filter(pk__in=[e.pk for e in entries])
+            .order_by("pk")
+            .select_for_update(no_key=True)
+            .values_list("pk", "content")
+        )
+        rows = [
+            EntryEmbedding(
+                entry=entry,
+                workspace_id=entry.workspace_id,
+                agent_id=entry.agent_id,
+                memory_user_id=entry.memory_user_id,
+                model=model,
+                dimensions=len(vector),
+                embedding=vector,
+            )
+            for entry, vector in zip(entries, vectors, strict=True)
+            if entry.pk in current and current[entry.pk] == entry_embedding_text(entry)
+        ]
+        EntryEmbedding.objects.bulk_create(rows, ignore_conflicts=True)
+        EpisodicEntry.objects.filter(pk__in=[row.entry_id for row in rows]).update(embedding_model=model)
+    return len(rows)
+
+
+def entries_reembed(*, workspace=None, batch_size: int = 256) -> int:
+    """Enqueue embedding of every entry lacking a vector under its workspace's current model.
+
+    Old vectors stay (and keep serving searches) until the new ones land; returns the
+    number of entries enqueued.
+    """
+    from core.models import Workspace
+    from episodic.tasks import entry_embed_task
+
+    workspaces = [workspace] if workspace is not None else list(Workspace.objects.all())
+    enqueued = 0
+    for ws in workspaces:
+        model = embedding_provider_for(ws).model_name
+        missing = EntryEmbedding.objects.filter(entry=OuterRef("pk"), model=model)
+        ids = list(
+            EpisodicEntry.objects.filter(workspace=ws, status=EpisodicEntry.Status.ACTIVE)
+            .filter(~Exists(missing))
+            .values_list("pk", flat=True)
+        )
+        for start in range(0, len(ids), batch_size):
+            chunk = [str(i) for i in ids[start : start + batch_size]]
+            transaction.on_commit(lambda chunk=chunk: entry_embed_task.delay(chunk))
+        enqueued += len(ids)
+    return enqueued
+
+
+def entry_embed_sweep(*, limit: int, before) -> list[tuple[str, object]]:
+    """Up to `limit` (id, workspace id) of active entries created before `before` with no
+    vector at all (core.lib.sweep.sweep_take's order): what a lost or failed task left behind."""
+    has_vector = EntryEmbedding.objects.filter(entry=OuterRef("pk"))
+    missing = EpisodicEntry.objects.filter(status=EpisodicEntry.Status.ACTIVE, created_at__lt=before).filter(
+        ~Exists(has_vector)
+    )
+    return sweep_take(missing, limit=limit)

@@ -1,0 +1,45 @@
+"""The facts an extraction proposes, handed to global memory when a user message backs them."""
+
+from django.conf import settings
+from django.db import transaction
+
+from core.errors import ApplicationError
+from core.lib.escaping import strip_invisible, strip_invisible_json
+from episodic.services.candidates import REJECT_EVIDENCE_NOT_USER, _evidence_messages
+
+
+def _facts_remember(*, agent, memory_user, facts, transcript, actor) -> list[dict]:
+    """Proposed profile facts with user evidence go to global memory; others are dropped."""
+    if not facts:
+        return []
+    from facts.models import Fact
+    from facts.services import fact_remember
+
+    outcomes = []
+    for raw in facts:
+        key, value = strip_invisible_json(raw.get("key")), strip_invisible_json(raw.get("value"))
+        evidence = strip_invisible(str(raw.get("evidence") or ""))
+        user_evidence = [m for m in _evidence_messages(evidence, transcript) if m["role"] == "user"]
+        if not key or value in (None, "") or not user_evidence:
+            outcomes.append({"key": key, "outcome": "rejected", "reason": REJECT_EVIDENCE_NOT_USER})
+            continue
+        try:
+            with transaction.atomic():
+                remembered = fact_remember(
+                    workspace=agent.workspace,
+                    key=str(key),
+                    value=value,
+                    scope=Fact.Scope.USER,
+                    fact_type=Fact.FactType.USER_PREFERENCE,
+                    memory_user=memory_user,
+                    confidence=settings.EPISODIC_EXTRACTION_FACT_CONFIDENCE,
+                    source=Fact.Source.EXTRACTION,
+                    evidence=evidence,
+                    overwrite=False,
+                    actor=actor,
+                )
+        except ApplicationError as exc:
+            outcomes.append({"key": key, "outcome": "rejected", "reason": exc.message})
+            continue
+        outcomes.append({"key": key, "outcome": getattr(remembered, "outcome", "stored")})
+    return outcomes
