@@ -1,25 +1,15 @@
+"""FilterSets of facts."""
+
 import django_filters
-from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.contrib.postgres.search import SearchQuery
 from django.db.models import Q
 
-from core.errors import INVALID_INPUT, ApplicationError
+# Re-exported: episodes/selectors.py, episodic/selectors.py and procedures/filters.py still
+# import them from here; new code imports core.filters.
+from core.filters import filterset_apply, text_search
 from facts.models import Fact, FactKey, key_normalize
 
-
-def filterset_apply(filterset_class, data, queryset, **kwargs):
-    """Run a FilterSet the way a selector needs it: bad filter values are a 400 naming the field."""
-    filterset = filterset_class(data or {}, queryset=queryset, **kwargs)
-    if not filterset.is_valid():
-        fields = {name: [str(e) for e in errors] for name, errors in filterset.errors.items()}
-        raise ApplicationError(INVALID_INPUT, fields=fields)
-    return filterset.qs
-
-
-def text_search(queryset, query: str, *, column: str = "search_text"):
-    """Full-text match on a column carrying a GIN index on to_tsvector('english', column)."""
-    return queryset.annotate(_search=SearchVector(column, config="english")).filter(
-        _search=SearchQuery(query, search_type="websearch", config="english")
-    )
+__all__ = ["FactFilter", "filterset_apply", "text_search"]
 
 
 class FactFilter(django_filters.FilterSet):

@@ -10,7 +10,7 @@ from django.db.models.functions import Cast
 
 from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
-from facts.filters import filterset_apply, text_search
+from core.filters import filterset_apply, text_search
 from procedures.filters import ProcedureFilter
 from procedures.models import Procedure, ProcedureEmbedding
 
