@@ -5,11 +5,12 @@ import re
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Min, Q
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from core.access import Principal, references_resolve, require_workspace_key
 from core.errors import ApplicationError, ConflictError, NotFoundError
+from core.holdings import holdings_count, holdings_erase, holdings_merge
 from core.models import AuditEvent
 from core.services import audit_record
 from identities.models import ChannelIdentity, MemoryUser
@@ -237,21 +238,14 @@ def memory_user_update(
 def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> MergeResult:
     """Move everything of `source` to `target` in one transaction, and mark the source.
 
-    Moves channel identities, threads, episodes, episodic entries and facts. Two current
-    user-scope facts with the same key: the newer (valid_from) stays current, the older is
-    closed and superseded by it, so it stays in the key's history. Users previously merged
-    into the source are re-pointed at the target (chains stay one hop). The source keeps
-    `merged_into` and no longer appears in lists; identifying with one of its identities
-    returns the target.
+    Moves channel identities here and every tier's rows through core.holdings (threads,
+    facts, episodes, episodic entries; facts close conflicting versions, see
+    facts.services.memory_user_facts_merge). Users previously merged into the source are
+    re-pointed at the target (chains stay one hop). The source keeps `merged_into` and no
+    longer appears in lists; identifying with one of its identities returns the target.
 
     Idempotent: merging a source already merged into this target changes nothing.
     """
-    from episodes.models import Episode
-    from episodic.models import EpisodicEntry
-    from facts.models import Fact
-    from facts.services import memory_user_preferences_sync
-    from threads.models import Thread
-
     if source.workspace_id != target.workspace_id:
         raise NotFoundError(MERGE_ACROSS_WORKSPACES, fields={"target": [MERGE_ACROSS_WORKSPACES]})
     if source.pk == target.pk:
@@ -273,35 +267,9 @@ def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> 
             raise _invalid("source", MERGE_SOURCE_MERGED_ELSEWHERE)
 
         now = timezone.now()
-        counts = {}
-        # Facts first: closing the losing versions must happen before they move, or the
-        # partial unique index on current versions would reject the move.
-        source_current = {
-            f.key: f
-            for f in Fact.objects.select_for_update().filter(
-                memory_user=source, scope=Fact.Scope.USER, valid_to__isnull=True
-            )
-        }
-        conflicts = 0
-        if source_current:
-            for kept in Fact.objects.select_for_update().filter(
-                memory_user=target, scope=Fact.Scope.USER, valid_to__isnull=True, key__in=list(source_current)
-            ):
-                other = source_current[kept.key]
-                newer, older = (other, kept) if other.valid_from > kept.valid_from else (kept, other)
-                Fact.objects.filter(pk=older.pk).update(
-                    valid_to=now, superseded_by=newer, times_contradicted=older.times_contradicted + 1
-                )
-                conflicts += 1
-        counts["facts"] = Fact.objects.filter(memory_user=source).update(memory_user=target, updated_at=now)
-        counts["fact_conflicts"] = conflicts
+        counts = holdings_merge(source=source, target=target, now=now)
         counts["identities"] = ChannelIdentity.objects.filter(memory_user=source).update(
             memory_user=target, updated_at=now
-        )
-        counts["threads"] = Thread.objects.filter(memory_user=source).update(memory_user=target)
-        counts["episodes"] = Episode.objects.filter(memory_user=source).update(memory_user=target)
-        counts["episodic_entries"] = EpisodicEntry.objects.filter(memory_user=source).update(
-            memory_user=target
         )
         counts["merged_users"] = MemoryUser.objects.filter(merged_into=source).update(merged_into=target)
 
@@ -314,7 +282,7 @@ def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> 
         target.save(update_fields=["first_seen_at", "last_seen_at", "display_name", "updated_at"])
         source.merged_into = target
         source.save(update_fields=["merged_into", "updated_at"])
-        memory_user_preferences_sync(memory_user_ids=[target.pk, source.pk])
+        # The facts tier rebuilt the preferences cache while moving the facts.
         target.refresh_from_db(fields=["preferences"])
         audit_record(
             workspace=target.workspace,
@@ -329,11 +297,6 @@ def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> 
 
 def _memory_users_erase(*, workspace, ids: list, actor: str) -> dict:
     """Delete the users in `ids`, the users merged into them, and everything they own."""
-    from episodes.models import Episode
-    from episodic.models import EpisodicEntry
-    from facts.models import Fact
-    from threads.models import Message, Thread
-
     # Merged users are the same person; their data was moved, but their rows and audit
     # trail still name them.
     all_ids = set(ids)
@@ -344,24 +307,12 @@ def _memory_users_erase(*, workspace, ids: list, actor: str) -> dict:
         )
         all_ids |= frontier
     all_ids = list(all_ids)
-    # Session facts of a thread linked to the user after the fact was written carry no user.
-    owned_facts = Q(memory_user__in=all_ids) | Q(thread__memory_user__in=all_ids)
     counts = {
         "memory_users": len(all_ids),
         "identities": ChannelIdentity.objects.filter(memory_user__in=all_ids).count(),
-        "threads": Thread.objects.filter(memory_user__in=all_ids).count(),
-        "messages": Message.objects.filter(thread__memory_user__in=all_ids).count(),
-        "facts": Fact.objects.filter(owned_facts).count(),
-        "episodes": Episode.objects.filter(memory_user__in=all_ids).count(),
-        "episodic_entries": EpisodicEntry.objects.filter(memory_user__in=all_ids).count(),
+        **holdings_count(memory_user_ids=all_ids),
     }
-    # Explicit deletes in dependency order, each one statement-sized, rather than relying on
-    # the collector to discover every cascade.
-    Fact.objects.filter(owned_facts).delete()
-    EpisodicEntry.objects.filter(memory_user__in=all_ids).delete()
-    Episode.objects.filter(memory_user__in=all_ids).delete()
-    Message.objects.filter(thread__memory_user__in=all_ids).delete()
-    Thread.objects.filter(memory_user__in=all_ids).delete()
+    holdings_erase(memory_user_ids=all_ids)
     ChannelIdentity.objects.filter(memory_user__in=all_ids).delete()
     MemoryUser.objects.filter(merged_into__in=all_ids).update(merged_into=None)
     MemoryUser.objects.filter(pk__in=all_ids).delete()
@@ -380,8 +331,9 @@ def _memory_users_erase(*, workspace, ids: list, actor: str) -> dict:
 
 def memory_user_erase(*, memory_user: MemoryUser, actor: str) -> dict:
     """The right to erasure: delete the person and everything that belongs to them
-    (threads with their messages, user- and session-scope facts, episodes, episodic entries,
-    channel identities, users merged into them) in one transaction. Returns the counts,
+    (channel identities, users merged into them, and every tier's rows declared to
+    core.holdings: threads with their messages, user- and session-scope facts, episodes,
+    episodic entries) in one transaction. Returns the counts,
     which an ERASE audit event also records."""
     with transaction.atomic():
         return _memory_users_erase(workspace=memory_user.workspace, ids=[memory_user.pk], actor=actor)

@@ -1,5 +1,25 @@
+"""The threads app; it declares a memory user's threads and messages to core.holdings."""
+
 from django.apps import AppConfig
 
 
 class ThreadsConfig(AppConfig):
     name = "threads"
+
+    def ready(self):
+        from core.holdings import Holding, holding_register
+        from threads.models import Message, Thread
+
+        holding_register(Holding("threads", Thread, statistic="thread_count"))
+        # Messages follow their thread on a merge; registered after threads so erasure
+        # deletes them first, while the join through their thread still finds them.
+        holding_register(
+            Holding(
+                "messages",
+                Message,
+                owner=("thread__memory_user",),
+                moves=False,
+                statistic="message_count",
+                agent_field="thread__agent",
+            )
+        )
