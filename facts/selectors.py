@@ -1,8 +1,8 @@
-"""Reads of facts, and `recall`: the one read an agent's tool call makes across facts,
-procedures and episodes."""
+"""Reads of facts: scoped lookups, visible facts, fuzzy and semantic search, the facts half of
+recall (runtime.selectors.recall), and the memory-user context identify_user returns."""
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
@@ -11,10 +11,15 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
 from core.access import Principal, agent_resolve, reference_resolve, scope_to_principal
-from core.errors import ApplicationError, NotFoundError
+from core.errors import NotFoundError
+from core.filters import filterset_apply
 from core.models import Agent
-from facts.filters import FactFilter, filterset_apply
+from episodes.models import Episode
+from facts.filters import FactFilter
 from facts.models import Fact, FactEmbedding, key_normalize
+from identities.models import MemoryUser
+from identities.selectors import memory_user_resolve_merged
+from threads.models import Thread
 
 logger = logging.getLogger(__name__)
 
@@ -22,10 +27,6 @@ FACT_NOT_FOUND = "Fact not found."
 THREAD_NOT_FOUND = "Thread not found."
 MEMORY_USER_NOT_FOUND = "Memory user not found."
 THREAD_OTHER_AGENT = "This thread belongs to another agent."
-RECALL_MEMORY_TYPE_UNKNOWN = "memory_type must be facts, procedures, episodes or all."
-
-MEMORY_TYPES = ("facts", "procedures", "episodes", "all")
-
 # Lower rank wins: the most specific scope answers a lookup.
 SCOPE_ORDER = {Fact.Scope.SESSION: 0, Fact.Scope.USER: 1, Fact.Scope.AGENT: 2, Fact.Scope.GLOBAL: 3}
 # The scope's reference of a fact (see facts/migrations/0002_owner_indexes.py): must stay
@@ -58,10 +59,6 @@ def memory_context_resolve(
     user when those are not given; a thread of another agent is a 404. A merged memory
     user resolves to the user it was merged into.
     """
-    from identities.models import MemoryUser
-    from identities.selectors import memory_user_resolve_merged
-    from threads.models import Thread
-
     workspace = principal.workspace
     # Resolved in the principal's read scope: another agent's thread answers like an unknown
     # one (THREAD_OTHER_AGENT below is only for rows the key may read).
@@ -330,17 +327,6 @@ def fact_history(*, fact: Fact):
     )
 
 
-def vectors_exist(*, workspace) -> bool:
-    """Whether any fact or procedure of the workspace has a vector: embedding the query
-    (and loading a local model) is skipped until one does."""
-    from procedures.models import ProcedureEmbedding
-
-    return (
-        FactEmbedding.objects.filter(workspace=workspace).exists()
-        or ProcedureEmbedding.objects.filter(workspace=workspace).exists()
-    )
-
-
 def query_embed(*, workspace, query: str):
     """(vector, model) of `query` under the workspace's embedding provider, or (None, "")
     when the provider fails: recall then answers from full-text search alone."""
@@ -395,42 +381,27 @@ def fact_semantic_search(*, context: MemoryContext, query_vector, model: str, li
     return found
 
 
-@dataclass
-class RecallResult:
-    mode: str  # list | key | fuzzy | query
-    facts: list = field(default_factory=list)
-    procedures: list = field(default_factory=list)
-    episodes: list = field(default_factory=list)
-
-
-def recall(
+def fact_recall(
     *,
     context: MemoryContext,
     key: str | None = None,
     query: str | None = None,
-    memory_type: str = "all",
     limit: int = 10,
     min_confidence: float = 0.5,
-    semantic: bool = True,
-) -> RecallResult:
-    """What an agent remembers in `context`.
+    query_vector=None,
+    model: str = "",
+) -> tuple[str, list[Fact]]:
+    """The facts half of `recall` (runtime.selectors.recall): (mode, facts).
 
-    - no key and no query: the facts visible in the context (mode "list");
     - key: the exact lookup (most specific scope first, mode "key"); when there is none,
       fuzzy key matching (mode "fuzzy");
-    - query: full-text search over facts, procedures and episodes per `memory_type`, plus
-      (with `semantic`) facts and procedures whose vectors are close to the query's under
-      the workspace's embedding provider (mode "query"; a fact found so carries
-      `similarity`). A failing provider degrades to full-text search.
+    - no key and no query: the facts visible in the context (mode "list");
+    - query: full-text search, plus the facts whose vectors under `model` are close to
+      `query_vector` when one is given (mode "query"; such a fact carries `similarity`).
 
     Facts below `min_confidence` (after decay) are left out; results are ordered by
     confidence, then recency.
     """
-    if memory_type not in MEMORY_TYPES:
-        raise ApplicationError(
-            RECALL_MEMORY_TYPE_UNKNOWN, fields={"memory_type": [RECALL_MEMORY_TYPE_UNKNOWN]}
-        )
-    want = {"facts", "procedures", "episodes"} if memory_type == "all" else {memory_type}
     if key:
         fact = fact_lookup(
             workspace=context.workspace,
@@ -442,62 +413,66 @@ def recall(
         if fact is not None:
             fact = with_effective_confidence(Fact.objects.filter(pk=fact.pk)).select_related("agent")[0]
             if fact.effective_confidence >= min_confidence:
-                return RecallResult(mode="key", facts=[fact])
-        return RecallResult(
-            mode="fuzzy",
-            facts=fact_fuzzy_search(context=context, key=key, limit=limit, min_confidence=min_confidence),
+                return "key", [fact]
+        return "fuzzy", fact_fuzzy_search(
+            context=context, key=key, limit=limit, min_confidence=min_confidence
         )
     if not query:
-        facts = _best_visible(context=context, limit=limit, min_confidence=min_confidence)
-        return RecallResult(mode="list", facts=facts)
-
-    result = RecallResult(mode="query")
-    query_vector, model = (None, "")
-    if semantic and want & {"facts", "procedures"} and vectors_exist(workspace=context.workspace):
-        query_vector, model = query_embed(workspace=context.workspace, query=query)
-    if "facts" in want:
-        facts = {
-            fact.pk: fact
-            for fact in _best_visible(
-                context=context,
-                refine=REFINE_TEXT,
-                params={"query": query},
-                walk=False,
-                limit=limit,
-                min_confidence=min_confidence,
-            )
-        }
-        if query_vector is not None:
-            for fact in fact_semantic_search(
-                context=context, query_vector=query_vector, model=model, limit=limit
-            ):
-                if fact.effective_confidence < min_confidence:
-                    continue
-                if fact.pk in facts:
-                    facts[fact.pk].similarity = fact.similarity
-                else:
-                    facts[fact.pk] = fact
-        ranked = sorted(facts.values(), key=lambda f: (f.effective_confidence, f.valid_from), reverse=True)
-        result.facts = ranked[:limit]
-    if "procedures" in want:
-        from procedures.selectors import procedure_search
-
-        result.procedures = procedure_search(
-            workspace=context.workspace,
-            agent=context.agent,
-            query=query,
+        return "list", _best_visible(context=context, limit=limit, min_confidence=min_confidence)
+    facts = {
+        fact.pk: fact
+        for fact in _best_visible(
+            context=context,
+            refine=REFINE_TEXT,
+            params={"query": query},
+            walk=False,
             limit=limit,
-            query_vector=query_vector,
-            model=model,
+            min_confidence=min_confidence,
         )
-    if "episodes" in want:
-        from episodes.selectors import episode_search
+    }
+    if query_vector is not None:
+        for fact in fact_semantic_search(
+            context=context, query_vector=query_vector, model=model, limit=limit
+        ):
+            if fact.effective_confidence < min_confidence:
+                continue
+            if fact.pk in facts:
+                facts[fact.pk].similarity = fact.similarity
+            else:
+                facts[fact.pk] = fact
+    ranked = sorted(facts.values(), key=lambda f: (f.effective_confidence, f.valid_from), reverse=True)
+    return "query", ranked[:limit]
 
-        result.episodes = episode_search(
-            workspace=context.workspace,
-            agent=context.agent,
-            memory_user=context.memory_user,
-            query=query,
-            limit=limit,
+
+def memory_user_context(*, memory_user, agent=None, episodes_limit: int = 5) -> dict:
+    """What an agent needs to know when a person shows up: their user-scope facts, cached
+    preferences and most recent episodes (of `agent` when given). Here rather than in
+    identities: it reads facts and episodes, tiers above identities."""
+    facts = with_effective_confidence(
+        Fact.objects.filter(
+            workspace_id=memory_user.workspace_id,
+            memory_user=memory_user,
+            scope=Fact.Scope.USER,
+            valid_to__isnull=True,
         )
-    return result
+    ).order_by("-confidence", "-valid_from")
+    episodes = Episode.objects.filter(workspace_id=memory_user.workspace_id, memory_user=memory_user)
+    if agent is not None:
+        episodes = episodes.filter(agent=agent)
+    episodes = episodes.select_related("agent").order_by("-started_at")[:episodes_limit]
+    return {"facts": list(facts[:200]), "preferences": memory_user.preferences, "episodes": list(episodes)}
+
+
+# Moved to runtime.selectors.memory_recall: recall reads facts, procedures and episodes, so it sits
+# above all three.
+_MOVED_TO_RUNTIME = ("MEMORY_TYPES", "RECALL_MEMORY_TYPE_UNKNOWN", "RecallResult", "recall")
+
+
+def __getattr__(name):
+    # Transitional: facts/apis.py, facts/tools.py and bench/facts_perf.py still import these
+    # from here (an ignore_imports entry of the import-linter contract names this import).
+    if name in _MOVED_TO_RUNTIME:
+        from runtime.selectors import memory_recall
+
+        return getattr(memory_recall, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -120,7 +120,7 @@ def identify_user(
     """Find or create the person behind a channel identity (e.g. channel "telegram",
     external_id "12345") and return what is known about them: user-scope facts, cached
     preferences and recent episodes. Call it when a conversation starts."""
-    from identities.selectors import memory_user_context
+    from facts.selectors import memory_user_context
     from identities.services import memory_user_identify
 
     require_write(principal)
@@ -204,10 +204,10 @@ def recall(
     (session, user, agent, global), else keys that look alike. With `query`: text search over
     facts, procedures and episodes (memory_type: facts, procedures, episodes or all). With
     neither: the facts visible in this context, most certain first."""
-    from facts.selectors import recall as facts_recall
+    from runtime.selectors import recall as memory_recall
 
     context = _context(principal, agent=agent, memory_user=memory_user, thread=thread)
-    result = facts_recall(
+    result = memory_recall(
         context=context,
         key=key,
         query=_check_query(query),

@@ -1,0 +1,304 @@
+"""Each block of a turn's context (user profile, session memory, <memory>, procedures), built
+within its token cap."""
+
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+
+from django.db.models import TextField
+from django.db.models.functions import Cast
+
+from core.lib.tokens import count_message_tokens, count_tokens
+from core.memory_settings import memory_settings_for
+from facts.models import Fact
+from facts.selectors import MemoryContext, with_effective_confidence
+from runtime.rendering import escape_text, fit_block
+
+SECTIONS = ("user_profile", "session_memory", "memory", "procedures", "history")
+
+# The documented allocation (docs/runtime.md): each block may use at most this share of the
+# budget left after the incoming message; what a block leaves unused goes to the history.
+DEFAULT_ALLOCATION = {
+    "user_profile": 0.15,
+    "session_memory": 0.15,
+    "memory": 0.20,
+    "procedures": 0.10,
+}
+
+# Facts a block considers at most (fewer for smaller caps, see _candidate_limit): the default
+# 4,000-token budget gives the profile 600 tokens, about 100 fact lines.
+FACT_CANDIDATES = 200
+PROCEDURE_CANDIDATES = 5
+# Characters of one item's value; a longer value is cut with an ellipsis.
+ITEM_VALUE_CHARS = 500
+PROCEDURE_CONTENT_CHARS = 800
+MIN_FACT_CONFIDENCE = 0.5
+
+USER_PROFILE_HEADER = "What is known about the person you are talking to (stored facts, most certain first):"
+SESSION_MEMORY_HEADER = "State of this conversation:"
+PROCEDURES_HEADER = "Procedures that apply to this request (follow them when relevant):"
+
+
+@dataclass
+class Section:
+    text: str = ""
+    tokens: int = 0
+    cap: int = 0
+    items: list = field(default_factory=list)
+    omitted: int = 0
+    summary_included: bool = False
+    embedding_ms: float = 0.0
+    # Rows fetched for the block, kept so a re-render (summary moved in) needs no query.
+    candidates: list = field(default_factory=list, repr=False)
+    plan: object = None
+
+    def as_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "tokens": self.tokens,
+            "cap": self.cap,
+            "items": self.items,
+            "omitted": self.omitted,
+        }
+
+
+def _fact_value(fact: dict):
+    # Values arrive as JSON text (value_json) and are decoded only for the lines a block
+    # reads: a heavy person's candidates are mostly never rendered.
+    if "value" not in fact:
+        fact["value"] = json.loads(fact["value_json"])
+    return fact["value"]
+
+
+def _fact_line(fact: dict) -> str:
+    # Kept on the row: <session-memory> renders its candidates again when the summary moves in.
+    if "line" not in fact:
+        value = escape_text(_fact_value(fact), limit=ITEM_VALUE_CHARS)
+        fact["line"] = f"- {escape_text(fact['key'], limit=200)}: {value}"
+    return fact["line"]
+
+
+def _fact_item(fact: dict) -> dict:
+    return {
+        "id": str(fact["id"]),
+        "key": fact["key"],
+        "value": _fact_value(fact),
+        "fact_type": fact["fact_type"],
+        "confidence": round(fact["effective_confidence"], 4),
+    }
+
+
+def _candidate_limit(cap: int) -> int:
+    # A fact line costs at least ~5 tokens ("- a: b"), so a block of `cap` tokens never
+    # holds more than cap / 5 of them; fetching more would only be thrown away.
+    return max(1, min(FACT_CANDIDATES, cap // 5))
+
+
+def _current_facts(context: MemoryContext, **filters):
+    """Current facts above MIN_FACT_CONFIDENCE (after decay), as dicts: rendering needs five
+    columns, and building model instances for hundreds of rows costs more than the query."""
+    queryset = Fact.objects.filter(workspace=context.workspace, valid_to__isnull=True, **filters)
+    return (
+        with_effective_confidence(queryset)
+        .filter(effective_confidence__gte=MIN_FACT_CONFIDENCE)
+        .annotate(value_json=Cast("value", TextField()))
+    )
+
+
+FACT_COLUMNS = ("id", "key", "value_json", "fact_type", "effective_confidence")
+# Session facts are fetched for at least this many tokens, so a re-render with the summary
+# moved in (a larger cap) can reuse them.
+SESSION_FACTS_TOKENS = 1000
+
+
+def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
+    """User-scope facts of the person: preferences first, then the other facts; within each,
+    by confidence, then recency.
+
+    Candidates are the most recent current versions of each kind (as many as the cap can
+    hold), read backwards along the facts_user index: ranking all of a heavy person's facts
+    by confidence would sort every one of them (9 ms at 9,000 facts) for a block that holds
+    a few dozen. For the usual person with fewer facts than that, nothing is left out.
+    `MemoryUser.preferences` mirrors the `user_preference` facts, so it is not repeated.
+    """
+    section = Section(cap=cap)
+    if context.memory_user is None or cap <= 0:
+        return section
+    limit = _candidate_limit(cap)
+    base = _current_facts(context, scope=Fact.Scope.USER, memory_user=context.memory_user).order_by(
+        "-valid_from"
+    )
+    preference = Fact.FactType.USER_PREFERENCE
+    # Both candidate sets in one statement, each read newest first along the index and
+    # appended in that order; the stable sort keeps it among equal confidences.
+    rows = (
+        base.filter(fact_type=preference)
+        .values(*FACT_COLUMNS)[:limit]
+        .union(base.exclude(fact_type=preference).values(*FACT_COLUMNS)[:limit], all=True)
+    )
+    facts = sorted(rows, key=lambda f: (f["fact_type"] != preference, -f["effective_confidence"]))
+    header = USER_PROFILE_HEADER
+    if context.memory_user.display_name:
+        header += f"\n- name: {escape_text(context.memory_user.display_name, limit=200)}"
+    lines = (_fact_line(f) for f in facts)
+    section.text, section.tokens, kept = fit_block("user-profile", header, lines, cap)
+    section.items = [_fact_item(f) for f in facts[:kept]]
+    section.omitted = len(facts) - kept
+    return section
+
+
+def _plan_lines(plan) -> list[str]:
+    if plan in (None, {}, []):
+        return []
+    return [f"- plan: {escape_text(plan, limit=4 * ITEM_VALUE_CHARS)}"]
+
+
+def context_session_memory(
+    *, context: MemoryContext, cap: int, plan=None, summary: str = "", facts: list | None = None
+) -> Section:
+    """The thread's plan, its compaction summary (when the history window applied it) and
+    its session-scope facts, in that order of priority. `facts` reuses an earlier fetch."""
+    section = Section(cap=cap)
+    if context.thread is None or cap <= 0:
+        return section
+    if facts is None:
+        facts = list(
+            _current_facts(context, scope=Fact.Scope.SESSION, thread=context.thread)
+            .order_by("-effective_confidence", "-valid_from")
+            .values(*FACT_COLUMNS)[: _candidate_limit(max(cap, SESSION_FACTS_TOKENS))]
+        )
+    section.candidates = facts
+    lines = _plan_lines(plan)
+    fixed = len(lines)
+    if summary:
+        lines.append(f"- summary of earlier messages: {escape_text(summary)}")
+        fixed += 1
+    all_lines = itertools.chain(lines, (_fact_line(f) for f in facts))
+    section.text, section.tokens, kept = fit_block("session-memory", SESSION_MEMORY_HEADER, all_lines, cap)
+    section.summary_included = bool(summary) and kept >= fixed
+    kept_facts = max(0, kept - fixed)
+    section.items = [_fact_item(f) for f in facts[:kept_facts]]
+    section.omitted = fixed + len(facts) - kept
+    return section
+
+
+def _procedure_line(match) -> str:
+    procedure = match.procedure
+    text = f"- {escape_text(procedure.name, limit=200)} ({procedure.procedure_type})"
+    if procedure.description:
+        text += f": {escape_text(procedure.description, limit=ITEM_VALUE_CHARS)}"
+    text += f" | steps: {escape_text(procedure.content, limit=PROCEDURE_CONTENT_CHARS)}"
+    return text
+
+
+def context_procedures(*, context: MemoryContext, goal: str, channel: str = "", cap: int) -> Section:
+    """Procedures whose trigger conditions fire for the incoming message, best first."""
+    from procedures.selectors import procedure_match
+
+    section = Section(cap=cap)
+    if not goal or cap <= 0:
+        return section
+    match_context = {"channel": channel} if channel else {}
+    matches = procedure_match(
+        workspace=context.workspace,
+        goal=goal,
+        agent=context.agent,
+        context=match_context,
+        limit=PROCEDURE_CANDIDATES,
+    )
+    lines = [_procedure_line(m) for m in matches]
+    section.text, section.tokens, kept = fit_block("procedures", PROCEDURES_HEADER, lines, cap)
+    section.items = [
+        {
+            "id": str(m.procedure.pk),
+            "name": m.procedure.name,
+            "procedure_type": m.procedure.procedure_type,
+            "score": m.score,
+            "matched": m.matched,
+        }
+        for m in matches[:kept]
+    ]
+    section.omitted = len(matches) - kept
+    return section
+
+
+def message_tokens(text: str) -> int:
+    return count_message_tokens(content=text) if text else 0
+
+
+@dataclass(frozen=True)
+class MemoryQuery:
+    text: str
+    vector: list
+    model: str
+    top_k: int
+    embedding_ms: float
+
+
+def memory_query(*, context: MemoryContext, message: str) -> MemoryQuery | None:
+    """The auto-inject query for `<memory>` (the user's message, cut to what a search accepts)
+    and its embedding, or None when the agent's settings turn auto-inject off
+    (`episodic_memory`, `auto_inject`) or there is no person or message."""
+    if context.memory_user is None or context.agent is None or not message:
+        return None
+    agent_settings = memory_settings_for(context.agent)
+    if not (agent_settings.episodic_memory and agent_settings.auto_inject):
+        return None
+    from django.conf import settings
+
+    from core.embeddings import embedding_provider_for
+
+    text = message.strip()[: settings.EPISODIC_QUERY_MAX_LENGTH]
+    if not text:
+        return None
+    started = time.perf_counter()
+    provider = embedding_provider_for(context.workspace)
+    vector = provider.embed([text])[0]
+    return MemoryQuery(
+        text=text,
+        vector=vector,
+        model=provider.model_name,
+        top_k=agent_settings.auto_inject_top_k,
+        embedding_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+def context_memory(*, context: MemoryContext, query: MemoryQuery | None, cap: int) -> Section:
+    """Episodic entries for (agent, person) relevant to the incoming message: the auto-inject
+    of `<memory>`, at most `auto_inject_top_k`. The block is rendered by the episodic tier;
+    entries are dropped from the least relevant end until it fits `cap`."""
+    section = Section(cap=cap)
+    if query is None or cap <= 0:
+        return section
+    from episodic.selectors import entry_render_memory_block, entry_search_hybrid
+
+    section.embedding_ms = query.embedding_ms
+    hits = entry_search_hybrid(
+        agent=context.agent,
+        memory_user=context.memory_user,
+        query=query.text,
+        top_k=query.top_k,
+        query_vector=query.vector,
+        model=query.model,
+    ).hits
+    entries = [getattr(hit, "entry", hit) for hit in hits]
+    kept = len(entries)
+    while kept > 0:
+        text = entry_render_memory_block(entries=entries[:kept])
+        tokens = count_tokens(text)
+        if tokens <= cap:
+            section.text, section.tokens = text, tokens
+            break
+        kept -= 1
+    section.items = [
+        {
+            "id": str(entry.pk),
+            "content": entry.content,
+            "source": entry.source,
+            "created_at": entry.created_at.isoformat(),
+        }
+        for entry in entries[:kept]
+    ]
+    section.omitted = len(entries) - kept
+    return section
