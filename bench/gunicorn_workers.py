@@ -27,6 +27,7 @@ Everything started here is stopped by its process id. This is a benchmark, not a
 """
 
 import argparse
+import atexit
 import json
 import os
 import random
@@ -542,6 +543,8 @@ def main() -> None:
     log_path = results_dir / f"gunicorn_workers-{stamp}.log"
     json_path = args.json or str(results_dir / f"gunicorn_workers-{stamp}.json")
     root = Path(tempfile.mkdtemp(prefix="memory-bench-gunicorn-"))
+    # Registered first, so it runs last at exit: after the PostgreSQL server's own clean-up.
+    atexit.register(shutil.rmtree, root, True)
     servers = None
     clients: list[Client] = []
     result = {"machine": {"cores": os.cpu_count()}, "config": vars(args), "runs": []}
