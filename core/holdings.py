@@ -29,6 +29,9 @@ class Holding:
       with their own invariants (two current facts with one key).
     - `statistic`: the name of a per-user count annotated on memory-user lists, or "".
     - `agent_field`: the row's agent lookup, so an agent-bound key counts only its rows.
+    - `counted`: False for copies of a parent row's owner (a vector's memory_user, which
+      the vector search filters on): moved on merge, left out of the counts, and erased by
+      their parent's cascade.
     """
 
     label: str
@@ -38,6 +41,7 @@ class Holding:
     merge: Callable[..., dict] | None = None
     statistic: str = ""
     agent_field: str = "agent"
+    counted: bool = True
 
     def rows(self, memory_user_ids):
         """Every row of the users in `memory_user_ids`."""
@@ -69,13 +73,17 @@ def holdings_merge(*, source, target, now) -> dict:
             counts.update(holding.merge(source=source, target=target, now=now))
         elif holding.moves:
             field = holding.owner[0]
-            counts[holding.label] = holding.model.objects.filter(**{field: source}).update(**{field: target})
+            moved = holding.model.objects.filter(**{field: source}).update(**{field: target})
+            if holding.counted:
+                counts[holding.label] = moved
     return counts
 
 
 def holdings_count(*, memory_user_ids) -> dict:
     """How many rows each holding has of the users in `memory_user_ids`."""
-    return {holding.label: holding.rows(memory_user_ids).count() for holding in holdings()}
+    return {
+        holding.label: holding.rows(memory_user_ids).count() for holding in holdings() if holding.counted
+    }
 
 
 def holdings_erase(*, memory_user_ids) -> None:
@@ -83,7 +91,8 @@ def holdings_erase(*, memory_user_ids) -> None:
     statement-sized delete per holding rather than leaving the collector to discover each
     cascade."""
     for holding in reversed(holdings()):
-        holding.rows(memory_user_ids).delete()
+        if holding.counted:
+            holding.rows(memory_user_ids).delete()
 
 
 def holdings_statistics(queryset, *, principal: Principal | None = None):

@@ -1,4 +1,4 @@
-"""The episodic memory app; it declares a memory user's episodic entries to core.holdings."""
+"""The episodic memory app; it declares a memory user's entries and their vectors to core.holdings."""
 
 from django.apps import AppConfig
 
@@ -9,6 +9,8 @@ class EpisodicConfig(AppConfig):
 
     def ready(self):
         from core.holdings import Holding, holding_register
-        from episodic.models import EpisodicEntry
+        from episodic.models import EntryEmbedding, EpisodicEntry
 
         holding_register(Holding("episodic_entries", EpisodicEntry))
+        # The vectors' own memory_user scopes the hybrid search: a merge must move it.
+        holding_register(Holding("episodic_entry_vectors", EntryEmbedding, counted=False))

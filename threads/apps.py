@@ -1,4 +1,4 @@
-"""The threads app; it declares a memory user's threads and messages to core.holdings."""
+"""The threads app; it declares a memory user's threads, messages and message vectors to core.holdings."""
 
 from django.apps import AppConfig
 
@@ -8,7 +8,7 @@ class ThreadsConfig(AppConfig):
 
     def ready(self):
         from core.holdings import Holding, holding_register
-        from threads.models import Message, Thread
+        from threads.models import Message, MessageEmbedding, Thread
 
         holding_register(Holding("threads", Thread, statistic="thread_count"))
         # Messages follow their thread on a merge; registered after threads so erasure
@@ -23,3 +23,5 @@ class ThreadsConfig(AppConfig):
                 agent_field="thread__agent",
             )
         )
+        # The vectors' own memory_user scopes semantic message search: a merge must move it.
+        holding_register(Holding("message_vectors", MessageEmbedding, counted=False))
