@@ -8,6 +8,7 @@ stored. Vectors are computed in batches by Celery tasks; an entry is findable le
 from the moment it is committed.
 """
 
+import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -126,6 +127,46 @@ def _similar_stored(*, agent, memory_user, vector, model) -> tuple[str | None, f
         )
         row = cursor.fetchone()
     return (str(row[0]), float(row[1])) if row else (None, 0.0)
+
+
+def _person_lock(*, agent, memory_user) -> None:
+    """Hold a transaction-scoped lock on the (agent, memory user) pair until commit."""
+    digest = hashlib.blake2b(f"episodic:{agent.pk}:{memory_user.pk}".encode(), digest_size=8).digest()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest, "big", signed=True)])
+
+
+def _drop_stored_meanwhile(kept, *, result, agent, memory_user, threshold, model) -> list:
+    """`kept` without the items that an entry stored since the first checks now duplicates."""
+    stored_hashes = set(
+        EpisodicEntry.objects.filter(
+            agent=agent,
+            memory_user=memory_user,
+            content_hash__in=[i["hash"] for i in kept],
+            status=EpisodicEntry.Status.ACTIVE,
+        ).values_list("content_hash", flat=True)
+    )
+    still = []
+    for item in kept:
+        if item["hash"] in stored_hashes:
+            result.rejected.append({**_public(item), "reason": REJECT_DUPLICATE_HASH})
+            continue
+        if "vector" in item:
+            similar_id, similarity = _similar_stored(
+                agent=agent, memory_user=memory_user, vector=item["vector"], model=model
+            )
+            if similar_id is not None and similarity >= threshold:
+                result.rejected.append(
+                    {
+                        **_public(item),
+                        "reason": REJECT_DUPLICATE_SIMILAR,
+                        "similarity": round(similarity, 4),
+                        "duplicate_of": similar_id,
+                    }
+                )
+                continue
+        still.append(item)
+    return still
 
 
 def _cosine(a, b) -> float:
@@ -291,6 +332,15 @@ def entry_extract(
         kept.append(item)
 
     with transaction.atomic():
+        # The checks above read what was stored before this extraction began; a second
+        # extraction of the same person (another worker, another web process) may have
+        # stored the same entries since. Serialized per (agent, person) from here to
+        # commit, the later one sees the earlier one's rows and drops its copies. The
+        # embedding call stays outside the lock.
+        _person_lock(agent=agent, memory_user=memory_user)
+        kept = _drop_stored_meanwhile(
+            kept, result=result, agent=agent, memory_user=memory_user, threshold=threshold, model=model
+        )
         entries = [
             EpisodicEntry(
                 workspace=workspace,

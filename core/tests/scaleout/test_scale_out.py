@@ -458,9 +458,7 @@ class ScaleOutTests(TransactionTestCase):
             [self.person.pk],
         )
         assert len(entries) == len(facts), entries
-        # Not asserted here yet: each candidate stored once. Two workers extracting the same
-        # turn at once both store it (stored hashes are read before the insert, and no
-        # constraint holds them unique); reported to the lead with this test as reproduction.
+        assert {count for _, count in entries} == {1}, f"an entry was stored twice: {entries}"
         vectors = _rows(
             "SELECT e.id, count(v.id) FROM episodes_episodicentry e"
             " LEFT JOIN episodes_entryembedding v ON v.entry_id = e.id"
