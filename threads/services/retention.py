@@ -9,9 +9,12 @@ from django.utils import timezone
 from core.access import Principal, references_resolve, require_write
 from core.errors import NotFoundError
 from core.memory_settings import memory_settings_for
-from core.models import Agent
-from core.services import audit_record
+from core.models import Agent, Workspace
+from core.services import audit_record, audit_record_deletes
 from threads.models import Thread
+
+# The actor of deletions made by the retention policy in the audit trail.
+RETENTION_ACTOR = "system:retention"
 
 
 def _threads_delete(queryset) -> dict:
@@ -40,8 +43,6 @@ def thread_delete(*, thread: Thread, actor: str = "system") -> dict:
 
 def threads_delete(*, ids, actor: str) -> dict:
     """Delete threads by id with everything under them, auditing each; no scoping here."""
-    from core.models import Workspace
-
     with transaction.atomic():
         rows = list(Thread.objects.filter(pk__in=ids).select_for_update().values_list("pk", "workspace_id"))
         counts = _threads_delete(Thread.objects.filter(pk__in=[pk for pk, _ in rows]))
@@ -90,5 +91,20 @@ def threads_purge_expired(*, now=None) -> int:
             if not ids:
                 break
             with transaction.atomic():
+                # Another purge (a second worker) may be deleting the same rows: each takes
+                # the ones it can lock, so every thread is deleted and audited once.
+                ids = list(
+                    Thread.objects.filter(pk__in=ids)
+                    .select_for_update(skip_locked=True)
+                    .values_list("pk", flat=True)
+                )
+                if not ids:
+                    break  # the other purge holds them all and goes on to the rest
                 deleted += _threads_delete(Thread.objects.filter(pk__in=ids))["threads"]
+                audit_record_deletes(
+                    workspace=Workspace(pk=agent.workspace_id),
+                    actor=RETENTION_ACTOR,
+                    entity_type="thread",
+                    ids=ids,
+                )
     return deleted

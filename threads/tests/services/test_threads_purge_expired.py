@@ -3,10 +3,12 @@ from datetime import timedelta
 from django.test import override_settings
 from django.utils import timezone
 
+from core.models import AuditEvent
 from core.services import agent_update
 from core.testing import MemoryTestCase
 from threads.models import Message, Thread
 from threads.services import threads_purge_expired
+from threads.services.retention import RETENTION_ACTOR
 from threads.tests.factories import append, make_thread
 
 
@@ -34,6 +36,21 @@ class RetentionTests(MemoryTestCase):
 
         assert set(Thread.objects.values_list("pk", flat=True)) == {fresh.pk, other_agent_old.pk}
         assert not Message.objects.filter(thread_id__in=[t.pk for t in old]).exists()
+
+    def test_every_purged_thread_is_audited_as_a_retention_delete(self):
+        """Before, the purge deleted without a trace: only explicit deletes were audited."""
+        agent_update(agent=self.agent, memory_settings={"retention_days": 30})
+        old = [make_thread(workspace=self.workspace, agent=self.agent) for _ in range(3)]
+        Thread.objects.filter(pk__in=[t.pk for t in old]).update(
+            last_activity_at=timezone.now() - timedelta(days=31)
+        )
+
+        assert threads_purge_expired() == 3
+
+        events = AuditEvent.objects.filter(entity_type="thread", action=AuditEvent.Action.DELETE)
+        assert {(e.workspace_id, e.actor, e.entity_id) for e in events} == {
+            (self.workspace.pk, RETENTION_ACTOR, str(t.pk)) for t in old
+        }
 
     def test_the_periodic_task_is_scheduled(self):
         from django.conf import settings
