@@ -305,7 +305,7 @@ def sizes(cur, layout: str) -> dict:
 
 # --- the queries -------------------------------------------------------------------------------
 
-# threads.selectors._WINDOW_SQL without a summary: resolve the newest leaf of the main node,
+# threads.selectors.branch._WINDOW_SQL without a summary: resolve the newest leaf of the main node,
 # then walk parent links, one primary-key lookup per step, until LIMIT rows.
 WINDOW_WALK = """
 WITH RECURSIVE

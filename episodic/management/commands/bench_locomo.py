@@ -5,9 +5,9 @@
 Each conversation becomes one memory user's threads (one thread per session) in a
 throwaway workspace, deleted afterwards. Every turn is appended with
 `threads.services.thread_append_messages` (its `dia_id` and session date in metadata,
-the session date as `created_at`), embedded with `episodic.services.message_embed_batch`,
+the session date as `created_at`), embedded with `threads.services.message_embed_batch`,
 and every question of categories 1-4 with evidence is asked through
-`episodic.selectors.message_search_related`, the search semantic recall uses, in
+`threads.selectors.message_search_related`, the search semantic recall uses, in
 the default (hybrid), lexical-only and vector-only modes. The metric is the data set
 README's: evidence recall@5/10/20 and MRR, per category and overall.
 """
