@@ -81,9 +81,7 @@ def holdings_merge(*, source, target, now) -> dict:
 
 def holdings_count(*, memory_user_ids) -> dict:
     """How many rows each holding has of the users in `memory_user_ids`."""
-    return {
-        holding.label: holding.rows(memory_user_ids).count() for holding in holdings() if holding.counted
-    }
+    return {holding.label: holding.rows(memory_user_ids).count() for holding in holdings() if holding.counted}
 
 
 def holdings_erase(*, memory_user_ids) -> None:

@@ -1,4 +1,5 @@
-"""Writes of facts. A value is never overwritten in place: it is superseded by a new version.
+"""Remembering and editing facts. A value is never overwritten in place: it is superseded by a
+new version.
 
 Confidence on confirmation (the same value remembered again):
     c' = max(c + (1 - c) * CONFIRM_RATE, c_given)      with CONFIRM_RATE = 0.2
@@ -10,15 +11,13 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
-from core.access import Principal
 from core.errors import ApplicationError, NotFoundError
 from core.models import AuditEvent
 from core.services import audit_record
-from facts.models import Fact, FactEmbedding, FactKey, key_normalize
-from identities.models import MemoryUser
+from facts.models import Fact, FactKey, key_normalize
+from facts.services.memory_users import memory_user_preferences_sync
 from identities.selectors import memory_user_resolve_merged
 
 CONFIRM_RATE = 0.2
@@ -362,202 +361,3 @@ def fact_update(
         if fact.scope == Fact.Scope.USER and "fact_type" in changes:
             memory_user_preferences_sync(memory_user_ids=[fact.memory_user_id])
     return fact
-
-
-_DELETE_SQL = """
-WITH unlinked AS (
-    -- Histories point at their successors (SET NULL in Django, not in the database; the
-    -- deferred foreign key is checked at commit, after this).
-    UPDATE facts_fact SET superseded_by_id = NULL
-    WHERE superseded_by_id = ANY(%(ids)s::uuid[]) AND NOT (id = ANY(%(ids)s::uuid[]))
-), unembedded AS (
-    -- The database cascades too (facts 0007), which also catches a vector committed while
-    -- this statement waited for the fact's row lock; this delete covers the rest in one pass.
-    DELETE FROM facts_factembedding e USING facts_fact f
-    WHERE e.fact_id = f.id AND f.workspace_id = %(workspace)s AND f.id = ANY(%(ids)s::uuid[])
-), deleted AS (
-    DELETE FROM facts_fact
-    WHERE workspace_id = %(workspace)s AND id = ANY(%(ids)s::uuid[]) {agent_condition}
-    RETURNING id, key, scope, memory_user_id, fact_type
-), audited AS (
-    INSERT INTO core_auditevent (workspace_id, at, actor, action, entity_type, entity_id, changes)
-    SELECT %(workspace)s, now(), %(actor)s, 'delete', 'fact', id::text,
-           jsonb_build_object('key', key, 'scope', scope)
-    FROM deleted
-)
-SELECT count(*),
-       coalesce(array_agg(DISTINCT memory_user_id) FILTER (
-           WHERE fact_type = 'user_preference' AND memory_user_id IS NOT NULL), '{{}}')
-FROM deleted
-"""
-
-
-def _facts_delete(*, workspace, ids: list, actor: str, agent=None) -> dict:
-    """Delete the facts in `ids` (of `workspace`, and of `agent` or agent-less when given)
-    and audit each one; all or nothing: when a row is missing, raise and roll back.
-
-    One statement deletes, audits and reports: through the ORM, 10,000 rows cost ~3 s of
-    per-row Python (collector, audit objects, 10,000 bound parameters per query); as an
-    array parameter and a data-modifying CTE they take ~0.3 s. Must run in a transaction.
-    """
-    from django.db import connection
-
-    ids = [str(pk) for pk in ids]
-    agent_condition = "AND (agent_id IS NULL OR agent_id = %(agent)s)" if agent is not None else ""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _DELETE_SQL.format(agent_condition=agent_condition),
-            {"workspace": workspace.pk, "ids": ids, "actor": actor, "agent": agent.pk if agent else None},
-        )
-        deleted, preference_users = cursor.fetchone()
-    if deleted != len(ids):
-        raise NotFoundError("Some of these facts do not exist.", fields={"ids": ["Unknown id."]})
-    if preference_users:
-        memory_user_preferences_sync(memory_user_ids=preference_users)
-    return {"facts": deleted}
-
-
-def fact_delete(*, fact: Fact, actor: str) -> dict:
-    """Delete one version. Deleting the current version forgets the key in that scope; its
-    history stays listable until deleted too."""
-    with transaction.atomic():
-        return _facts_delete(workspace=fact.workspace, ids=[fact.pk], actor=actor)
-
-
-def fact_batch_delete(*, principal: Principal, ids, actor: str | None = None) -> dict:
-    """Delete every fact in `ids`, or nothing: an id the principal cannot see is a 404.
-
-    The visibility rule is facts.selectors.fact_scope_for_principal's: the workspace, and for
-    an agent-bound key, agent-less facts or the key's agent's.
-    """
-    ids = list(dict.fromkeys(ids))
-    with transaction.atomic():
-        return _facts_delete(
-            workspace=principal.workspace, ids=ids, actor=actor or principal.actor, agent=principal.agent
-        )
-
-
-def fact_touch(*, fact_ids) -> None:
-    """Count a read (access_count, last_accessed_at) without loading the rows."""
-    if fact_ids:
-        Fact.objects.filter(pk__in=list(fact_ids)).update(
-            access_count=F("access_count") + 1, last_accessed_at=timezone.now()
-        )
-
-
-def memory_user_preferences_sync(*, memory_user_ids) -> None:
-    """Rebuild each memory user's cached `preferences` from their current user-scope
-    `user_preference` facts (the facts are the truth; the cache is derived)."""
-    for memory_user_id in memory_user_ids:
-        if memory_user_id is None:
-            continue
-        preferences = dict(
-            Fact.objects.filter(
-                memory_user_id=memory_user_id,
-                scope=Fact.Scope.USER,
-                fact_type=Fact.FactType.USER_PREFERENCE,
-                valid_to__isnull=True,
-            )
-            .order_by("valid_from")
-            .values_list("key", "value")
-        )
-        MemoryUser.objects.filter(pk=memory_user_id).update(preferences=preferences)
-
-
-def memory_user_facts_merge(*, source, target, now) -> dict:
-    """The facts part of a memory-user merge (core.holdings), in the caller's transaction.
-
-    Two current user-scope facts with the same key: the newer (valid_from) stays current,
-    the older is closed and superseded by it, so it stays in the key's history. Closing
-    happens before the move, or the partial unique index on current versions would reject
-    it. The preferences caches of both users are rebuilt afterwards.
-    """
-    source_current = {
-        f.key: f
-        for f in Fact.objects.select_for_update().filter(
-            memory_user=source, scope=Fact.Scope.USER, valid_to__isnull=True
-        )
-    }
-    conflicts = 0
-    if source_current:
-        for kept in Fact.objects.select_for_update().filter(
-            memory_user=target, scope=Fact.Scope.USER, valid_to__isnull=True, key__in=list(source_current)
-        ):
-            other = source_current[kept.key]
-            newer, older = (other, kept) if other.valid_from > kept.valid_from else (kept, other)
-            Fact.objects.filter(pk=older.pk).update(
-                valid_to=now, superseded_by=newer, times_contradicted=older.times_contradicted + 1
-            )
-            conflicts += 1
-    moved = Fact.objects.filter(memory_user=source).update(memory_user=target, updated_at=now)
-    memory_user_preferences_sync(memory_user_ids=[target.pk, source.pk])
-    return {"facts": moved, "fact_conflicts": conflicts}
-
-
-def fact_embedding_text(fact: Fact) -> str:
-    value = fact.value if isinstance(fact.value, str) else _value_encode(fact.value)
-    return f"{fact.key_normalized}: {value}"
-
-
-def fact_embed_sweep(*, limit: int, before) -> list[tuple[str, object]]:
-    """Up to `limit` (id, workspace id) of current facts created before `before` with no
-    vector at all (core.lib.sweep.sweep_take's order): what a lost or failed task left behind."""
-    from django.db.models import Exists, OuterRef
-
-    from core.lib.sweep import sweep_take
-
-    has_vector = FactEmbedding.objects.filter(fact=OuterRef("pk"))
-    missing = Fact.objects.filter(valid_to__isnull=True, created_at__lt=before).filter(~Exists(has_vector))
-    return sweep_take(missing, limit=limit)
-
-
-def fact_embed_batch(*, fact_ids, provider=None) -> int:
-    """Store vectors for the current facts of `fact_ids` that lack one under their
-    workspace's embedding model. Idempotent (existing vectors are skipped; a racing run's
-    rows win through the unique constraint); a fact deleted meanwhile is skipped. Returns
-    the rows written."""
-    from core.embeddings import embedding_provider_for
-
-    facts = list(
-        Fact.objects.filter(pk__in=list(fact_ids), valid_to__isnull=True).select_related("workspace")
-    )
-    by_workspace: dict = {}
-    for fact in facts:
-        by_workspace.setdefault(fact.workspace_id, []).append(fact)
-    written = 0
-    for group in by_workspace.values():
-        group_provider = provider or embedding_provider_for(group[0].workspace)
-        model = group_provider.model_name
-        done = set(
-            FactEmbedding.objects.filter(fact__in=group, model=model).values_list("fact_id", flat=True)
-        )
-        todo = [fact for fact in group if fact.pk not in done]
-        if not todo:
-            continue
-        vectors = group_provider.embed([fact_embedding_text(fact) for fact in todo])
-        with transaction.atomic():
-            # Facts deleted while the vectors were computed are skipped: a vector of one would
-            # fail the whole batch at commit (deferred foreign key). The lock keeps the others
-            # until their vectors commit; pk order, so two batches never deadlock.
-            alive = set(
-                Fact.objects.filter(pk__in=[fact.pk for fact in todo])
-                .order_by("pk")
-                .select_for_update(no_key=True)
-                .values_list("pk", flat=True)
-            )
-            rows = FactEmbedding.objects.bulk_create(
-                [
-                    FactEmbedding(
-                        fact=fact,
-                        workspace_id=fact.workspace_id,
-                        model=model,
-                        dimensions=len(vector),
-                        embedding=vector,
-                    )
-                    for fact, vector in zip(todo, vectors, strict=True)
-                    if fact.pk in alive
-                ],
-                ignore_conflicts=True,
-            )
-        written += len(rows)
-    return written

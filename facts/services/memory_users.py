@@ -1,0 +1,53 @@
+"""What facts do for memory users: the preferences cache and the facts part of a merge."""
+
+from facts.models import Fact
+from identities.models import MemoryUser
+
+
+def memory_user_preferences_sync(*, memory_user_ids) -> None:
+    """Rebuild each memory user's cached `preferences` from their current user-scope
+    `user_preference` facts (the facts are the truth; the cache is derived)."""
+    for memory_user_id in memory_user_ids:
+        if memory_user_id is None:
+            continue
+        preferences = dict(
+            Fact.objects.filter(
+                memory_user_id=memory_user_id,
+                scope=Fact.Scope.USER,
+                fact_type=Fact.FactType.USER_PREFERENCE,
+                valid_to__isnull=True,
+            )
+            .order_by("valid_from")
+            .values_list("key", "value")
+        )
+        MemoryUser.objects.filter(pk=memory_user_id).update(preferences=preferences)
+
+
+def memory_user_facts_merge(*, source, target, now) -> dict:
+    """The facts part of a memory-user merge (core.holdings), in the caller's transaction.
+
+    Two current user-scope facts with the same key: the newer (valid_from) stays current,
+    the older is closed and superseded by it, so it stays in the key's history. Closing
+    happens before the move, or the partial unique index on current versions would reject
+    it. The preferences caches of both users are rebuilt afterwards.
+    """
+    source_current = {
+        f.key: f
+        for f in Fact.objects.select_for_update().filter(
+            memory_user=source, scope=Fact.Scope.USER, valid_to__isnull=True
+        )
+    }
+    conflicts = 0
+    if source_current:
+        for kept in Fact.objects.select_for_update().filter(
+            memory_user=target, scope=Fact.Scope.USER, valid_to__isnull=True, key__in=list(source_current)
+        ):
+            other = source_current[kept.key]
+            newer, older = (other, kept) if other.valid_from > kept.valid_from else (kept, other)
+            Fact.objects.filter(pk=older.pk).update(
+                valid_to=now, superseded_by=newer, times_contradicted=older.times_contradicted + 1
+            )
+            conflicts += 1
+    moved = Fact.objects.filter(memory_user=source).update(memory_user=target, updated_at=now)
+    memory_user_preferences_sync(memory_user_ids=[target.pk, source.pk])
+    return {"facts": moved, "fact_conflicts": conflicts}
