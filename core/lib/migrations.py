@@ -14,8 +14,9 @@ BEGIN
     JOIN pg_attribute att ON att.attrelid = con.conrelid AND att.attnum = ANY (con.conkey)
     WHERE con.conrelid = '{table}'::regclass AND con.contype = 'f' AND att.attname = '{column}';
     EXECUTE format('ALTER TABLE {table} DROP CONSTRAINT %I', constraint_name);
-    -- NOT VALID, then VALIDATE: the existing rows are checked without blocking writes to the
-    -- referenced table for the whole scan.
+    -- NOT VALID, then VALIDATE. Both run in the migration's one transaction, after a DROP
+    -- that locks the table until commit, so this spares nothing while it runs: on large
+    -- tables run these migrations in a quiet window (docs/deploy.md, Upgrades).
     EXECUTE format(
         'ALTER TABLE {table} ADD CONSTRAINT %I FOREIGN KEY ({column}) REFERENCES {target} (id)'
         ' {action} DEFERRABLE INITIALLY DEFERRED NOT VALID',

@@ -45,3 +45,19 @@ def test_production_settings_refuse_a_missing_secret_key():
     )
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_production_settings_refuse_an_empty_field_encryption_key():
+    """Before, FIELD_ENCRYPTION_KEY="" was accepted and credentials were encrypted with it."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "memory_project.settings.production",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "DATABASE_URL": settings.DATABASE_URL,
+        "FIELD_ENCRYPTION_KEY": "",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0
+    assert "FIELD_ENCRYPTION_KEY" in result.stderr

@@ -11,6 +11,10 @@ SECRET_KEY = env_str("DJANGO_SECRET_KEY")
 if len(SECRET_KEY) < 50:
     raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set to at least 50 random characters")
 FIELD_ENCRYPTION_KEY = env_str("FIELD_ENCRYPTION_KEY", SECRET_KEY)
+# Provider credentials are encrypted with a key derived from this; set but empty (a
+# template's blank line) would encrypt them with a key anyone can derive.
+if len(FIELD_ENCRYPTION_KEY) < 32:
+    raise ImproperlyConfigured("FIELD_ENCRYPTION_KEY, when set, must be at least 32 random characters")
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
