@@ -59,3 +59,18 @@ class CeleryDeliveryConfigTests(SimpleTestCase):
         from core.lib.beat import LockedPersistentScheduler
 
         assert symbol_by_name(app.conf.beat_scheduler) is LockedPersistentScheduler
+
+    def test_every_route_names_a_registered_task_and_a_queue_workers_consume(self):
+        """A route keyed by a name no task has (a module path instead of a kept name) would
+        silently leave that task on the default queue; a queue no worker consumes by default
+        would leave its tasks in the broker."""
+        tasks = self.project_tasks()
+        consumed = {queue.name for queue in app.conf.task_queues}
+        for name, route in settings.CELERY_TASK_ROUTES.items():
+            assert name in tasks, name
+            assert route["queue"] in consumed, name
+        assert app.conf.task_default_queue in consumed
+        embedding_tasks = {name for name in tasks if name.endswith("_embed_task")}
+        assert embedding_tasks <= {
+            n for n, r in settings.CELERY_TASK_ROUTES.items() if r["queue"] == "embeddings"
+        }

@@ -4,6 +4,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from celery.schedules import crontab
+from kombu import Queue
 
 from memory_project.env import (
     database_from_url,
@@ -238,6 +239,23 @@ CELERY_TASK_ALWAYS_EAGER = False
 # started against the same database, by mistake or for failover, stands by instead of
 # sending every periodic task twice, and takes over within seconds when the first dies.
 CELERY_BEAT_SCHEDULER = "core.lib.beat:LockedPersistentScheduler"
+# Three queues, so that a backlog of one kind never delays another: vectors (CPU with the
+# local model), LLM calls (wait on a provider), and short maintenance on Celery's default.
+# A worker started without -Q consumes all three (serve, compose, the tests); a larger
+# deployment runs workers per queue (docs/deploy.md). Routes name tasks as registered:
+# the episodic tasks kept their names from before the episodic app existed.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_QUEUES = (Queue("celery"), Queue("embeddings"), Queue("llm"))
+CELERY_TASK_ROUTES = {
+    "episodes.tasks.entry_embed_task": {"queue": "embeddings"},
+    "episodes.tasks.message_embed_task": {"queue": "embeddings"},
+    "episodes.tasks.entries_reembed_task": {"queue": "embeddings"},
+    "facts.tasks.fact_embed_task": {"queue": "embeddings"},
+    "procedures.tasks.procedure_embed_task": {"queue": "embeddings"},
+    "runtime.tasks.embeddings_sweep_task": {"queue": "embeddings"},
+    "episodes.tasks.entry_extract_task": {"queue": "llm"},
+    "threads.tasks.thread_compact_task": {"queue": "llm"},
+}
 # Each app adds its periodic tasks here (name -> schedule entry).
 CELERY_BEAT_SCHEDULE = {
     "core-worker-heartbeat": {
