@@ -31,8 +31,11 @@ def _document(view: type[APIView], **schemas) -> None:
 
 # GET: one page of `selector(principal=..., filters=<query string>)`, newest first as the
 # selector orders it. A list without a FilterSet calls its selector without filters.
+# Lists may read from a replica (core.lib.replica): a list is a snapshot anyway, and the
+# caller's own writes pin it to the primary for a few seconds.
 class ListApi(APIView):
     pagination_class = LimitOffsetPagination
+    read_replica = True
 
     selector: Callable | None = None
     OutputSerializer: type[serializers.Serializer] | None = None
@@ -64,8 +67,10 @@ class ListApi(APIView):
 
 # GET: `selector(principal=..., **<URL kwargs>)`, serialized. The URL names the row the way the
 # selector's argument is named (`fact_id`, `slug`); a row out of the key's scope is the
-# selector's 404.
+# selector's 404. A detail page of a list may read from a replica, like the list.
 class RetrieveApi(APIView):
+    read_replica = True
+
     selector: Callable | None = None
     OutputSerializer: type[serializers.Serializer] | None = None
 

@@ -239,6 +239,9 @@ class EntrySearchApi(APIView):
     """`recall_memory(query)`: the person's entries most related to `query`, best first."""
 
     read_only_safe = True
+    # Entries are written by an extraction task seconds to minutes after the turn, so a
+    # search is already that far behind; a replica's second adds nothing an agent relies on.
+    read_replica = True
 
     class InputSerializer(ContextInputSerializer):
         query = serializers.CharField(allow_blank=True, trim_whitespace=False)

@@ -254,6 +254,8 @@ class FactHistoryApi(APIView):
     """Every version of this fact's key in its scope, newest first."""
 
     pagination_class = LimitOffsetPagination
+    # A list like the others (core.api_views.ListApi), but of one fact's key.
+    read_replica = True
 
     @extend_schema(responses=FactOutputSerializer(many=True))
     def get(self, request, fact_id):

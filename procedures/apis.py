@@ -141,6 +141,9 @@ class ProcedureMatchApi(APIView):
     """Procedures whose trigger conditions fire for a goal and context, best first."""
 
     read_only_safe = True
+    # A search over rows that change rarely; the caller that just wrote one is pinned to the
+    # primary (core.lib.replica), so it finds it.
+    read_replica = True
 
     class InputSerializer(StrictSerializer):
         goal = serializers.CharField(max_length=5000)
