@@ -160,9 +160,10 @@ def readiness_check() -> dict:
         checks["database"] = {"ok": False, "error": str(exc)[:200]}
 
     try:
-        from memory_project.celery import app
+        # The project's app: memory_project/__init__.py makes it current at start-up.
+        from celery import current_app
 
-        with app.connection_for_write() as conn:
+        with current_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
         checks["broker"] = {"ok": True}
     except Exception as exc:

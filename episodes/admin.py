@@ -1,8 +1,8 @@
 from django.contrib import admin, messages
 
+from core.lib.admin import admin_actor, audit_history_html, batch_delete_by_workspace
 from episodes.models import Episode
 from episodes.services import episode_batch_delete, episode_feedback
-from facts.admin import admin_actor, audit_history_html, batch_delete_by_workspace
 
 
 @admin.register(Episode)

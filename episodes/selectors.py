@@ -28,7 +28,7 @@ def episode_get(*, principal: Principal, episode_id) -> Episode:
 
 
 def episode_list(*, principal: Principal, filters=None):
-    from facts.filters import filterset_apply
+    from core.filters import filterset_apply
 
     queryset = episode_scope(principal).select_related("agent", "memory_user", "thread")
     return filterset_apply(EpisodeFilter, filters, queryset)

@@ -3,6 +3,7 @@
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from core.access import Principal, references_resolve
@@ -204,10 +205,9 @@ def episode_update(*, episode: Episode, actor: str, **fields) -> Episode:
 
 
 def _episodes_delete(*, workspace, ids: list, actor: str) -> dict:
-    from facts.models import Fact
-
-    # Facts learned from an episode keep their value; only the link goes (SET NULL).
-    unlinked = Fact.objects.filter(source_episode__in=ids).count()
+    # Facts learned from an episode keep their value; only the link goes (SET NULL). Counted
+    # through the reverse relation: episodes sit below facts and do not import them.
+    unlinked = Episode.objects.filter(pk__in=ids).aggregate(n=Count("learned_facts"))["n"]
     deleted, _ = Episode.objects.filter(pk__in=ids).delete()
     audit_record_deletes(workspace=workspace, actor=actor, entity_type="episode", ids=ids)
     return {"episodes": deleted, "facts_unlinked": unlinked}

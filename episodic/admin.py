@@ -67,7 +67,7 @@ class EpisodicEntryAdmin(admin.ModelAdmin):
 
     @admin.display(description="audit history")
     def audit_history(self, obj):
-        from facts.admin import audit_history_html
+        from core.lib.admin import audit_history_html
 
         return audit_history_html(entity_type="episodic_entry", obj=obj)
 

@@ -102,7 +102,7 @@ class Fact(TimeStampedModel):
         "threads.Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     source_episode = models.ForeignKey(
-        "episodes.Episode", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "episodes.Episode", null=True, blank=True, on_delete=models.SET_NULL, related_name="learned_facts"
     )
     evidence = models.TextField(blank=True)
     valid_from = models.DateTimeField(default=timezone.now)

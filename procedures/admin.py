@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from facts.admin import admin_actor, audit_history_html, batch_delete_by_workspace
+from core.lib.admin import admin_actor, audit_history_html, batch_delete_by_workspace
 from procedures.models import Procedure
 from procedures.services import (
     PROCEDURE_EDITABLE,
