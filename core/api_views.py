@@ -22,6 +22,12 @@ from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import BatchDeleteInputSerializer
 
 
+def _entity(url_kwargs: dict) -> str:
+    """The service argument naming a detail view's row: `fact_id` in the URL -> `fact=`."""
+    (lookup,) = url_kwargs
+    return lookup.removesuffix("_id")
+
+
 def _document(view: type[APIView], **schemas) -> None:
     """Give `view` the schema of each method it inherits; a method it defines documents itself."""
     inherited = {method: schema for method, schema in schemas.items() if method not in view.__dict__}
@@ -89,7 +95,7 @@ class RetrieveApi(APIView):
 # DELETE: the row as GET finds it, handed to `delete_service(<entity>=row, actor=...)`, where
 # the URL's `<entity>_id` names the entity (`fact_id` -> `fact=`, the house naming). Answers
 # the service's counts through `DeleteOutputSerializer`, or 204 when there is none. Read-only
-# keys never get here: HasApiKey refuses unsafe methods for them.
+# keys never get here (nor to PATCH below): HasApiKey refuses unsafe methods for them.
 class RetrieveDestroyApi(RetrieveApi):
     delete_service: Callable | None = None
     DeleteOutputSerializer: type[serializers.Serializer] | None = None
@@ -106,11 +112,31 @@ class RetrieveDestroyApi(RetrieveApi):
 
     def delete(self, request, **kwargs):
         instance = self.get_object(request, **kwargs)
-        (lookup,) = kwargs
-        counts = type(self).delete_service(**{lookup.removesuffix("_id"): instance}, actor=request.user.actor)
+        counts = type(self).delete_service(**{_entity(kwargs): instance}, actor=request.user.actor)
         if self.DeleteOutputSerializer is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return Response(self.DeleteOutputSerializer(counts).data)
+
+
+# PATCH: the row as GET finds it (a 404 before any 400), the view's own `InputSerializer`,
+# then `update_service(<entity>=row, actor=..., **fields)`, whose returned row is the body.
+class RetrieveUpdateDestroyApi(RetrieveDestroyApi):
+    update_service: Callable | None = None
+    InputSerializer: type[serializers.Serializer] | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.OutputSerializer is not None and cls.InputSerializer is not None:
+            _document(cls, patch=extend_schema(request=cls.InputSerializer, responses=cls.OutputSerializer))
+
+    def patch(self, request, **kwargs):
+        instance = self.get_object(request, **kwargs)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        instance = type(self).update_service(
+            **{_entity(kwargs): instance}, actor=request.user.actor, **serializer.validated_data
+        )
+        return Response(self.OutputSerializer(instance).data)
 
 
 # POST {"ids": [...]}: one `service(principal=..., ids=...)` call, which decides all-or-none

@@ -4,7 +4,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import require_write
-from core.api_views import BatchDeleteApi, ListApi, RetrieveDestroyApi
+from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
 from core.serializers import StrictSerializer
 from episodes.filters import EpisodeFilter
 from episodes.models import Episode
@@ -90,8 +90,9 @@ class EpisodeListApi(ListApi):
         return Response(EpisodeOutputSerializer(episode).data, status=status.HTTP_201_CREATED)
 
 
-class EpisodeDetailApi(RetrieveDestroyApi):
+class EpisodeDetailApi(RetrieveUpdateDestroyApi):
     selector = episode_get
+    update_service = episode_update
     delete_service = episode_delete
     OutputSerializer = EpisodeOutputSerializer
     DeleteOutputSerializer = EpisodeDeleteOutputSerializer
@@ -104,14 +105,6 @@ class EpisodeDetailApi(RetrieveDestroyApi):
         actions = serializers.ListField(required=False)
         final_output = serializers.JSONField(required=False, allow_null=True)
         error = serializers.CharField(required=False, allow_blank=True)
-
-    @extend_schema(request=InputSerializer, responses=EpisodeOutputSerializer)
-    def patch(self, request, episode_id):
-        episode = episode_get(principal=request.user, episode_id=episode_id)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        episode = episode_update(episode=episode, actor=request.user.actor, **serializer.validated_data)
-        return Response(EpisodeOutputSerializer(episode).data)
 
 
 class EpisodeCloseApi(APIView):

@@ -5,7 +5,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import require_write
-from core.api_views import BatchDeleteApi, ListApi, RetrieveDestroyApi
+from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible_json
 from core.serializers import StrictSerializer
@@ -79,8 +79,9 @@ class EntryListApi(ListApi):
     filterset_class = EpisodicEntryFilter
 
 
-class EntryDetailApi(RetrieveDestroyApi):
+class EntryDetailApi(RetrieveUpdateDestroyApi):
     selector = entry_get
+    update_service = entry_update
     delete_service = entry_delete
     OutputSerializer = EntryOutputSerializer
 
@@ -94,14 +95,6 @@ class EntryDetailApi(RetrieveDestroyApi):
             if not isinstance(value, dict):
                 raise serializers.ValidationError("Must be an object.")
             return value
-
-    @extend_schema(request=InputSerializer, responses=EntryOutputSerializer)
-    def patch(self, request, entry_id):
-        entry = entry_get(principal=request.user, entry_id=entry_id)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        entry = entry_update(entry=entry, actor=request.user.actor, **serializer.validated_data)
-        return Response(EntryOutputSerializer(entry).data)
 
 
 class BatchDeleteOutputSerializer(serializers.Serializer):

@@ -4,7 +4,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import agent_resolve, references_resolve
-from core.api_views import BatchDeleteApi, ListApi, RetrieveDestroyApi
+from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible_json
 from core.serializers import StrictSerializer
@@ -102,8 +102,9 @@ class ProcedureListApi(ListApi):
         return Response(ProcedureOutputSerializer(procedure).data, status=status.HTTP_201_CREATED)
 
 
-class ProcedureDetailApi(RetrieveDestroyApi):
+class ProcedureDetailApi(RetrieveUpdateDestroyApi):
     selector = procedure_get
+    update_service = procedure_update
     delete_service = procedure_delete
     OutputSerializer = ProcedureOutputSerializer
     DeleteOutputSerializer = ProcedureDeleteOutputSerializer
@@ -115,16 +116,6 @@ class ProcedureDetailApi(RetrieveDestroyApi):
         procedure_type = serializers.ChoiceField(choices=Procedure.ProcedureType.choices, required=False)
         content = serializers.JSONField(required=False)
         is_active = serializers.BooleanField(required=False)
-
-    @extend_schema(request=InputSerializer, responses=ProcedureOutputSerializer)
-    def patch(self, request, procedure_id):
-        procedure = procedure_get(principal=request.user, procedure_id=procedure_id)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        procedure = procedure_update(
-            procedure=procedure, actor=request.user.actor, **serializer.validated_data
-        )
-        return Response(ProcedureOutputSerializer(procedure).data)
 
 
 class ProcedureMatchOutputSerializer(serializers.Serializer):

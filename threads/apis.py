@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import agent_resolve, reference_resolve, require_write
-from core.api_views import BatchDeleteApi, ListApi, RetrieveDestroyApi
+from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
 from core.errors import NotFoundError
 from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import INT_MAX, StrictSerializer
@@ -182,8 +182,9 @@ class ThreadListApi(ListApi):
         )
 
 
-class ThreadDetailApi(RetrieveDestroyApi):
+class ThreadDetailApi(RetrieveUpdateDestroyApi):
     selector = thread_get
+    update_service = thread_update
     delete_service = thread_delete
     OutputSerializer = ThreadOutputSerializer
 
@@ -194,14 +195,6 @@ class ThreadDetailApi(RetrieveDestroyApi):
         model = serializers.CharField(max_length=200, required=False, allow_blank=True)
         channel = serializers.CharField(max_length=50, required=False, allow_blank=True)
         client_key = serializers.CharField(max_length=255, required=False, allow_blank=True)
-
-    @extend_schema(request=InputSerializer, responses=ThreadOutputSerializer)
-    def patch(self, request, thread_id):
-        thread = thread_get(principal=request.user, thread_id=thread_id)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        thread = thread_update(thread=thread, actor=request.user.actor, **serializer.validated_data)
-        return Response(ThreadOutputSerializer(thread).data)
 
 
 class ThreadBatchDeleteApi(BatchDeleteApi):
