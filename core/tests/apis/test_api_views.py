@@ -4,7 +4,7 @@ operations built on them document, and which API routes may read from a replica.
 from django.test import SimpleTestCase
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from core.api_views import BatchDeleteApi, ListApi, RetrieveApi, RetrieveDestroyApi
+from core.api_views import BatchDeleteApi, ListApi, RetrieveApi, RetrieveDestroyApi, RetrieveUpdateDestroyApi
 from core.lib.replica import view_reads_replica
 from core.tests.apis.test_openapi import openapi_document
 
@@ -62,7 +62,7 @@ class BaseSchemaTests(SimpleTestCase):
 
     def test_bases_have_no_docstring_to_lend_their_views(self):
         """drf-spectacular describes an operation with the nearest class docstring."""
-        for base in (ListApi, RetrieveApi, RetrieveDestroyApi, BatchDeleteApi):
+        for base in (ListApi, RetrieveApi, RetrieveDestroyApi, RetrieveUpdateDestroyApi, BatchDeleteApi):
             assert base.__doc__ is None, base
 
     def test_inherited_delete_documents_the_views_own_answer(self):
