@@ -5,12 +5,9 @@ Vectors are never shown: the embedding tables list their model and dimension onl
 
 from django.contrib import admin, messages
 
+from core.lib.admin import VectorAdmin, admin_actor
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.services import entries_delete, entry_update
-
-
-def _admin_actor(request) -> str:
-    return f"admin:{request.user.get_username()}"
 
 
 @admin.register(EpisodicEntry)
@@ -85,7 +82,7 @@ class EpisodicEntryAdmin(admin.ModelAdmin):
         original = EpisodicEntry.objects.get(pk=obj.pk)
         entry_update(
             entry=original,
-            actor=_admin_actor(request),
+            actor=admin_actor(request),
             content=form.cleaned_data.get("content"),
             status=form.cleaned_data.get("status"),
             metadata=form.cleaned_data.get("metadata"),
@@ -95,7 +92,7 @@ class EpisodicEntryAdmin(admin.ModelAdmin):
         entries_delete(
             queryset=EpisodicEntry.objects.filter(pk=obj.pk),
             workspace=obj.workspace,
-            actor=_admin_actor(request),
+            actor=admin_actor(request),
         )
 
     def delete_queryset(self, request, queryset):
@@ -107,34 +104,20 @@ class EpisodicEntryAdmin(admin.ModelAdmin):
         for workspace_id in set(queryset.values_list("workspace_id", flat=True)):
             scoped = queryset.filter(workspace_id=workspace_id)
             workspace = scoped.first().workspace
-            total += len(entries_delete(queryset=scoped, workspace=workspace, actor=_admin_actor(request)))
+            total += len(entries_delete(queryset=scoped, workspace=workspace, actor=admin_actor(request)))
         self.message_user(request, f"Deleted {total} entries.", messages.SUCCESS)
 
     @admin.action(description="Mark selected entries superseded")
     def mark_superseded(self, request, queryset):
         count = 0
         for entry in queryset.select_related("workspace"):
-            entry_update(entry=entry, actor=_admin_actor(request), status=EpisodicEntry.Status.SUPERSEDED)
+            entry_update(entry=entry, actor=admin_actor(request), status=EpisodicEntry.Status.SUPERSEDED)
             count += 1
         self.message_user(request, f"Marked {count} entries superseded.", messages.SUCCESS)
 
 
-class _VectorAdmin(admin.ModelAdmin):
-    """Read-only: vectors are written by the embedding tasks only."""
-
-    list_filter = ["model", "dimensions"]
-    exclude = ["embedding", "context_embedding"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(EntryEmbedding)
-class EntryEmbeddingAdmin(_VectorAdmin):
+class EntryEmbeddingAdmin(VectorAdmin):
     list_display = ["entry", "model", "dimensions", "workspace", "created_at"]
     list_select_related = ["entry", "workspace"]
     search_fields = ["=entry__id"]
-    exclude = ["embedding"]

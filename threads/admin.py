@@ -1,11 +1,8 @@
 from django.contrib import admin, messages
 
+from core.lib.admin import VectorAdmin, admin_actor
 from threads.models import IterationLog, Message, MessageEmbedding, RunSnapshot, Thread, ThreadPlan
 from threads.services import thread_compact_request, thread_delete, threads_delete
-
-
-def _admin_actor(request) -> str:
-    return f"admin:{request.user.get_username()}"
 
 
 @admin.register(Thread)
@@ -59,7 +56,7 @@ class ThreadAdmin(admin.ModelAdmin):
         return False
 
     def delete_model(self, request, obj):
-        thread_delete(thread=obj, actor=_admin_actor(request))
+        thread_delete(thread=obj, actor=admin_actor(request))
 
     def delete_queryset(self, request, queryset):
         self.delete_with_everything(request, queryset)
@@ -73,7 +70,7 @@ class ThreadAdmin(admin.ModelAdmin):
 
     @admin.action(description="Delete the selected threads with their messages and checkpoints")
     def delete_with_everything(self, request, queryset):
-        counts = threads_delete(ids=list(queryset.values_list("pk", flat=True)), actor=_admin_actor(request))
+        counts = threads_delete(ids=list(queryset.values_list("pk", flat=True)), actor=admin_actor(request))
         messages.success(
             request, f"Deleted {counts['threads']} thread(s) and {counts['messages']} message(s)."
         )
@@ -146,18 +143,9 @@ class IterationLogAdmin(ReadOnlyHistoryAdmin):
 
 
 @admin.register(MessageEmbedding)
-class MessageEmbeddingAdmin(admin.ModelAdmin):
-    """Read-only: vectors are written by the embedding tasks only, and never shown."""
-
+class MessageEmbeddingAdmin(VectorAdmin):
     list_display = ["message", "model", "dimensions", "workspace", "created_at"]
     list_select_related = ["message", "workspace"]
     search_fields = ["=message__id"]
     raw_id_fields = ["message", "thread"]
-    list_filter = ["model", "dimensions"]
     exclude = ["embedding", "context_embedding"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

@@ -1,5 +1,7 @@
-"""Helpers every tier's admin shares: the acting operator, audit history, batch deletes by workspace."""
+"""Helpers every tier's admin shares: the acting operator, audit history, batch deletes by
+workspace, and the read-only admin of vector tables."""
 
+from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
 from core.access import Principal
@@ -51,3 +53,17 @@ def batch_delete_by_workspace(request, queryset, service) -> dict:
         for name, count in counts.items():
             totals[name] = totals.get(name, 0) + count
     return totals
+
+
+class VectorAdmin(admin.ModelAdmin):
+    """Read-only, vectors never shown: the embedding tasks write these rows, and a vector in
+    a change page is noise to a person and a leak of what it encodes."""
+
+    list_filter = ["model", "dimensions"]
+    exclude = ["embedding"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -129,6 +129,19 @@ def _similar_stored(*, agent, memory_user, vector, model) -> tuple[str | None, f
     return (str(row[0]), float(row[1])) if row else (None, 0.0)
 
 
+def _stored_twin(item, vector, *, agent, memory_user, model, threshold) -> dict | None:
+    """The rejection of `item` when a stored entry of the scope is at least `threshold` similar."""
+    similar_id, similarity = _similar_stored(agent=agent, memory_user=memory_user, vector=vector, model=model)
+    if similar_id is None or similarity < threshold:
+        return None
+    return {
+        **_public(item),
+        "reason": REJECT_DUPLICATE_SIMILAR,
+        "similarity": round(similarity, 4),
+        "duplicate_of": similar_id,
+    }
+
+
 def _person_lock(*, agent, memory_user) -> None:
     """Hold a transaction-scoped lock on the (agent, memory user) pair until commit."""
     digest = hashlib.blake2b(f"episodic:{agent.pk}:{memory_user.pk}".encode(), digest_size=8).digest()
@@ -152,18 +165,11 @@ def _drop_stored_meanwhile(kept, *, result, agent, memory_user, threshold, model
             result.rejected.append({**_public(item), "reason": REJECT_DUPLICATE_HASH})
             continue
         if "vector" in item:
-            similar_id, similarity = _similar_stored(
-                agent=agent, memory_user=memory_user, vector=item["vector"], model=model
+            twin = _stored_twin(
+                item, item["vector"], agent=agent, memory_user=memory_user, model=model, threshold=threshold
             )
-            if similar_id is not None and similarity >= threshold:
-                result.rejected.append(
-                    {
-                        **_public(item),
-                        "reason": REJECT_DUPLICATE_SIMILAR,
-                        "similarity": round(similarity, 4),
-                        "duplicate_of": similar_id,
-                    }
-                )
+            if twin is not None:
+                result.rejected.append(twin)
                 continue
         still.append(item)
     return still
@@ -312,18 +318,11 @@ def entry_extract(
                     }
                 )
                 continue
-            similar_id, similarity = _similar_stored(
-                agent=agent, memory_user=memory_user, vector=vector, model=model
+            twin = _stored_twin(
+                item, vector, agent=agent, memory_user=memory_user, model=model, threshold=threshold
             )
-            if similar_id is not None and similarity >= threshold:
-                result.rejected.append(
-                    {
-                        **_public(item),
-                        "reason": REJECT_DUPLICATE_SIMILAR,
-                        "similarity": round(similarity, 4),
-                        "duplicate_of": similar_id,
-                    }
-                )
+            if twin is not None:
+                result.rejected.append(twin)
                 continue
             item["vector"] = vector
         if len(kept) >= settings.EPISODIC_MAX_ENTRIES_PER_TURN:
