@@ -89,3 +89,17 @@ class StrictSerializer(serializers.Serializer):
 
 class BatchDeleteInputSerializer(StrictSerializer):
     ids = serializers.ListField(child=serializers.UUIDField(), allow_empty=False, max_length=10_000)
+
+
+# The agent / person / thread a tool call names, resolved by
+# `threads.selectors.memory_context_resolve`. No docstring: drf-spectacular would lend it to
+# the schema of every input built on this class.
+class ContextInputSerializer(StrictSerializer):
+    agent = serializers.SlugField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        help_text="Agent slug (implied by an agent-bound key).",
+    )
+    memory_user = serializers.UUIDField(required=False, allow_null=True)
+    thread = serializers.UUIDField(required=False, allow_null=True)

@@ -8,7 +8,7 @@ from core.access import require_write
 from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible_json
-from core.serializers import StrictSerializer
+from core.serializers import ContextInputSerializer, StrictSerializer
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
 from episodic.selectors import entry_get, entry_list, entry_render_memory_block, entry_search_hybrid
@@ -39,17 +39,6 @@ class EntryOutputSerializer(serializers.Serializer):
 
     def get_embedded(self, entry) -> bool:
         return bool(entry.embedding_model)
-
-
-class ContextInputSerializer(StrictSerializer):
-    agent = serializers.SlugField(
-        max_length=100,
-        required=False,
-        allow_blank=True,
-        help_text="Agent slug (implied by an agent-bound key).",
-    )
-    memory_user = serializers.UUIDField(required=False, allow_null=True)
-    thread = serializers.UUIDField(required=False, allow_null=True)
 
 
 def _context(principal, data, *, create_agent: bool):

@@ -10,7 +10,7 @@ from core.errors import NotFoundError
 from core.lib.escaping import strip_invisible_json
 from core.pagination import LimitOffsetPagination, paginate
 from core.schema import lazy_list_field
-from core.serializers import StrictSerializer
+from core.serializers import ContextInputSerializer, StrictSerializer
 from facts.filters import FactFilter
 from facts.models import Fact
 from facts.selectors import (
@@ -71,17 +71,6 @@ class FactOutputSerializer(serializers.Serializer):
 
 class FactDeleteOutputSerializer(serializers.Serializer):
     facts = serializers.IntegerField(help_text="Facts deleted.")
-
-
-class ContextInputSerializer(StrictSerializer):
-    agent = serializers.SlugField(
-        max_length=100,
-        required=False,
-        allow_blank=True,
-        help_text="Agent slug (implied by an agent-bound key).",
-    )
-    memory_user = serializers.UUIDField(required=False, allow_null=True)
-    thread = serializers.UUIDField(required=False, allow_null=True)
 
 
 class RememberInputSerializer(ContextInputSerializer):
