@@ -159,8 +159,10 @@ def main():
     from core.access import Principal
     from core.models import Membership
     from facts.models import Fact
-    from facts.selectors import MemoryContext, fact_fuzzy_search, fact_lookup, recall
+    from facts.selectors import fact_fuzzy_search, fact_lookup
     from facts.services import fact_batch_delete
+    from runtime.selectors import recall
+    from threads.selectors import MemoryContext
 
     workspace, agents, users, threads, vocabulary, loaded, load_seconds = build(
         n_facts=args.facts, n_users=args.users, n_agents=args.agents

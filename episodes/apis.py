@@ -17,7 +17,7 @@ from episodes.services import (
     episode_feedback,
     episode_update,
 )
-from facts.selectors import memory_context_resolve
+from threads.selectors import memory_context_resolve
 
 
 class EpisodeOutputSerializer(serializers.Serializer):

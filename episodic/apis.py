@@ -42,7 +42,7 @@ class EntryOutputSerializer(serializers.Serializer):
 
 
 def _context(principal, data, *, create_agent: bool):
-    from facts.selectors import memory_context_resolve
+    from threads.selectors import memory_context_resolve
 
     context = memory_context_resolve(
         principal=principal,

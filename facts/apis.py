@@ -19,12 +19,12 @@ from facts.selectors import (
     fact_history,
     fact_list,
     fact_lookup,
-    memory_context_resolve,
     recall,
     with_effective_confidence,
 )
 from facts.services import fact_batch_delete, fact_delete, fact_remember, fact_touch, fact_update
 from facts.tools import tool_schemas
+from threads.selectors import memory_context_resolve
 
 SOURCE_MESSAGE_NOT_FOUND = "Message not found."
 SOURCE_EPISODE_NOT_FOUND = "Episode not found."

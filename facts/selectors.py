@@ -2,7 +2,6 @@
 recall (runtime.selectors.recall), and the memory-user context identify_user returns."""
 
 import logging
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
@@ -10,23 +9,17 @@ from django.db.models import F, FloatField, UUIDField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from core.access import Principal, agent_resolve, reference_resolve, scope_to_principal
+from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
 from core.filters import filterset_apply
-from core.models import Agent
 from episodes.models import Episode
 from facts.filters import FactFilter
 from facts.models import Fact, FactEmbedding, key_normalize
-from identities.models import MemoryUser
-from identities.selectors import memory_user_resolve_merged
-from threads.models import Thread
+from threads.selectors import MemoryContext
 
 logger = logging.getLogger(__name__)
 
 FACT_NOT_FOUND = "Fact not found."
-THREAD_NOT_FOUND = "Thread not found."
-MEMORY_USER_NOT_FOUND = "Memory user not found."
-THREAD_OTHER_AGENT = "This thread belongs to another agent."
 # Lower rank wins: the most specific scope answers a lookup.
 SCOPE_ORDER = {Fact.Scope.SESSION: 0, Fact.Scope.USER: 1, Fact.Scope.AGENT: 2, Fact.Scope.GLOBAL: 3}
 # The scope's reference of a fact (see facts/migrations/0002_owner_indexes.py): must stay
@@ -34,60 +27,10 @@ SCOPE_ORDER = {Fact.Scope.SESSION: 0, Fact.Scope.USER: 1, Fact.Scope.AGENT: 2, F
 FACT_OWNER = Coalesce("thread", "memory_user", "agent", "workspace", output_field=UUIDField())
 
 
-@dataclass(frozen=True)
-class MemoryContext:
-    """Who is asking: the agent, the person it talks to, and the conversation."""
-
-    workspace: object
-    agent: Agent | None = None
-    memory_user: object | None = None
-    thread: object | None = None
-
-
 def fact_scope_for_principal(queryset, principal: Principal):
     """Workspace facts; an agent-bound key also sees only its own agent's agent- and
     session-scope facts (user and global facts have no agent and are shared)."""
     return scope_to_principal(queryset, principal, shared=True)
-
-
-def memory_context_resolve(
-    *, principal: Principal, agent: str | None = None, memory_user=None, thread=None, create_agent=False
-) -> MemoryContext:
-    """Resolve the ids a tool call names into a context, all within the caller's workspace.
-
-    An agent-bound key always acts for its agent. A thread implies its agent and memory
-    user when those are not given; a thread of another agent is a 404. A merged memory
-    user resolves to the user it was merged into.
-    """
-    workspace = principal.workspace
-    # Resolved in the principal's read scope: another agent's thread answers like an unknown
-    # one (THREAD_OTHER_AGENT below is only for rows the key may read).
-    thread_obj = reference_resolve(
-        Thread.objects.select_related("agent"),
-        principal,
-        thread or None,
-        not_found=NotFoundError(THREAD_NOT_FOUND, fields={"thread": [THREAD_NOT_FOUND]}),
-    )
-    agent_obj = None
-    if agent or principal.agent is not None:
-        agent_obj = agent_resolve(principal, agent, create=create_agent)
-    elif thread_obj is not None:
-        agent_obj = thread_obj.agent
-    if thread_obj is not None and agent_obj is not None and thread_obj.agent_id != agent_obj.pk:
-        raise NotFoundError(THREAD_NOT_FOUND, fields={"thread": [THREAD_OTHER_AGENT]})
-    user_obj = None
-    if memory_user:
-        user_obj = reference_resolve(
-            MemoryUser.objects.all(),
-            principal,
-            memory_user,
-            agent_field=None,
-            not_found=NotFoundError(MEMORY_USER_NOT_FOUND, fields={"memory_user": [MEMORY_USER_NOT_FOUND]}),
-        )
-        user_obj = memory_user_resolve_merged(memory_user=user_obj)
-    elif thread_obj is not None and thread_obj.memory_user_id:
-        user_obj = memory_user_resolve_merged(memory_user=thread_obj.memory_user)
-    return MemoryContext(workspace=workspace, agent=agent_obj, memory_user=user_obj, thread=thread_obj)
 
 
 def with_effective_confidence(queryset):

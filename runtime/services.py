@@ -12,8 +12,8 @@ from django.db import transaction
 
 from core.access import Principal, agent_resolve, require_write
 from core.errors import ApplicationError, NotFoundError
-from facts.selectors import MemoryContext
 from runtime.selectors import ContextResult, context_build
+from threads.selectors import MemoryContext
 
 PERSON_AMBIGUOUS = "Name the person by `memory_user` or by `channel` + `external_id`, not both."
 IDENTITY_INCOMPLETE = "`channel` and `external_id` go together."

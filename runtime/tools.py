@@ -1,7 +1,7 @@
 """The agent tools behind the MCP server, as plain functions of a `Principal`.
 
 Each tool validates its arguments, resolves the agent / person / thread it names inside
-the caller's workspace (`facts.selectors.memory_context_resolve`: an agent-bound key
+the caller's workspace (`threads.selectors.memory_context_resolve`: an agent-bound key
 always acts for its agent, a row of another workspace is a 404) and calls the same
 service or selector the REST endpoint calls. Results are compact JSON for a model, with
 every string passed through `core.lib.escaping.strip_invisible` (`_for_model`).
@@ -101,7 +101,7 @@ def procedure_json(procedure) -> dict:
 
 
 def _context(principal: Principal, *, agent=None, memory_user=None, thread=None, create_agent=False):
-    from facts.selectors import memory_context_resolve
+    from threads.selectors import memory_context_resolve
 
     return memory_context_resolve(
         principal=principal, agent=agent, memory_user=memory_user, thread=thread, create_agent=create_agent

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from core.errors import ApplicationError
 from core.lib.tokens import count_message_tokens
-from facts.selectors import MemoryContext
 from runtime.selectors.sections import (
     DEFAULT_ALLOCATION,
     SECTIONS,
@@ -24,6 +23,7 @@ from runtime.selectors.sections import (
     memory_query,
     message_tokens,
 )
+from threads.selectors import MemoryContext
 
 ALLOCATION_INVALID = (
     "allocation maps user_profile, session_memory, memory and procedures to shares that sum to at most 1."

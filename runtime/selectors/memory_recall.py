@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from core.errors import ApplicationError
 from episodes.selectors import episode_search
 from facts.models import FactEmbedding
-from facts.selectors import MemoryContext, fact_recall, query_embed
+from facts.selectors import fact_recall, query_embed
 from procedures.models import ProcedureEmbedding
 from procedures.selectors import procedure_search
+from threads.selectors import MemoryContext
 
 RECALL_MEMORY_TYPE_UNKNOWN = "memory_type must be facts, procedures, episodes or all."
 

@@ -12,8 +12,9 @@ from django.db.models.functions import Cast
 from core.lib.tokens import count_message_tokens, count_tokens
 from core.memory_settings import memory_settings_for
 from facts.models import Fact
-from facts.selectors import MemoryContext, with_effective_confidence
+from facts.selectors import with_effective_confidence
 from runtime.rendering import escape_text, fit_block
+from threads.selectors import MemoryContext
 
 SECTIONS = ("user_profile", "session_memory", "memory", "procedures", "history")
 

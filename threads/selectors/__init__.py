@@ -2,6 +2,7 @@
 
 from threads.selectors.branch import WALK_MAX_STEPS, branch_walk
 from threads.selectors.branch import _window_sql as _window_sql  # bench/threads_window.py times it
+from threads.selectors.context import THREAD_OTHER_AGENT, MemoryContext, memory_context_resolve
 from threads.selectors.plans import (
     iteration_log_list,
     run_snapshot_get,
@@ -45,13 +46,16 @@ __all__ = [
     "SUMMARY_PREFIX",
     "SYSTEM_AS_MODES",
     "THREAD_NOT_FOUND",
+    "THREAD_OTHER_AGENT",
     "WALK_MAX_STEPS",
     "WINDOW_SLACK_ROWS",
     "HistoryWindow",
+    "MemoryContext",
     "MessageHit",
     "MessageSearchResult",
     "branch_walk",
     "iteration_log_list",
+    "memory_context_resolve",
     "message_get",
     "message_history_window",
     "message_list",

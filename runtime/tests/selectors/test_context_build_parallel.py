@@ -7,10 +7,10 @@ from django.test import TransactionTestCase, override_settings
 from core.services import agent_get_or_create, workspace_create
 from core.testing_openai import OpenAITestServer
 from episodic.tests.factories import entry_factory, use_test_embeddings
-from facts.selectors import MemoryContext
 from runtime.selectors import build as selectors
 from runtime.selectors import context_build
 from runtime.tests.factories import conversation, person, session_fact, user_fact
+from threads.selectors import MemoryContext
 from threads.services import thread_plan_set
 
 

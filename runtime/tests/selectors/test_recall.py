@@ -6,11 +6,12 @@ from django.utils import timezone
 from core.testing import MemoryTestCase
 from episodes.tests.factories import EpisodeFactory
 from facts.models import Fact
-from facts.selectors import MemoryContext, fact_lookup
+from facts.selectors import fact_lookup
 from facts.services import fact_remember
 from identities.tests.factories import MemoryUserFactory, ThreadFactory
 from procedures.tests.factories import ProcedureFactory
 from runtime.selectors import recall
+from threads.selectors import MemoryContext
 
 RECALL = "/api/v1/recall/"
 

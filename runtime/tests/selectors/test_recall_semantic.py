@@ -2,11 +2,11 @@ from core.services import provider_credential_set
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
 from facts.models import FactEmbedding
-from facts.selectors import MemoryContext
 from facts.services import fact_remember
 from procedures.models import ProcedureEmbedding
 from procedures.services import procedure_create
 from runtime.selectors import recall
+from threads.selectors import MemoryContext
 
 # A tiny vector space: texts about drinks point one way, travel another.
 TOPICS = {"drink": ("coffee", "espresso", "tea", "latte"), "travel": ("flight", "plane", "airport", "trip")}

@@ -1,0 +1,64 @@
+"""The context of a tool call: the agent, the person and the thread its ids name, resolved
+in the caller's scope. Every tier's tool endpoints start here."""
+
+from dataclasses import dataclass
+
+from core.access import Principal, agent_resolve, reference_resolve
+from core.errors import NotFoundError
+from core.models import Agent
+from identities.models import MemoryUser
+from identities.selectors import MEMORY_USER_NOT_FOUND, memory_user_resolve_merged
+from threads.models import Thread
+from threads.selectors.threads import THREAD_NOT_FOUND
+
+THREAD_OTHER_AGENT = "This thread belongs to another agent."
+
+
+@dataclass(frozen=True)
+class MemoryContext:
+    """Who is asking: the agent, the person it talks to, and the conversation."""
+
+    workspace: object
+    agent: Agent | None = None
+    memory_user: object | None = None
+    thread: object | None = None
+
+
+def memory_context_resolve(
+    *, principal: Principal, agent: str | None = None, memory_user=None, thread=None, create_agent=False
+) -> MemoryContext:
+    """Resolve the ids a tool call names into a context, all within the caller's workspace.
+
+    An agent-bound key always acts for its agent. A thread implies its agent and memory
+    user when those are not given; a thread of another agent is a 404. A merged memory
+    user resolves to the user it was merged into.
+    """
+    workspace = principal.workspace
+    # Resolved in the principal's read scope: another agent's thread answers like an unknown
+    # one (THREAD_OTHER_AGENT below is only for rows the key may read).
+    thread_obj = reference_resolve(
+        Thread.objects.select_related("agent"),
+        principal,
+        thread or None,
+        not_found=NotFoundError(THREAD_NOT_FOUND, fields={"thread": [THREAD_NOT_FOUND]}),
+    )
+    agent_obj = None
+    if agent or principal.agent is not None:
+        agent_obj = agent_resolve(principal, agent, create=create_agent)
+    elif thread_obj is not None:
+        agent_obj = thread_obj.agent
+    if thread_obj is not None and agent_obj is not None and thread_obj.agent_id != agent_obj.pk:
+        raise NotFoundError(THREAD_NOT_FOUND, fields={"thread": [THREAD_OTHER_AGENT]})
+    user_obj = None
+    if memory_user:
+        user_obj = reference_resolve(
+            MemoryUser.objects.all(),
+            principal,
+            memory_user,
+            agent_field=None,
+            not_found=NotFoundError(MEMORY_USER_NOT_FOUND, fields={"memory_user": [MEMORY_USER_NOT_FOUND]}),
+        )
+        user_obj = memory_user_resolve_merged(memory_user=user_obj)
+    elif thread_obj is not None and thread_obj.memory_user_id:
+        user_obj = memory_user_resolve_merged(memory_user=thread_obj.memory_user)
+    return MemoryContext(workspace=workspace, agent=agent_obj, memory_user=user_obj, thread=thread_obj)
