@@ -1,4 +1,3 @@
-from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -9,21 +8,11 @@ from core.api_views import BatchDeleteApi, ListApi, RetrieveDestroyApi
 from core.errors import NotFoundError
 from core.lib.escaping import strip_invisible_json
 from core.pagination import LimitOffsetPagination, paginate
-from core.schema import lazy_list_field
 from core.serializers import ContextInputSerializer, StrictSerializer
 from facts.filters import FactFilter
 from facts.models import Fact
-from facts.selectors import (
-    MEMORY_TYPES,
-    fact_get,
-    fact_history,
-    fact_list,
-    fact_lookup,
-    recall,
-    with_effective_confidence,
-)
+from facts.selectors import fact_get, fact_history, fact_list, fact_lookup, with_effective_confidence
 from facts.services import fact_batch_delete, fact_delete, fact_remember, fact_touch, fact_update
-from facts.tools import tool_schemas
 from threads.selectors import memory_context_resolve
 
 SOURCE_MESSAGE_NOT_FOUND = "Message not found."
@@ -262,94 +251,3 @@ class FactBatchDeleteApi(BatchDeleteApi):
 
     service = fact_batch_delete
     OutputSerializer = FactDeleteOutputSerializer
-
-
-class RecallOutputSerializer(serializers.Serializer):
-    mode = serializers.ChoiceField(choices=["list", "key", "fuzzy", "query"])
-    facts = FactOutputSerializer(many=True)
-    procedures = lazy_list_field("procedures.apis.ProcedureOutputSerializer")
-    episodes = lazy_list_field("episodes.apis.EpisodeOutputSerializer")
-
-
-class RecallApi(APIView):
-    """The `recall` tool: list, look up, fuzzy-match or search what the agent remembers."""
-
-    read_only_safe = True
-
-    class InputSerializer(ContextInputSerializer):
-        key = serializers.CharField(max_length=255, required=False, allow_blank=True)
-        query = serializers.CharField(max_length=1000, required=False, allow_blank=True)
-        memory_type = serializers.ChoiceField(choices=MEMORY_TYPES, default="all")
-        limit = serializers.IntegerField(min_value=1, max_value=100, default=10)
-        min_confidence = serializers.FloatField(min_value=0, max_value=1, default=0.5)
-        semantic = serializers.BooleanField(
-            default=True, help_text="Also match facts and procedures by meaning (embeddings)."
-        )
-
-    @extend_schema(request=InputSerializer, responses=RecallOutputSerializer)
-    def post(self, request):
-        from episodes.apis import EpisodeOutputSerializer
-        from procedures.apis import ProcedureOutputSerializer
-
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        context = memory_context_resolve(
-            principal=request.user,
-            agent=data.get("agent") or None,
-            memory_user=data.get("memory_user"),
-            thread=data.get("thread"),
-        )
-        result = recall(
-            context=context,
-            key=data.get("key") or None,
-            query=data.get("query") or None,
-            memory_type=data["memory_type"],
-            limit=data["limit"],
-            min_confidence=data["min_confidence"],
-            semantic=data["semantic"],
-        )
-        if result.facts and request.user.can_write:
-            # Read-only keys may recall; only writable keys leave access statistics behind.
-            transaction.on_commit(lambda ids=[f.pk for f in result.facts]: fact_touch(fact_ids=ids))
-        # The `recall` tool's result, read by a model (core.lib.escaping).
-        return Response(
-            strip_invisible_json(
-                {
-                    "mode": result.mode,
-                    "facts": FactOutputSerializer(result.facts, many=True).data,
-                    "procedures": ProcedureOutputSerializer(result.procedures, many=True).data,
-                    "episodes": EpisodeOutputSerializer(result.episodes, many=True).data,
-                }
-            )
-        )
-
-
-TOOL_SCHEMAS_RESPONSE = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["type", "function"],
-        "properties": {
-            "type": {"type": "string", "enum": ["function"]},
-            "function": {
-                "type": "object",
-                "required": ["name", "description", "parameters"],
-                "properties": {
-                    "name": {"type": "string"},
-                    "description": {"type": "string"},
-                    "parameters": {"type": "object", "description": "A JSON Schema of the arguments."},
-                },
-            },
-        },
-    },
-}
-
-
-class ToolsApi(APIView):
-    """OpenAI-style function schemas for recall, remember and identify_user, ready to hand
-    to a model unchanged."""
-
-    @extend_schema(responses={200: TOOL_SCHEMAS_RESPONSE})
-    def get(self, request):
-        return Response(tool_schemas())

@@ -404,18 +404,3 @@ def memory_user_context(*, memory_user, agent=None, episodes_limit: int = 5) -> 
         episodes = episodes.filter(agent=agent)
     episodes = episodes.select_related("agent").order_by("-started_at")[:episodes_limit]
     return {"facts": list(facts[:200]), "preferences": memory_user.preferences, "episodes": list(episodes)}
-
-
-# Moved to runtime.selectors.memory_recall: recall reads facts, procedures and episodes, so it sits
-# above all three.
-_MOVED_TO_RUNTIME = ("MEMORY_TYPES", "RECALL_MEMORY_TYPE_UNKNOWN", "RecallResult", "recall")
-
-
-def __getattr__(name):
-    # Transitional: facts/apis.py, facts/tools.py and bench/facts_perf.py still import these
-    # from here (an ignore_imports entry of the import-linter contract names this import).
-    if name in _MOVED_TO_RUNTIME:
-        from runtime.selectors import memory_recall
-
-        return getattr(memory_recall, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

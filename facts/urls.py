@@ -11,6 +11,4 @@ urlpatterns = [
     path("facts/batch-delete/", apis.FactBatchDeleteApi.as_view(), name="batch-delete"),
     path("facts/<uuid:fact_id>/", apis.FactDetailApi.as_view(), name="detail"),
     path("facts/<uuid:fact_id>/history/", apis.FactHistoryApi.as_view(), name="history"),
-    path("recall/", apis.RecallApi.as_view(), name="recall"),
-    path("tools/", apis.ToolsApi.as_view(), name="tools"),
 ]

@@ -1,12 +1,22 @@
+"""The runtime's endpoints: the context of a turn, and the agent tools that read across tiers
+(recall, identify_user) with their OpenAI-style schemas."""
+
+from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.lib.escaping import strip_invisible_json
-from core.serializers import StrictSerializer
-from runtime.selectors import SECTIONS
+from core.serializers import ContextInputSerializer, StrictSerializer
+from episodes.apis import EpisodeOutputSerializer
+from facts.apis import FactOutputSerializer
+from facts.services import fact_touch
+from procedures.apis import ProcedureOutputSerializer
+from runtime.selectors import MEMORY_TYPES, SECTIONS, recall
 from runtime.services import ContextRequest, context_assemble
+from runtime.tool_schemas import tool_schemas
+from threads.selectors import memory_context_resolve
 
 # 2M tokens: the largest context window the memory settings accept.
 MAX_TOKEN_BUDGET = 2_000_000
@@ -127,3 +137,91 @@ class ContextAssembleApi(APIView):
         data = serializer.validated_data
         result = context_assemble(principal=request.user, request=ContextRequest.from_validated(data))
         return Response(context_result_data(result), status=status.HTTP_200_OK)
+
+
+class RecallOutputSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(choices=["list", "key", "fuzzy", "query"])
+    facts = FactOutputSerializer(many=True)
+    procedures = ProcedureOutputSerializer(many=True)
+    episodes = EpisodeOutputSerializer(many=True)
+
+
+class RecallApi(APIView):
+    """The `recall` tool: list, look up, fuzzy-match or search what the agent remembers."""
+
+    read_only_safe = True
+
+    class InputSerializer(ContextInputSerializer):
+        key = serializers.CharField(max_length=255, required=False, allow_blank=True)
+        query = serializers.CharField(max_length=1000, required=False, allow_blank=True)
+        memory_type = serializers.ChoiceField(choices=MEMORY_TYPES, default="all")
+        limit = serializers.IntegerField(min_value=1, max_value=100, default=10)
+        min_confidence = serializers.FloatField(min_value=0, max_value=1, default=0.5)
+        semantic = serializers.BooleanField(
+            default=True, help_text="Also match facts and procedures by meaning (embeddings)."
+        )
+
+    @extend_schema(request=InputSerializer, responses=RecallOutputSerializer)
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        context = memory_context_resolve(
+            principal=request.user,
+            agent=data.get("agent") or None,
+            memory_user=data.get("memory_user"),
+            thread=data.get("thread"),
+        )
+        result = recall(
+            context=context,
+            key=data.get("key") or None,
+            query=data.get("query") or None,
+            memory_type=data["memory_type"],
+            limit=data["limit"],
+            min_confidence=data["min_confidence"],
+            semantic=data["semantic"],
+        )
+        if result.facts and request.user.can_write:
+            # Read-only keys may recall; only writable keys leave access statistics behind.
+            transaction.on_commit(lambda ids=[f.pk for f in result.facts]: fact_touch(fact_ids=ids))
+        # The `recall` tool's result, read by a model (core.lib.escaping).
+        return Response(
+            strip_invisible_json(
+                {
+                    "mode": result.mode,
+                    "facts": FactOutputSerializer(result.facts, many=True).data,
+                    "procedures": ProcedureOutputSerializer(result.procedures, many=True).data,
+                    "episodes": EpisodeOutputSerializer(result.episodes, many=True).data,
+                }
+            )
+        )
+
+
+TOOL_SCHEMAS_RESPONSE = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["type", "function"],
+        "properties": {
+            "type": {"type": "string", "enum": ["function"]},
+            "function": {
+                "type": "object",
+                "required": ["name", "description", "parameters"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "parameters": {"type": "object", "description": "A JSON Schema of the arguments."},
+                },
+            },
+        },
+    },
+}
+
+
+class ToolsApi(APIView):
+    """OpenAI-style function schemas for recall, remember and identify_user, ready to hand
+    to a model unchanged."""
+
+    @extend_schema(responses={200: TOOL_SCHEMAS_RESPONSE})
+    def get(self, request):
+        return Response(tool_schemas())

@@ -1,9 +1,11 @@
 from django.urls import path
 
-from runtime.apis import ContextAssembleApi
+from runtime.apis import ContextAssembleApi, RecallApi, ToolsApi
 
 app_name = "runtime"
 
 urlpatterns = [
     path("context/", ContextAssembleApi.as_view(), name="context"),
+    path("recall/", RecallApi.as_view(), name="recall"),
+    path("tools/", ToolsApi.as_view(), name="tools"),
 ]

@@ -526,12 +526,12 @@ API_CASES: dict[str, ApiCase] = {
         free_json=("value",),
     ),
     "api:facts:history": ApiCase(path=lambda w: {"fact_id": w.fact_agent.pk}),
-    "api:facts:recall": ApiCase(
+    "api:runtime:recall": ApiCase(
         path=_none,
         bodies={"post": lambda w: {**_ctx(w), "query": "timezone", "semantic": False, "limit": 10}},
         refs=CONTEXT_REF,
     ),
-    "api:facts:tools": ApiCase(path=_none),
+    "api:runtime:tools": ApiCase(path=_none),
     "api:episodes:list": ApiCase(
         path=_none,
         bodies={"post": _episode_body},

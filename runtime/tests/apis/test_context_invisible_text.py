@@ -26,7 +26,7 @@ from threads.services import thread_append_messages, thread_create, thread_plan_
 
 CONTEXT = reverse("api:runtime:context")
 SEARCH = reverse("api:episodic_entries:search")
-RECALL = reverse("api:facts:recall")
+RECALL = reverse("api:runtime:recall")
 REMEMBER = reverse("api:facts:remember")
 IDENTIFY = reverse("api:identities:identify")
 

@@ -1,12 +1,13 @@
-"""OpenAI-style function schemas for the agent tools (served by GET /api/v1/tools/).
+"""OpenAI-style function schemas of the REST agent tools (served by GET /api/v1/tools/).
 
 Each tool maps one-to-one onto an endpoint, with the same argument names:
 recall -> POST /api/v1/recall/, remember -> POST /api/v1/facts/remember/,
-identify_user -> POST /api/v1/memory-users/identify/.
+identify_user -> POST /api/v1/memory-users/identify/. The MCP server's tools are
+runtime.tools, described by their docstrings.
 """
 
 from facts.models import Fact
-from facts.selectors import MEMORY_TYPES
+from runtime.selectors import MEMORY_TYPES
 
 _CONTEXT = {
     "memory_user": {"type": "string", "description": "Id of the memory user the agent is talking to."},
