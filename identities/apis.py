@@ -3,18 +3,15 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.access import agent_resolve, require_workspace_key
+from core.access import require_workspace_key
 from core.api_views import ListApi, RetrieveApi
-from core.lib.escaping import strip_invisible_json
-from core.schema import lazy_list_field
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from identities.filters import MemoryUserFilter
-from identities.selectors import memory_user_context, memory_user_get, memory_user_list
+from identities.selectors import memory_user_get, memory_user_list
 from identities.services import (
     memory_user_batch_delete,
     memory_user_create,
     memory_user_erase,
-    memory_user_identify,
     memory_user_merge,
     memory_user_update,
 )
@@ -80,60 +77,6 @@ class MemoryUserListApi(ListApi):
         )
         memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user.pk)
         return Response(MemoryUserOutputSerializer(memory_user).data, status=status.HTTP_201_CREATED)
-
-
-class MemoryUserIdentifyApi(APIView):
-    """The `identify_user` tool: find or create the person behind a channel identity and
-    return what is known about them."""
-
-    class InputSerializer(StrictSerializer):
-        channel = serializers.CharField(max_length=50)
-        external_id = serializers.CharField(max_length=255)
-        profile = serializers.DictField(required=False)
-        agent = serializers.SlugField(
-            max_length=100, required=False, allow_blank=True, help_text="Limit recent episodes to this agent."
-        )
-
-    class OutputSerializer(serializers.Serializer):
-        created = serializers.BooleanField()
-        memory_user = MemoryUserOutputSerializer()
-        facts = lazy_list_field("facts.apis.FactOutputSerializer")
-        preferences = serializers.JSONField()
-        episodes = lazy_list_field("episodes.apis.EpisodeOutputSerializer")
-
-    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 201: OutputSerializer})
-    def post(self, request):
-        from episodes.apis import EpisodeOutputSerializer
-        from facts.apis import FactOutputSerializer
-
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        slug = data.get("agent")
-        agent = (
-            agent_resolve(request.user, slug, create=False)
-            if slug or request.user.agent is not None
-            else None
-        )
-        result = memory_user_identify(
-            workspace=request.user.workspace,
-            channel=data["channel"],
-            external_id=data["external_id"],
-            profile=data.get("profile"),
-            actor=request.user.actor,
-        )
-        memory_user = memory_user_get(principal=request.user, memory_user_id=result.memory_user.pk)
-        context = memory_user_context(memory_user=memory_user, agent=agent)
-        body = {
-            "created": result.created,
-            "memory_user": MemoryUserOutputSerializer(memory_user).data,
-            "facts": FactOutputSerializer(context["facts"], many=True).data,
-            "preferences": context["preferences"],
-            "episodes": EpisodeOutputSerializer(context["episodes"], many=True).data,
-        }
-        # The `identify_user` tool's result, read by a model (core.lib.escaping).
-        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
-        return Response(strip_invisible_json(body), status=code)
 
 
 # Changing or erasing a person is a workspace-level act, checked before anything else: PATCH and

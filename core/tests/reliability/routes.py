@@ -432,7 +432,7 @@ API_CASES: dict[str, ApiCase] = {
             }
         },
     ),
-    "api:identities:identify": ApiCase(
+    "api:runtime:identify": ApiCase(
         path=_none,
         bodies={"post": lambda w: {"channel": "telegram", "external_id": "1001", "profile": {"name": "Ada"}}},
     ),

@@ -28,7 +28,7 @@ CONTEXT = reverse("api:runtime:context")
 SEARCH = reverse("api:episodic_entries:search")
 RECALL = reverse("api:runtime:recall")
 REMEMBER = reverse("api:facts:remember")
-IDENTIFY = reverse("api:identities:identify")
+IDENTIFY = reverse("api:runtime:identify")
 
 
 def tagged(text: str) -> str:
