@@ -48,14 +48,3 @@ def memory_user_get(*, principal: Principal, memory_user_id) -> MemoryUser:
 def memory_user_list(*, principal: Principal, filters=None):
     queryset = memory_user_scope(principal).select_related("merged_into").prefetch_related("identities")
     return with_statistics(filterset_apply(MemoryUserFilter, filters, queryset), principal=principal)
-
-
-def __getattr__(name):
-    # Transitional: memory_user_context reads facts and episodes, tiers above this one, so
-    # it lives in facts.selectors; identities/apis.py and browser/views/users.py still import
-    # it from here (an ignore_imports entry of the import-linter contract names this import).
-    if name == "memory_user_context":
-        from facts.selectors import memory_user_context
-
-        return memory_user_context
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,8 +14,9 @@ from browser.lib.rendering import toast
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from core.errors import ApplicationError, NotFoundError
 from core.lib.replica import read_replica
+from facts.selectors import memory_user_context
 from identities.filters import MemoryUserFilter
-from identities.selectors import memory_user_context, memory_user_get, memory_user_list
+from identities.selectors import memory_user_get, memory_user_list
 from identities.services import memory_user_batch_delete, memory_user_merge
 
 MERGE_TARGET_UNKNOWN = "No user with this canonical id or id in this workspace."
