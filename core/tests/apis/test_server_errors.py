@@ -11,6 +11,7 @@ import psycopg
 from django.conf import settings
 from django.db import DataError, InterfaceError, OperationalError
 
+from core.apis import AgentDetailApi, AgentListApi
 from core.errors import RETRY_AFTER_SECONDS, SERVER_ERROR, SERVICE_UNAVAILABLE, VALUE_REFUSED
 from core.middleware import REQUEST_ID_HEADER, RequestIdLogFilter
 from core.testing import MemoryTestCase
@@ -27,7 +28,7 @@ class ServerErrorTests(MemoryTestCase):
     def test_unexpected_exception_is_json_500_with_a_logged_request_id(self):
         """Before, a debug page (DEBUG on) or Django's HTML 500 page."""
         with (
-            mock.patch("core.apis.agent_list", side_effect=RuntimeError("boom")),
+            mock.patch.object(AgentListApi, "selector", side_effect=RuntimeError("boom")),
             self.assertLogs("core.middleware", level="ERROR") as logs,
         ):
             response = self.client_without_raise().get("/api/v1/agents/")
@@ -48,7 +49,7 @@ class ServerErrorTests(MemoryTestCase):
 
     def test_a_sane_incoming_request_id_is_kept(self):
         with (
-            mock.patch("core.apis.agent_list", side_effect=RuntimeError("boom")),
+            mock.patch.object(AgentListApi, "selector", side_effect=RuntimeError("boom")),
             self.assertLogs("core.middleware"),
         ):
             response = self.client_without_raise(HTTP_X_REQUEST_ID="trace-42.a:b").get("/api/v1/agents/")
@@ -94,7 +95,7 @@ class ServerErrorTests(MemoryTestCase):
             psycopg.errors.UntranslatableCharacter("unsupported Unicode escape sequence"),
         ]
         for error in errors:
-            with mock.patch("core.apis.agent_get", side_effect=error):
+            with mock.patch.object(AgentDetailApi, "selector", side_effect=error):
                 response = self.client_without_raise().get("/api/v1/agents/assistant/")
             assert response.status_code == 400, error
             assert response.json()["error"] == {"code": "invalid", "message": VALUE_REFUSED, "fields": {}}
@@ -105,7 +106,7 @@ class ServerErrorTests(MemoryTestCase):
             InterfaceError("connection already closed"),
             psycopg.OperationalError("connection failed"),
         ):
-            with mock.patch("core.apis.agent_get", side_effect=error):
+            with mock.patch.object(AgentDetailApi, "selector", side_effect=error):
                 response = self.client_without_raise().get("/api/v1/agents/assistant/")
             assert response.status_code == 503, error
             assert response.json()["error"]["code"] == "service_unavailable"
