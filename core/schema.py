@@ -2,23 +2,12 @@ import uritemplate
 from drf_spectacular import openapi
 from drf_spectacular.drainage import warn
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.helpers import lazy_serializer
 from drf_spectacular.plumbing import force_instance
-from drf_spectacular.utils import OpenApiResponse, extend_schema_field
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 BODY_METHODS = ("POST", "PUT", "PATCH")
-
-
-def lazy_list_field(path: str, **kwargs) -> serializers.ListField:
-    """A list documented as the serializer at dotted `path`, imported only when the schema is built.
-
-    A lower tier's output can then name an upper tier's rows (recall returns episodes and
-    procedures) without importing that tier at module load.
-    """
-    field_class = type("LazyListField", (serializers.ListField,), {})
-    return extend_schema_field(lazy_serializer(path)(many=True))(field_class)(**kwargs)
 
 
 class ErrorDetailSerializer(serializers.Serializer):
