@@ -1,5 +1,7 @@
+from django.conf import settings
 from drf_spectacular.utils import (
     OpenApiParameter,
+    PolymorphicProxySerializer,
     extend_schema,
     extend_schema_field,
     extend_schema_serializer,
@@ -15,6 +17,7 @@ from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import INT_MAX, StrictSerializer
 from identities.models import MemoryUser
 from threads.filters import ThreadFilter
+from threads.lib.validation import ROLES
 from threads.selectors import (
     iteration_log_list,
     message_get,
@@ -208,12 +211,48 @@ class ThreadBatchDeleteApi(BatchDeleteApi):
         checkpoints = serializers.IntegerField()
 
 
+@extend_schema_serializer(component_name="MessageInput")
+class MessageInputSerializer(StrictSerializer):
+    """One message to append. `content` is required unless the message carries `tool_calls`
+    (assistant messages: {id, name, arguments} or OpenAI's {id, type, function}) or `files`
+    (references, never bytes); a tool result names the call it answers in `tool_call_id`.
+    `parent` defaults to the node's newest message; the same `idempotency_key` again answers
+    the stored message (200) instead of storing a new one."""
+
+    # Documents the body only: the service checks each message (threads.lib.validation),
+    # since other tiers append messages too; the limits here are the ones it applies.
+    id = serializers.UUIDField(required=False)
+    role = serializers.ChoiceField(choices=ROLES)
+    content = serializers.CharField(
+        required=False, allow_blank=True, max_length=settings.THREADS_MAX_CONTENT_CHARS
+    )
+    name = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    parent = serializers.UUIDField(required=False, allow_null=True)
+    node_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    idempotency_key = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    tool_calls = serializers.ListField(child=serializers.DictField(), required=False)
+    tool_call_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    files = serializers.ListField(child=serializers.DictField(), required=False)
+    metadata = serializers.DictField(required=False)
+    created_at = serializers.DateTimeField(required=False)
+    author_agent = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    delegation_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
+
+
 class MessageListApi(APIView):
     pagination_class = LimitOffsetPagination
 
     @extend_schema_serializer(component_name="MessageListInput")
     class InputSerializer(StrictSerializer):
-        messages = serializers.ListField(child=serializers.DictField(), allow_empty=False)
+        messages = MessageInputSerializer(many=True, allow_empty=False)
+
+    # The three bodies an append accepts: one message, the envelope, or a bare list.
+    AppendRequest = PolymorphicProxySerializer(
+        component_name="MessageAppendInput",
+        serializers=[MessageInputSerializer, InputSerializer, MessageInputSerializer(many=True)],
+        resource_type_field_name=None,
+        many=False,
+    )
 
     @extend_schema_serializer(component_name="MessageListFilter")
     class FilterSerializer(StrictSerializer):
@@ -242,10 +281,11 @@ class MessageListApi(APIView):
         )
 
     @extend_schema(
-        request=InputSerializer,
-        responses={201: AppendOutputSerializer},
-        description='Append one message (send the message object) or a batch (`{"messages": [...]}`), '
-        "atomically.",
+        request=AppendRequest,
+        responses={201: AppendOutputSerializer, 200: AppendOutputSerializer},
+        description='Append one message (send the message object) or a batch (`{"messages": [...]}` '
+        "or a bare list), atomically. 201 when anything was stored; 200 when every message was a "
+        "replay of its idempotency key.",
     )
     def post(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)

@@ -103,7 +103,27 @@ class OpenApiDocumentTests(MemoryTestCase):
             name = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[
                 -1
             ]
-            assert schemas[name]["additionalProperties"] is False, (method, path, name)
+            # A body of several shapes (one message, the envelope, a list) forbids them in each.
+            branches = schemas[name].get("oneOf", [{"$ref": f"#/components/schemas/{name}"}])
+            for branch in branches:
+                branch = branch.get("items", branch)
+                branch_name = branch["$ref"].rsplit("/", 1)[-1]
+                assert schemas[branch_name]["additionalProperties"] is False, (method, path, branch_name)
+
+    def test_message_append_documents_one_message_the_envelope_and_a_bare_list(self):
+        """Before, only the envelope was documented, with messages as free-form objects."""
+        operation = self.document["paths"]["/api/v1/threads/{thread_id}/messages/"]["post"]
+        body = operation["requestBody"]["content"]["application/json"]["schema"]
+        schemas = self.document["components"]["schemas"]
+        message = {"$ref": "#/components/schemas/MessageInputRequest"}
+        assert schemas[body["$ref"].rsplit("/", 1)[-1]]["oneOf"] == [
+            message,
+            {"$ref": "#/components/schemas/MessageListInputRequest"},
+            {"type": "array", "items": message},
+        ]
+        assert schemas["MessageListInputRequest"]["properties"]["messages"]["items"] == message
+        assert schemas["MessageInputRequest"]["required"] == ["role"]
+        assert {"201", "200"} <= set(operation["responses"])
 
     def test_each_operation_lists_the_api_key_scheme_once(self):
         for path, method, operation in operations(self.document):
