@@ -1,6 +1,7 @@
 """Serializer fields accept only what their column can store (issue 11 finding 3)."""
 
 from django.urls import URLPattern, URLResolver, get_resolver
+from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 from rest_framework.views import APIView
 
@@ -37,8 +38,17 @@ def _request_serializers():
         view.request = spectacular_settings.GET_MOCK_REQUEST(method, path, view, None)
         view.schema.path, view.schema.path_regex, view.schema.method = path, path_regex, method
         serializer = view.schema.get_request_serializer()
-        if serializer is not None:
-            yield method, path, serializer if isinstance(serializer, type) else type(serializer)
+        if serializer is None:
+            continue
+        # A body of several shapes (message append: one message, the envelope, a list) is
+        # read by each of its serializers.
+        shapes = [serializer]
+        if isinstance(serializer, PolymorphicProxySerializer):
+            shapes = serializer.serializers
+        for shape in shapes:
+            if isinstance(shape, serializers.ListSerializer):
+                shape = shape.child
+            yield method, path, shape if isinstance(shape, type) else type(shape)
 
 
 def _nested_serializers(serializer_class):
