@@ -147,6 +147,14 @@ def reference_resolve(
     return rows[0]
 
 
+def agent_resolve_optional(principal: Principal, slug: str | None, *, create: bool = True) -> Agent | None:
+    """`agent_resolve` for requests where the agent is optional: None when no slug is named
+    and the key is not bound to an agent."""
+    if not slug and principal.agent is None:
+        return None
+    return agent_resolve(principal, slug, create=create)
+
+
 def agent_resolve(principal: Principal, slug: str | None, *, create: bool = True) -> Agent:
     """The agent a request acts for.
 

@@ -3,7 +3,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.access import agent_resolve, references_resolve
+from core.access import agent_resolve_optional, references_resolve
 from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible_json
@@ -82,7 +82,7 @@ class ProcedureListApi(ListApi):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         slug = data.pop("agent", None)
-        agent = agent_resolve(request.user, slug) if slug or request.user.agent is not None else None
+        agent = agent_resolve_optional(request.user, slug)
         parent_id = data.pop("parent", None)
         parent = procedure_get(principal=request.user, procedure_id=parent_id) if parent_id else None
         if data.get("source_episode_ids"):
@@ -150,11 +150,7 @@ class ProcedureMatchApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         slug = data.get("agent")
-        agent = (
-            agent_resolve(request.user, slug, create=False)
-            if slug or request.user.agent is not None
-            else None
-        )
+        agent = agent_resolve_optional(request.user, slug, create=False)
         matches = procedure_match(
             workspace=request.user.workspace,
             goal=data["goal"],

@@ -7,7 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.access import agent_resolve
+from core.access import agent_resolve_optional
 from core.lib.escaping import strip_invisible_json
 from core.serializers import ContextInputSerializer, StrictSerializer
 from episodes.apis import EpisodeOutputSerializer
@@ -257,11 +257,7 @@ class MemoryUserIdentifyApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         slug = data.get("agent")
-        agent = (
-            agent_resolve(request.user, slug, create=False)
-            if slug or request.user.agent is not None
-            else None
-        )
+        agent = agent_resolve_optional(request.user, slug, create=False)
         result = memory_user_identify(
             workspace=request.user.workspace,
             channel=data["channel"],
