@@ -17,6 +17,7 @@ api_v1 = [
     path("", include("episodic.urls")),
     path("", include("procedures.urls")),
     path("", include("checkpoints.urls")),
+    path("", include("store.urls")),
     path("", include("runtime.urls")),
 ]
 

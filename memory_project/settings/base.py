@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "episodic",
     "procedures",
     "checkpoints",
+    "store",
     "runtime",
     "browser",
 ]
@@ -252,6 +253,7 @@ CELERY_TASK_ROUTES = {
     "episodes.tasks.entries_reembed_task": {"queue": "embeddings"},
     "facts.tasks.fact_embed_task": {"queue": "embeddings"},
     "procedures.tasks.procedure_embed_task": {"queue": "embeddings"},
+    "store.tasks.store_item_embed_task": {"queue": "embeddings"},
     "runtime.tasks.embeddings_sweep_task": {"queue": "embeddings"},
     "episodes.tasks.entry_extract_task": {"queue": "llm"},
     "threads.tasks.thread_compact_task": {"queue": "llm"},
@@ -280,6 +282,12 @@ CELERY_BEAT_SCHEDULE = {
     "checkpoints-prune": {
         "task": "checkpoints.tasks.checkpoints_prune_task",
         "schedule": crontab(minute=43),
+    },
+    # Store items whose TTL ran out (LangGraph's sweep); reads already omit them.
+    "store-sweep-expired": {
+        "task": "store.tasks.store_items_sweep_expired_task",
+        "schedule": timedelta(minutes=5),
+        "options": {"expires": 290},
     },
 }
 # /readyz reports unready when the last worker heartbeat is older than this.
@@ -338,6 +346,16 @@ THREADS_MODEL_CONTEXT_WINDOWS = {
 CHECKPOINTS_KEEP_LAST = env_int("CHECKPOINTS_KEEP_LAST", 100)
 CHECKPOINTS_TTL_DAYS = env_int("CHECKPOINTS_TTL_DAYS", 0)
 CHECKPOINTS_PRUNE_BATCH = env_int("CHECKPOINTS_PRUNE_BATCH", 5_000)
+
+# LangGraph's long-term store (docs/store.md): the largest value (JSON bytes) a put may store,
+# the deepest namespace, index paths per put, ops per batch, results per search, and the
+# rows the TTL sweep deletes per statement.
+STORE_VALUE_MAX_BYTES = env_int("STORE_VALUE_MAX_BYTES", 256 * 1024)
+STORE_NAMESPACE_MAX_DEPTH = env_int("STORE_NAMESPACE_MAX_DEPTH", 16)
+STORE_INDEX_MAX_PATHS = env_int("STORE_INDEX_MAX_PATHS", 32)
+STORE_BATCH_MAX_OPS = env_int("STORE_BATCH_MAX_OPS", 500)
+STORE_SEARCH_MAX_LIMIT = env_int("STORE_SEARCH_MAX_LIMIT", 1_000)
+STORE_SWEEP_BATCH = env_int("STORE_SWEEP_BATCH", 5_000)
 
 # OpenAI-compatible endpoints used when a workspace has no credentials of its own.
 LLM_BASE_URL = env_str("LLM_BASE_URL", "")

@@ -1,0 +1,120 @@
+"""LangGraph's value filters as SQL, and the FilterSet of the item lists (API, /memories, admin)."""
+
+import django_filters
+from django.contrib.postgres.search import SearchQuery
+from django.db.models import F, JSONField, Q, Value
+from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTransform
+
+from core.errors import ApplicationError
+from store.models import NAMESPACE_SEPARATOR, StoreItem
+
+FILTER_NOT_OBJECT = "filter must be a JSON object of field names to values or to {operator: value}."
+FILTER_OPERATOR_UNKNOWN = "Unknown filter operator {operator!r}: use $eq, $ne, $gt, $gte, $lt or $lte."
+FILTER_TOO_DEEP = "filter nests deeper than {limit} levels."
+FILTER_DEPTH_MAX = 8
+
+_COMPARISONS = {"$eq": "exact", "$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
+
+
+def _invalid(message: str) -> ApplicationError:
+    return ApplicationError(message, fields={"filter": [message]})
+
+
+def _json(operand):
+    """`operand` as a JSONB parameter (a bare Python value would be bound as int or text)."""
+    if operand is None:
+        return RawSQL("'null'::jsonb", [], output_field=JSONField())
+    return Value(operand, output_field=JSONField())
+
+
+def _operator(expression, operator: str, operand) -> Q:
+    operand = _json(operand)
+    if operator == "$ne":
+        # A missing field differs from any value, as in LangGraph's InMemoryStore; SQL's
+        # NULL comparison alone would drop those items.
+        equal = expression.get_lookup("exact")(expression, operand)
+        missing = expression.get_lookup("isnull")(expression, True)
+        return ~Q(equal) | Q(missing)
+    lookup = _COMPARISONS.get(operator)
+    if lookup is None:
+        raise _invalid(FILTER_OPERATOR_UNKNOWN.format(operator=operator))
+    return Q(expression.get_lookup(lookup)(expression, operand))
+
+
+def _condition(expression, wanted, depth: int) -> Q:
+    if depth > FILTER_DEPTH_MAX:
+        raise _invalid(FILTER_TOO_DEEP.format(limit=FILTER_DEPTH_MAX))
+    if isinstance(wanted, dict) and any(str(name).startswith("$") for name in wanted):
+        condition = Q()
+        for operator, operand in wanted.items():
+            condition &= _operator(expression, operator, operand)
+        return condition
+    if isinstance(wanted, dict) and wanted:
+        # A plain object matches field by field, like LangGraph's stores.
+        condition = Q()
+        for name, nested in wanted.items():
+            condition &= _condition(KeyTransform(name, expression), nested, depth + 1)
+        return condition
+    return Q(expression.get_lookup("exact")(expression, _json(wanted)))
+
+
+def value_filter_q(filter_: dict | None) -> Q:
+    """The SQL condition of a LangGraph search `filter` on the items' `value`.
+
+    `{"status": "active"}` is equality (JSON equality: lists in order, objects field by
+    field); `{"score": {"$gt": 4.99}}` compares as PostgreSQL compares JSONB (numbers as
+    numbers, strings as text). Field names are bound as parameters, never spliced into SQL.
+    """
+    if not filter_:
+        return Q()
+    if not isinstance(filter_, dict):
+        raise _invalid(FILTER_NOT_OBJECT)
+    condition = Q()
+    for name, wanted in filter_.items():
+        condition &= _condition(KeyTransform(name, F("value")), wanted, 1)
+    return condition
+
+
+def namespace_prefix_q(prefix) -> Q:
+    """Items whose namespace starts with the labels of `prefix` (every item for ())."""
+    if not prefix:
+        return Q()
+    path = NAMESPACE_SEPARATOR.join(prefix)
+    # "/" follows "." in byte order: [path + ".", path + "/") is every deeper namespace.
+    deeper = Q(namespace_path__gte=path + ".", namespace_path__lt=path + "/")
+    return Q(namespace_path=path) | deeper
+
+
+class NamespacePrefixFilter(django_filters.CharFilter):
+    def filter(self, qs, value):
+        if not value:
+            return qs
+        return qs.filter(
+            namespace_prefix_q(tuple(value.strip(NAMESPACE_SEPARATOR).split(NAMESPACE_SEPARATOR)))
+        )
+
+
+class StoreItemFilter(django_filters.FilterSet):
+    """Filters of the item lists: the API's, the /memories Store tab and the admin's."""
+
+    namespace_prefix = NamespacePrefixFilter(help_text='Dotted namespace prefix, e.g. "memories.ada".')
+    key = django_filters.CharFilter()
+    agent = django_filters.CharFilter(field_name="agent__slug", help_text="Agent slug.")
+    shared = django_filters.BooleanFilter(
+        field_name="agent", lookup_expr="isnull", help_text="Only the workspace partition (no agent)."
+    )
+    memory_user = django_filters.UUIDFilter(field_name="memory_user_id")
+    q = django_filters.CharFilter(method="filter_text", help_text="Words in the indexed text.")
+    updated_after = django_filters.IsoDateTimeFilter(field_name="updated_at", lookup_expr="gte")
+    updated_before = django_filters.IsoDateTimeFilter(field_name="updated_at", lookup_expr="lt")
+
+    class Meta:
+        model = StoreItem
+        fields = []
+
+    def filter_text(self, queryset, name, value):
+        if not value.strip():
+            return queryset
+        words = SearchQuery(value, search_type="websearch", config="english")
+        return queryset.filter(Q(search_vector=words) | Q(key__icontains=value.strip()))

@@ -1,0 +1,206 @@
+"""Every read of the store: partitions, items by (namespace, key), search, namespaces, lists.
+
+A partition is an agent's items or the workspace's (agent NULL); `store_partition` names
+the one a request acts in, and every read below takes it, never widening to another.
+Expired items (TTL run out, not swept yet) are never returned.
+"""
+
+import re
+from dataclasses import replace
+from datetime import datetime
+
+from django.db import connection
+from django.utils import timezone
+
+from core.access import Principal, agent_resolve_optional, scope_to_principal
+from core.errors import NotFoundError
+from core.filters import filterset_apply
+from core.ranking import DEFAULT_WEIGHTS, Corpus, hybrid_search, query_clean, query_vector_for
+from store.filters import StoreItemFilter, namespace_prefix_q, value_filter_q
+from store.models import NAMESPACE_SEPARATOR, StoreItem
+
+STORE_ITEM_NOT_FOUND = "Store item not found."
+
+
+def store_partition(*, principal: Principal, agent: str | None, create: bool = False):
+    """The agent whose partition a request acts in, or None for the workspace's.
+
+    An agent-bound key always acts in its agent's partition (naming another agent is a
+    404); a workspace key acts in the workspace's unless it names an agent.
+    """
+    return agent_resolve_optional(principal, agent or None, create=create)
+
+
+def store_partition_queryset(*, workspace, agent, now: datetime | None = None):
+    return StoreItem.objects.filter(workspace=workspace, agent=agent).live(now)
+
+
+def store_item_get(*, workspace, agent, namespace, key: str, now: datetime | None = None) -> StoreItem | None:
+    path = NAMESPACE_SEPARATOR.join(namespace)
+    return (
+        store_partition_queryset(workspace=workspace, agent=agent, now=now)
+        .defer("search_vector")
+        .filter(namespace_path=path, key=key)
+        .first()
+    )
+
+
+def _scope_sql(queryset) -> tuple[str, dict]:
+    """`queryset`'s ids as SQL with named parameters, for core.ranking's Corpus."""
+    sql, params = queryset.order_by().values("id").query.sql_with_params()
+    counter = iter(range(len(params)))
+    named = re.sub(r"(?<!%)%s", lambda _match: f"%(scope_{next(counter)})s", sql)
+    return named, {f"scope_{i}": value for i, value in enumerate(params)}
+
+
+def store_item_search(
+    *,
+    workspace,
+    agent,
+    namespace_prefix=(),
+    query: str | None = None,
+    filter: dict | None = None,
+    limit: int = 10,
+    offset: int = 0,
+    now: datetime | None = None,
+    provider=None,
+) -> list[tuple[StoreItem, float | None]]:
+    """Items under `namespace_prefix` matching `filter`, as (item, score) pairs.
+
+    Without a query: newest update first, score None. With one: ranked by
+    core.ranking's hybrid search (BM25 over the indexed text, cosine of the item's vector,
+    recency of its last update), as episodic memory ranks entries; items the query does not
+    reach (not indexed, no shared word, no vector yet) follow unscored, newest first, as
+    LangGraph's stores fill a page with unscored items.
+    """
+    now = now or timezone.now()
+    scope = store_partition_queryset(workspace=workspace, agent=agent, now=now).filter(
+        namespace_prefix_q(namespace_prefix) & value_filter_q(filter)
+    )
+    query = (query or "").strip()
+    if not query:
+        page = scope.defer("search_vector").order_by("-updated_at", "namespace_path", "key")
+        return [(item, None) for item in page[offset : offset + limit]]
+
+    query = query_clean(query)
+    weights = replace(DEFAULT_WEIGHTS, pool=max(DEFAULT_WEIGHTS.pool, offset + limit))
+    query_vector, model = query_vector_for(
+        workspace=workspace, query=query, weights=weights, provider=provider
+    )
+    scope_sql, params = _scope_sql(scope)
+    params["workspace"] = workspace.pk
+    corpus = Corpus(
+        lexical_scope_sql=(
+            "SELECT id, search_vector AS tsv, updated_at AS created_at FROM store_storeitem "
+            f"WHERE workspace_id = %(workspace)s AND id IN ({scope_sql})"
+        ),
+        scope_size_sql=(
+            "SELECT count(*) FROM (SELECT 1 FROM store_storeitemembedding "
+            f"WHERE workspace_id = %(workspace)s AND model = %(model)s AND item_id IN ({scope_sql}) "
+            "LIMIT %(count_cap)s) capped"
+        ),
+        vector_table="store_storeitemembedding",
+        vector_id_column="item_id",
+        vector_scope_where=f"workspace_id = %(workspace)s AND item_id IN ({scope_sql})",
+        describe_sql=(
+            "SELECT i.id, i.updated_at, NULL, NULL, NULL, NULL, 1 - (v.embedding <=> %(qvec)s::vector), NULL "
+            "FROM store_storeitem i LEFT JOIN store_storeitemembedding v "
+            "ON v.item_id = i.id AND v.model = %(model)s WHERE i.id = ANY(%(ids)s)"
+        ),
+        params=params,
+        # The scope joins nothing but filters on JSON: read it once per search.
+        lexical_materialized=True,
+    )
+    outcome = hybrid_search(
+        corpus=corpus, query=query, query_vector=query_vector, model=model or "", weights=weights, now=now
+    )
+    ranked = [(candidate.id, score) for candidate, score in outcome.ranked if candidate.rankable]
+    page = ranked[offset : offset + limit]
+    items = scope.defer("search_vector").in_bulk([item_id for item_id, _ in page])
+    hits = [(items[item_id], score) for item_id, score in page if item_id in items]
+    if len(hits) < limit:
+        # Unscored items fill the page after every scored one (offset counts both).
+        skip = max(0, offset - len(ranked))
+        rest = scope.defer("search_vector").exclude(pk__in=[item_id for item_id, _ in ranked])
+        rest = rest.order_by("-updated_at", "namespace_path", "key")[skip : skip + limit - len(hits)]
+        hits.extend((item, None) for item in rest)
+    return hits
+
+
+_NAMESPACES_SQL = """
+SELECT ns FROM (
+    SELECT {column} AS ns FROM store_storeitem
+    WHERE workspace_id = %(workspace)s AND agent_id IS NOT DISTINCT FROM %(agent)s
+      AND (expires_at IS NULL OR expires_at > %(now)s) {conditions}
+) found
+GROUP BY ns
+-- Byte order of the labels, the order LangGraph's stores sort namespace tuples in.
+ORDER BY ns COLLATE "C"
+LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+
+def store_namespaces_list(
+    *,
+    workspace,
+    agent,
+    match_conditions=(),
+    max_depth: int | None = None,
+    limit: int = 100,
+    offset: int = 0,
+    now: datetime | None = None,
+) -> list[tuple[str, ...]]:
+    """The distinct namespaces of a partition, sorted, cut to `max_depth` labels.
+
+    `match_conditions` are (match_type, path) pairs, "prefix" or "suffix", where a "*"
+    label matches any label; a namespace must match all of them.
+    """
+    params: dict = {
+        "workspace": workspace.pk,
+        "agent": agent.pk if agent is not None else None,
+        "now": now or timezone.now(),
+        "limit": limit,
+        "offset": offset,
+    }
+    conditions = []
+    for n, (match_type, path) in enumerate(match_conditions or ()):
+        conditions.append(f"cardinality(namespace) >= {len(path)}")
+        for i, label in enumerate(path):
+            if label == "*":
+                continue
+            name = f"c{n}_{i}"
+            params[name] = label
+            if match_type == "prefix":
+                position = str(i + 1)
+            else:
+                position = f"cardinality(namespace) - {len(path) - i - 1}"
+            conditions.append(f"namespace[{position}] = %({name})s")
+    column = "namespace"
+    if max_depth is not None:
+        params["depth"] = max_depth
+        column = "namespace[1:%(depth)s]"
+    sql = _NAMESPACES_SQL.format(
+        column=column, conditions="".join(f" AND {condition}" for condition in conditions)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [tuple(row[0]) for row in cursor.fetchall()]
+
+
+# --- lists of the browser, the admin and the API ------------------------------------------------
+
+
+def store_item_scoped_queryset(*, principal: Principal):
+    return scope_to_principal(StoreItem.objects.all(), principal)
+
+
+def store_item_list(*, principal: Principal, filters=None):
+    queryset = store_item_scoped_queryset(principal=principal).defer("search_vector").select_related("agent")
+    return filterset_apply(StoreItemFilter, filters, queryset).order_by("-updated_at", "pk")
+
+
+def store_item_get_by_id(*, principal: Principal, item_id) -> StoreItem:
+    item = store_item_scoped_queryset(principal=principal).select_related("agent").filter(pk=item_id).first()
+    if item is None:
+        raise NotFoundError(STORE_ITEM_NOT_FOUND)
+    return item

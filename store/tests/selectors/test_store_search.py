@@ -1,0 +1,152 @@
+from core.errors import ApplicationError
+from core.testing import MemoryTestCase
+from store.selectors import store_item_search, store_namespaces_list
+from store.services import store_items_embed
+from store.tests.factories import make_item
+
+
+def keys(hits):
+    return [item.key for item, _score in hits]
+
+
+class StoreSearchTests(MemoryTestCase):
+    def test_a_prefix_matches_whole_labels_only(self):
+        make_item(workspace=self.workspace, namespace=("docs",), key="root")
+        make_item(workspace=self.workspace, namespace=("docs", "a"), key="deep")
+        make_item(workspace=self.workspace, namespace=("docsx",), key="sibling")
+        make_item(workspace=self.workspace, namespace=("docs a",), key="space")
+        found = keys(store_item_search(workspace=self.workspace, agent=None, namespace_prefix=("docs",)))
+        assert sorted(found) == ["deep", "root"]
+        assert len(store_item_search(workspace=self.workspace, agent=None, namespace_prefix=())) == 4
+
+    def test_search_stays_in_its_partition(self):
+        make_item(workspace=self.workspace, key="shared")
+        make_item(workspace=self.workspace, agent=self.agent, key="mine")
+        make_item(workspace=self.workspace, agent=self.other_agent, key="theirs")
+        make_item(workspace=self.other_workspace, key="outside")
+        assert keys(store_item_search(workspace=self.workspace, agent=self.agent)) == ["mine"]
+        assert keys(store_item_search(workspace=self.workspace, agent=None)) == ["shared"]
+
+    def test_filters_use_langgraphs_operators(self):
+        for n, (color, score) in enumerate([("red", 4.5), ("red", 5.5), ("blue", 3.0)]):
+            make_item(
+                workspace=self.workspace,
+                key=f"i{n}",
+                value={"color": color, "score": score, "meta": {"tag": f"t{n}"}, "tags": ["a", "b"]},
+            )
+        make_item(workspace=self.workspace, key="bare", value={"other": 1})
+
+        def found(filter_):
+            return sorted(keys(store_item_search(workspace=self.workspace, agent=None, filter=filter_)))
+
+        assert found({"color": "red"}) == ["i0", "i1"]
+        assert found({"color": {"$eq": "blue"}}) == ["i2"]
+        assert found({"color": {"$ne": "red"}}) == ["bare", "i2"]
+        assert found({"score": {"$gt": 4.5}}) == ["i1"]
+        assert found({"score": {"$gte": 4.5}}) == ["i0", "i1"]
+        assert found({"score": {"$lt": 4.5}}) == ["i2"]
+        assert found({"score": {"$lte": 4.5}}) == ["i0", "i2"]
+        assert found({"score": {"$gt": 3, "$lt": 5}}) == ["i0"]
+        assert found({"color": "red", "score": {"$gt": 5}}) == ["i1"]
+        assert found({"meta": {"tag": "t2"}}) == ["i2"]
+        assert found({"tags": ["a", "b"]}) == ["i0", "i1", "i2"]
+        assert found({"tags": ["a"]}) == []
+        assert found({"missing": "x"}) == []
+        with self.assertRaises(ApplicationError):
+            found({"score": {"$regex": "x"}})
+
+    def test_filter_field_names_are_data_not_sql(self):
+        make_item(workspace=self.workspace, value={"a'b": 1, "x') OR 1=1 --": 2})
+        assert keys(store_item_search(workspace=self.workspace, agent=None, filter={"a'b": 1})) == ["k1"]
+        assert (
+            keys(store_item_search(workspace=self.workspace, agent=None, filter={"x') OR 1=1 --": 3})) == []
+        )
+
+    def test_limit_offset_and_newest_first_without_a_query(self):
+        for n in range(5):
+            make_item(workspace=self.workspace, key=f"i{n}")
+        page = keys(store_item_search(workspace=self.workspace, agent=None, limit=2, offset=1))
+        assert page == ["i3", "i2"]
+
+    def test_a_query_ranks_by_meaning_and_words(self):
+        texts = {
+            "tea": "Ada prefers green tea in the morning.",
+            "city": "Ada moved to Lisbon last spring.",
+            "pet": "Ada has a cat named Miso.",
+        }
+        items = [
+            make_item(workspace=self.workspace, key=key, value={"text": text}) for key, text in texts.items()
+        ]
+        store_items_embed(item_ids=[item.pk for item in items])
+        hits = store_item_search(workspace=self.workspace, agent=None, query="which city does she live in?")
+        assert keys(hits)[0] == "city"
+        assert all(score is not None for _item, score in hits[:1])
+        hits = store_item_search(workspace=self.workspace, agent=None, query="kitten", limit=1)
+        assert keys(hits) == ["pet"]
+
+    def test_items_the_query_cannot_reach_fill_the_page_unscored(self):
+        make_item(workspace=self.workspace, key="lisbon", value={"text": "Lisbon"})
+        make_item(workspace=self.workspace, key="hidden", value={"text": "Lisbon"}, index=False)
+        hits = store_item_search(workspace=self.workspace, agent=None, query="Lisbon")
+        assert keys(hits) == ["lisbon", "hidden"]
+        assert hits[0][1] is not None and hits[1][1] is None
+
+
+class StoreNamespacesTests(MemoryTestCase):
+    def setUp(self):
+        for namespace in [
+            ("a", "b", "c"),
+            ("a", "b", "d", "e"),
+            ("a", "b", "d", "i"),
+            ("a", "b", "f"),
+            ("a", "c", "f"),
+            ("b", "a", "f"),
+            ("users", "123"),
+            ("users", "456", "settings"),
+        ]:
+            make_item(workspace=self.workspace, namespace=namespace)
+        make_item(workspace=self.workspace, agent=self.agent, namespace=("private",))
+
+    def listed(self, **kwargs):
+        return store_namespaces_list(workspace=self.workspace, agent=None, **kwargs)
+
+    def test_every_namespace_sorted(self):
+        assert self.listed()[:3] == [("a", "b", "c"), ("a", "b", "d", "e"), ("a", "b", "d", "i")]
+        assert len(self.listed()) == 8
+
+    def test_prefix_suffix_and_wildcards(self):
+        assert self.listed(match_conditions=[("prefix", ("a", "b"))]) == [
+            ("a", "b", "c"),
+            ("a", "b", "d", "e"),
+            ("a", "b", "d", "i"),
+            ("a", "b", "f"),
+        ]
+        assert self.listed(match_conditions=[("suffix", ("f",))]) == [
+            ("a", "b", "f"),
+            ("a", "c", "f"),
+            ("b", "a", "f"),
+        ]
+        assert self.listed(match_conditions=[("prefix", ("a", "*", "f"))]) == [
+            ("a", "b", "f"),
+            ("a", "c", "f"),
+        ]
+        assert self.listed(match_conditions=[("prefix", ("a",)), ("suffix", ("f",))]) == [
+            ("a", "b", "f"),
+            ("a", "c", "f"),
+        ]
+        assert self.listed(match_conditions=[("suffix", ("*", "settings"))]) == [("users", "456", "settings")]
+
+    def test_max_depth_limit_and_offset(self):
+        assert self.listed(max_depth=2) == [
+            ("a", "b"),
+            ("a", "c"),
+            ("b", "a"),
+            ("users", "123"),
+            ("users", "456"),
+        ]
+        assert self.listed(max_depth=1) == [("a",), ("b",), ("users",)]
+        assert self.listed(limit=2, offset=1) == [("a", "b", "d", "e"), ("a", "b", "d", "i")]
+
+    def test_another_partition_is_not_listed(self):
+        assert ("private",) not in self.listed()
+        assert store_namespaces_list(workspace=self.workspace, agent=self.agent) == [("private",)]
