@@ -1,7 +1,13 @@
 import base64
 import binascii
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_serializer,
+    extend_schema_view,
+)
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -26,6 +32,33 @@ from core.serializers import StrictSerializer
 from threads.selectors import thread_get
 
 BASE64_INVALID = "Must be base64-encoded bytes."
+
+THREAD_ID = "4f2a9c1e-7b3d-4e5f-a6b7-c8d9e0f1a2b3"
+PENDING_WRITE_EXAMPLE = {
+    "task_id": "task-1",
+    "task_path": "",
+    "idx": 0,
+    "channel": "messages",
+    "value": {"type": "msgpack", "data": "kqVoZWxsbw=="},
+}
+CHECKPOINT_EXAMPLE = {
+    "id": "e5f6a7b8-c9d0-4e1f-a2b3-c4d5e6f7a8b9",
+    "thread_id": THREAD_ID,
+    "checkpoint_ns": "",
+    "checkpoint_id": "1ef9a2c4-7d3b-6e10-8002-3c1f0b2a9d11",
+    "parent_checkpoint_id": "1ef9a2c4-7d3b-6e10-8001-9a8b7c6d5e4f",
+    "checkpoint": {"type": "msgpack", "data": "g6F2AqJ0c6Q="},
+    "metadata": {"source": "loop", "step": 2},
+    "created_at": "2026-11-23T14:40:53.447857Z",
+}
+CHECKPOINT_RESPONSE = OpenApiExample(
+    "A checkpoint with its pending writes",
+    value={**CHECKPOINT_EXAMPLE, "pending_writes": [PENDING_WRITE_EXAMPLE]},
+    response_only=True,
+)
+CHECKPOINTS_DELETED_RESPONSE = OpenApiExample(
+    "Deleted", value={"deleted": 3, "writes": 5}, response_only=True
+)
 
 
 class Base64Field(serializers.CharField):
@@ -107,6 +140,8 @@ class ThreadCheckpointListApi(APIView):
         metadata = serializers.DictField(required=False, default=dict)
 
     @extend_schema(
+        summary="List a thread's checkpoints, newest first",
+        examples=[CHECKPOINT_RESPONSE],
         parameters=[
             OpenApiParameter("checkpoint_ns", str, description="Namespace; absent lists every namespace."),
             OpenApiParameter("before", str, description="Only checkpoints older than this checkpoint id."),
@@ -126,8 +161,23 @@ class ThreadCheckpointListApi(APIView):
         )
 
     @extend_schema(
+        summary="Store a checkpoint of a thread",
         request=InputSerializer,
         responses={201: CheckpointOutputSerializer, 200: CheckpointOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "Step 2 of a LangGraph run",
+                value={
+                    "checkpoint_ns": "",
+                    "checkpoint_id": "1ef9a2c4-7d3b-6e10-8002-3c1f0b2a9d11",
+                    "parent_checkpoint_id": "1ef9a2c4-7d3b-6e10-8001-9a8b7c6d5e4f",
+                    "checkpoint": {"type": "msgpack", "data": "g6F2AqJ0c6Q="},
+                    "metadata": {"source": "loop", "step": 2},
+                },
+                request_only=True,
+            ),
+            OpenApiExample("Stored", value=CHECKPOINT_EXAMPLE, response_only=True),
+        ],
         description="Store a checkpoint; the same (checkpoint_ns, checkpoint_id) again replaces it (200).",
     )
     def put(self, request, thread_id):
@@ -154,7 +204,11 @@ class ThreadCheckpointListApi(APIView):
         deleted = serializers.IntegerField()
         writes = serializers.IntegerField()
 
-    @extend_schema(responses={200: DeleteOutputSerializer})
+    @extend_schema(
+        summary="Delete every checkpoint of a thread",
+        responses={200: DeleteOutputSerializer},
+        examples=[CHECKPOINTS_DELETED_RESPONSE],
+    )
     def delete(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id, related=False)
         require_write(request.user)
@@ -162,7 +216,12 @@ class ThreadCheckpointListApi(APIView):
 
 
 class ThreadCheckpointLatestApi(APIView):
-    @extend_schema(parameters=[NS_PARAMETER], responses=CheckpointWithWritesOutputSerializer)
+    @extend_schema(
+        summary="Get a thread's latest checkpoint",
+        parameters=[NS_PARAMETER],
+        responses=CheckpointWithWritesOutputSerializer,
+        examples=[CHECKPOINT_RESPONSE],
+    )
     def get(self, request, thread_id):
         # Scoping happens inside the checkpoint query: one round trip instead of two.
         checkpoint = checkpoint_latest(
@@ -172,7 +231,12 @@ class ThreadCheckpointLatestApi(APIView):
 
 
 class ThreadCheckpointDetailApi(APIView):
-    @extend_schema(parameters=[NS_PARAMETER], responses=CheckpointWithWritesOutputSerializer)
+    @extend_schema(
+        summary="Get one checkpoint of a thread",
+        parameters=[NS_PARAMETER],
+        responses=CheckpointWithWritesOutputSerializer,
+        examples=[CHECKPOINT_RESPONSE],
+    )
     def get(self, request, thread_id, checkpoint_id):
         checkpoint = checkpoint_get(
             principal=request.user,
@@ -202,7 +266,30 @@ class ThreadCheckpointWritesApi(APIView):
         stored = serializers.IntegerField(help_text="Writes that were new.")
         pending_writes = PendingWriteOutputSerializer(many=True)
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    @extend_schema(
+        summary="Store a task's pending writes on a checkpoint",
+        request=InputSerializer,
+        responses=OutputSerializer,
+        examples=[
+            OpenApiExample(
+                "One write to the messages channel",
+                value={
+                    "task_id": "task-1",
+                    "writes": [
+                        {
+                            "idx": 0,
+                            "channel": "messages",
+                            "value": {"type": "msgpack", "data": "kqVoZWxsbw=="},
+                        }
+                    ],
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Stored", value={"stored": 1, "pending_writes": [PENDING_WRITE_EXAMPLE]}, response_only=True
+            ),
+        ],
+    )
     def put(self, request, thread_id, checkpoint_id):
         thread = thread_get(principal=request.user, thread_id=thread_id, related=False)
         serializer = self.InputSerializer(data=request.data)
@@ -234,6 +321,9 @@ class ThreadCheckpointWritesApi(APIView):
         )
 
 
+@extend_schema_view(
+    get=extend_schema(summary="List checkpoints across threads", examples=[CHECKPOINT_RESPONSE])
+)
 class CheckpointListApi(ListApi):
     selector = checkpoint_list
     OutputSerializer = CheckpointWithWritesOutputSerializer
@@ -241,6 +331,21 @@ class CheckpointListApi(ListApi):
     operation_id = "checkpoints_list"
 
 
+@extend_schema_view(
+    post=extend_schema(
+        summary="Delete several checkpoints",
+        examples=[
+            OpenApiExample(
+                "Two checkpoints",
+                value={
+                    "ids": ["e5f6a7b8-c9d0-4e1f-a2b3-c4d5e6f7a8b9", "f6a7b8c9-d0e1-4f2a-b3c4-d5e6f7a8b9c0"]
+                },
+                request_only=True,
+            ),
+            CHECKPOINTS_DELETED_RESPONSE,
+        ],
+    )
+)
 class CheckpointBatchDeleteApi(BatchDeleteApi):
     service = checkpoint_batch_delete
 

@@ -1,6 +1,6 @@
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -10,6 +10,31 @@ from core.memory_settings import memory_settings_for
 from core.selectors import agent_get, agent_list, readiness_check
 from core.serializers import StrictSerializer
 from core.services import agent_register, agent_update
+
+AGENT_EXAMPLE = {
+    "id": "35d89998-fe54-481b-8734-dc68c81712c4",
+    "slug": "support-bot",
+    "name": "Support bot",
+    "memory_settings": {"recent_messages": 30},
+    "effective_memory_settings": {
+        "recent_messages": 30,
+        "token_limit": 2000,
+        "compaction_threshold": 0.5,
+        "model_context_window": 128000,
+        "semantic_recall": False,
+        "semantic_recall_top_k": 5,
+        "episodic_memory": True,
+        "auto_inject": True,
+        "auto_inject_top_k": 12,
+        "dedupe_threshold": 0.86,
+        "retention_days": 0,
+        "recall_memory_type": "all",
+        "recall_limit": 10,
+        "recall_min_confidence": 0.5,
+    },
+    "created_at": "2026-11-23T14:40:52.950234Z",
+}
+AGENT_RESPONSE = OpenApiExample("An agent", value=AGENT_EXAMPLE, response_only=True)
 
 
 class AgentOutputSerializer(serializers.Serializer):
@@ -24,6 +49,7 @@ class AgentOutputSerializer(serializers.Serializer):
         return memory_settings_for(agent).as_dict()
 
 
+@extend_schema_view(get=extend_schema(summary="List the workspace's agents", examples=[AGENT_RESPONSE]))
 class AgentListApi(ListApi):
     selector = agent_list
     OutputSerializer = AgentOutputSerializer
@@ -34,7 +60,23 @@ class AgentListApi(ListApi):
         name = serializers.CharField(max_length=200, required=False, allow_blank=True)
         memory_settings = serializers.DictField(required=False)
 
-    @extend_schema(request=InputSerializer, responses={201: AgentOutputSerializer})
+    @extend_schema(
+        summary="Register an agent",
+        request=InputSerializer,
+        responses={201: AgentOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "A support bot keeping more history",
+                value={
+                    "slug": "support-bot",
+                    "name": "Support bot",
+                    "memory_settings": {"recent_messages": 30},
+                },
+                request_only=True,
+            ),
+            AGENT_RESPONSE,
+        ],
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -44,6 +86,9 @@ class AgentListApi(ListApi):
         return Response(AgentOutputSerializer(agent).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema_view(
+    get=extend_schema(summary="Get an agent and its effective memory settings", examples=[AGENT_RESPONSE])
+)
 class AgentDetailApi(RetrieveApi):
     selector = agent_get
     OutputSerializer = AgentOutputSerializer
@@ -54,7 +99,19 @@ class AgentDetailApi(RetrieveApi):
             required=False, help_text="Keys to override; a null value restores the default."
         )
 
-    @extend_schema(request=InputSerializer, responses=AgentOutputSerializer)
+    @extend_schema(
+        summary="Rename an agent or override its memory settings",
+        request=InputSerializer,
+        responses=AgentOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "Keep 30 recent messages, restore the default token limit",
+                value={"memory_settings": {"recent_messages": 30, "token_limit": None}},
+                request_only=True,
+            ),
+            AGENT_RESPONSE,
+        ],
+    )
     def patch(self, request, slug):
         agent = self.get_object(request, slug=slug)
         serializer = self.InputSerializer(data=request.data)

@@ -28,11 +28,12 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
             "type": "object",
             "required": ["count", "limit", "offset", "next", "previous", "results"],
             "properties": {
-                "count": {"type": "integer"},
-                "limit": {"type": "integer"},
-                "offset": {"type": "integer"},
-                "next": {"type": "string", "nullable": True, "format": "uri"},
-                "previous": {"type": "string", "nullable": True, "format": "uri"},
+                # The examples frame an operation's example item as a page (drf-spectacular).
+                "count": {"type": "integer", "example": 1},
+                "limit": {"type": "integer", "example": 50},
+                "offset": {"type": "integer", "example": 0},
+                "next": {"type": "string", "nullable": True, "format": "uri", "example": None},
+                "previous": {"type": "string", "nullable": True, "format": "uri", "example": None},
                 "results": schema,
             },
         }

@@ -1,4 +1,4 @@
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,6 +18,31 @@ from episodes.services import (
     episode_update,
 )
 from threads.selectors import memory_context_resolve
+
+ADA_ID = "6c1e0f9a-3b7d-4d2e-9f5a-8b2c4d6e1a01"
+THREAD_ID = "4f2a9c1e-7b3d-4e5f-a6b7-c8d9e0f1a2b3"
+EPISODE_ID = "a3b4c5d6-e7f8-4a9b-8c0d-1e2f3a4b5c6d"
+EPISODE_EXAMPLE = {
+    "id": EPISODE_ID,
+    "agent": "support-bot",
+    "memory_user": ADA_ID,
+    "thread": THREAD_ID,
+    "trigger_type": "chat",
+    "trigger_payload": {"chat_id": "chat-1001"},
+    "input": {"goal": "Refund order 4411"},
+    "messages": [{"role": "user", "content": "Please refund order 4411."}],
+    "actions": [{"tool": "refund_order", "arguments": {"order": "4411"}, "result": "ok"}],
+    "outcome": "success",
+    "final_output": {"refunded": True},
+    "error": "",
+    "started_at": "2026-11-23T14:40:53.415549Z",
+    "ended_at": "2026-11-23T14:40:57.015549Z",
+    "duration_ms": 3600,
+    "rating": None,
+    "feedback_comment": "",
+    "created_at": "2026-11-23T14:40:53.415647Z",
+}
+EPISODE_RESPONSE = OpenApiExample("An episode", value=EPISODE_EXAMPLE, response_only=True)
 
 
 class EpisodeOutputSerializer(serializers.Serializer):
@@ -46,6 +71,7 @@ class EpisodeDeleteOutputSerializer(serializers.Serializer):
     facts_unlinked = serializers.IntegerField(help_text="Facts that cited them as their source, kept.")
 
 
+@extend_schema_view(get=extend_schema(summary="List episodes", examples=[EPISODE_RESPONSE]))
 class EpisodeListApi(ListApi):
     selector = episode_list
     OutputSerializer = EpisodeOutputSerializer
@@ -67,7 +93,32 @@ class EpisodeListApi(ListApi):
         error = serializers.CharField(required=False, allow_blank=True)
         ended_at = serializers.DateTimeField(required=False)
 
-    @extend_schema(request=InputSerializer, responses={201: EpisodeOutputSerializer})
+    @extend_schema(
+        summary="Record an episode (open, or already closed with its outcome)",
+        request=InputSerializer,
+        responses={201: EpisodeOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "A finished refund run",
+                value={
+                    "agent": "support-bot",
+                    "memory_user": ADA_ID,
+                    "thread": THREAD_ID,
+                    "trigger_type": "chat",
+                    "trigger_payload": {"chat_id": "chat-1001"},
+                    "input": {"goal": "Refund order 4411"},
+                    "messages": [{"role": "user", "content": "Please refund order 4411."}],
+                    "actions": [{"tool": "refund_order", "arguments": {"order": "4411"}, "result": "ok"}],
+                    "started_at": "2026-11-23T14:40:53.415549Z",
+                    "outcome": "success",
+                    "final_output": {"refunded": True},
+                    "ended_at": "2026-11-23T14:40:57.015549Z",
+                },
+                request_only=True,
+            ),
+            EPISODE_RESPONSE,
+        ],
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -90,6 +141,24 @@ class EpisodeListApi(ListApi):
         return Response(EpisodeOutputSerializer(episode).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema_view(
+    get=extend_schema(summary="Get an episode", examples=[EPISODE_RESPONSE]),
+    patch=extend_schema(
+        summary="Amend an episode's record",
+        examples=[
+            OpenApiExample(
+                "One more action",
+                value={"actions": [{"tool": "refund_order", "arguments": {"order": "4411"}, "result": "ok"}]},
+                request_only=True,
+            ),
+            EPISODE_RESPONSE,
+        ],
+    ),
+    delete=extend_schema(
+        summary="Delete an episode",
+        examples=[OpenApiExample("Deleted", value={"episodes": 1, "facts_unlinked": 1}, response_only=True)],
+    ),
+)
 class EpisodeDetailApi(RetrieveUpdateDestroyApi):
     selector = episode_get
     update_service = episode_update
@@ -117,7 +186,19 @@ class EpisodeCloseApi(APIView):
         actions = serializers.ListField(required=False, help_text="Appended to the recorded actions.")
         ended_at = serializers.DateTimeField(required=False)
 
-    @extend_schema(request=InputSerializer, responses=EpisodeOutputSerializer)
+    @extend_schema(
+        summary="Close an episode with its outcome",
+        request=InputSerializer,
+        responses=EpisodeOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "It worked",
+                value={"outcome": "success", "final_output": {"refunded": True}},
+                request_only=True,
+            ),
+            EPISODE_RESPONSE,
+        ],
+    )
     def post(self, request, episode_id):
         episode = episode_get(principal=request.user, episode_id=episode_id)
         serializer = self.InputSerializer(data=request.data)
@@ -131,7 +212,21 @@ class EpisodeFeedbackApi(APIView):
         rating = serializers.IntegerField(min_value=1, max_value=5, allow_null=True)
         comment = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
 
-    @extend_schema(request=InputSerializer, responses=EpisodeOutputSerializer)
+    @extend_schema(
+        summary="Rate an episode",
+        request=InputSerializer,
+        responses=EpisodeOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "Four stars", value={"rating": 4, "comment": "Quick and polite."}, request_only=True
+            ),
+            OpenApiExample(
+                "Rated",
+                value={**EPISODE_EXAMPLE, "rating": 4, "feedback_comment": "Quick and polite."},
+                response_only=True,
+            ),
+        ],
+    )
     def post(self, request, episode_id):
         require_write(request.user)
         episode = episode_get(principal=request.user, episode_id=episode_id)
@@ -144,6 +239,15 @@ class EpisodeFeedbackApi(APIView):
         return Response(EpisodeOutputSerializer(episode).data)
 
 
+@extend_schema_view(
+    post=extend_schema(
+        summary="Delete several episodes",
+        examples=[
+            OpenApiExample("One episode", value={"ids": [EPISODE_ID]}, request_only=True),
+            OpenApiExample("Deleted", value={"episodes": 1, "facts_unlinked": 0}, response_only=True),
+        ],
+    )
+)
 class EpisodeBatchDeleteApi(BatchDeleteApi):
     service = episode_batch_delete
     OutputSerializer = EpisodeDeleteOutputSerializer

@@ -1,4 +1,4 @@
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,6 +18,68 @@ from threads.selectors import memory_context_resolve
 SOURCE_MESSAGE_NOT_FOUND = "Message not found."
 SOURCE_EPISODE_NOT_FOUND = "Episode not found."
 FACT_NOT_FOUND_FOR_KEY = "No fact with this key is visible in this context."
+
+ADA_ID = "6c1e0f9a-3b7d-4d2e-9f5a-8b2c4d6e1a01"
+FACT_ID = "eb44ad85-3ad8-4402-aa88-566df426c9ad"
+PREVIOUS_FACT_ID = "1d2c3b4a-5968-4776-8594-a3b2c1d0e9f8"
+FACT_EXAMPLE = {
+    "id": FACT_ID,
+    "key": "city",
+    "value": "Lisbon",
+    "scope": "user",
+    "fact_type": "user_preference",
+    "agent": "support-bot",
+    "memory_user": ADA_ID,
+    "thread": None,
+    "confidence": 0.9,
+    "effective_confidence": 0.9,
+    "times_confirmed": 1,
+    "times_contradicted": 0,
+    "source": "agent_tool",
+    "source_message": "9b8e7d6c-5a4b-4c3d-8e2f-1a0b9c8d7e61",
+    "source_episode": None,
+    "evidence": "I moved to Lisbon.",
+    "valid_from": "2026-11-23T14:40:54.605595Z",
+    "valid_to": None,
+    "is_current": True,
+    "superseded_by": None,
+    "access_count": 3,
+    "last_accessed_at": "2026-11-23T15:02:11.480116Z",
+    "created_by": "api_key:3d1aeaa037c0",
+    "created_at": "2026-11-23T14:40:54.607118Z",
+    "similarity": None,
+}
+FACT_RESPONSE = OpenApiExample("A fact", value=FACT_EXAMPLE, response_only=True)
+FACTS_DELETED_RESPONSE = OpenApiExample("Deleted", value={"facts": 1}, response_only=True)
+REMEMBER_EXAMPLES = [
+    OpenApiExample(
+        "Where Ada lives, quoting her",
+        value={
+            "agent": "support-bot",
+            "memory_user": ADA_ID,
+            "key": "city",
+            "value": "Lisbon",
+            "scope": "user",
+            "fact_type": "user_preference",
+            "source": "agent_tool",
+            "source_message": "9b8e7d6c-5a4b-4c3d-8e2f-1a0b9c8d7e61",
+            "evidence": "I moved to Lisbon.",
+        },
+        request_only=True,
+    ),
+    OpenApiExample(
+        "A new value superseded the old one",
+        value={"outcome": "superseded", "fact": FACT_EXAMPLE, "previous": PREVIOUS_FACT_ID},
+        response_only=True,
+        status_codes=[201],
+    ),
+    OpenApiExample(
+        "The same value confirmed",
+        value={"outcome": "confirmed", "fact": {**FACT_EXAMPLE, "times_confirmed": 2}, "previous": None},
+        response_only=True,
+        status_codes=[200],
+    ),
+]
 
 
 class FactOutputSerializer(serializers.Serializer):
@@ -152,8 +214,10 @@ class FactRememberApi(APIView):
     with overwrite=false)."""
 
     @extend_schema(
+        summary="Remember a fact (the `remember` tool)",
         request=RememberInputSerializer,
         responses={201: RememberOutputSerializer, 200: RememberOutputSerializer},
+        examples=REMEMBER_EXAMPLES,
     )
     def post(self, request):
         serializer = RememberInputSerializer(data=request.data)
@@ -162,6 +226,10 @@ class FactRememberApi(APIView):
         return Response(body, status=code)
 
 
+@extend_schema_view(
+    get=extend_schema(summary="List facts", examples=[FACT_RESPONSE]),
+    post=extend_schema(summary="Remember a fact (as POST /facts/remember/)"),
+)
 class FactListApi(ListApi):
     """List facts (current versions unless `current=false|all`) or remember one."""
 
@@ -180,7 +248,12 @@ class FactLookupApi(APIView):
     class FilterSerializer(ContextInputSerializer):
         key = serializers.CharField(max_length=255)
 
-    @extend_schema(parameters=[FilterSerializer], responses=FactOutputSerializer)
+    @extend_schema(
+        summary="Look up a key's current value in the most specific scope",
+        parameters=[FilterSerializer],
+        responses=FactOutputSerializer,
+        examples=[FACT_RESPONSE],
+    )
     def get(self, request):
         serializer = self.FilterSerializer(data=request.query_params.dict())
         serializer.is_valid(raise_exception=True)
@@ -207,6 +280,10 @@ class FactLookupApi(APIView):
         return Response(FactOutputSerializer(fact).data)
 
 
+@extend_schema_view(
+    get=extend_schema(summary="Get a fact", examples=[FACT_RESPONSE]),
+    delete=extend_schema(summary="Delete a fact", examples=[FACTS_DELETED_RESPONSE]),
+)
 class FactDetailApi(RetrieveDestroyApi):
     selector = fact_get
     delete_service = fact_delete
@@ -219,7 +296,21 @@ class FactDetailApi(RetrieveDestroyApi):
         confidence = serializers.FloatField(required=False, min_value=0, max_value=1)
         evidence = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
 
-    @extend_schema(request=InputSerializer, responses=FactOutputSerializer)
+    @extend_schema(
+        summary="Correct a fact (a new value supersedes this version)",
+        request=InputSerializer,
+        responses=FactOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "Ada moved again", value={"value": "Porto", "confidence": 0.95}, request_only=True
+            ),
+            OpenApiExample(
+                "The new version",
+                value={**FACT_EXAMPLE, "value": "Porto", "confidence": 0.95, "effective_confidence": 0.95},
+                response_only=True,
+            ),
+        ],
+    )
     def patch(self, request, fact_id):
         fact = fact_get(principal=request.user, fact_id=fact_id)
         serializer = self.InputSerializer(data=request.data)
@@ -235,7 +326,11 @@ class FactHistoryApi(APIView):
     # A list like the others (core.api_views.ListApi), but of one fact's key.
     read_replica = True
 
-    @extend_schema(responses=FactOutputSerializer(many=True))
+    @extend_schema(
+        summary="List every version of a fact's key, newest first",
+        responses=FactOutputSerializer(many=True),
+        examples=[FACT_RESPONSE],
+    )
     def get(self, request, fact_id):
         fact = fact_get(principal=request.user, fact_id=fact_id)
         return paginate(
@@ -246,6 +341,15 @@ class FactHistoryApi(APIView):
         )
 
 
+@extend_schema_view(
+    post=extend_schema(
+        summary="Delete several facts (all or none)",
+        examples=[
+            OpenApiExample("Two facts", value={"ids": [FACT_ID, PREVIOUS_FACT_ID]}, request_only=True),
+            OpenApiExample("Deleted", value={"facts": 2}, response_only=True),
+        ],
+    )
+)
 class FactBatchDeleteApi(BatchDeleteApi):
     """Delete all the listed facts or none (404 when one is not visible to the key)."""
 

@@ -1,4 +1,4 @@
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -17,6 +17,36 @@ from identities.services import (
 )
 
 COUNTS = serializers.DictField(child=serializers.IntegerField())
+
+ADA_ID = "6c1e0f9a-3b7d-4d2e-9f5a-8b2c4d6e1a01"
+BO_ID = "0d4b7e2c-9a15-4f3b-8c6d-2e7f1a9b3c02"
+MEMORY_USER_EXAMPLE = {
+    "id": ADA_ID,
+    "canonical_id": "telegram:1001",
+    "display_name": "Ada",
+    "preferences": {"language": "pt"},
+    "merged_into": None,
+    "identities": [{"channel": "telegram", "external_id": "1001", "profile": {"username": "ada"}}],
+    "thread_count": 2,
+    "message_count": 14,
+    "first_seen_at": "2026-11-20T09:12:03.118204Z",
+    "last_seen_at": "2026-11-23T14:40:52.957998Z",
+    "created_at": "2026-11-20T09:12:03.118190Z",
+}
+MEMORY_USER_RESPONSE = OpenApiExample("A person", value=MEMORY_USER_EXAMPLE, response_only=True)
+ERASED_RESPONSE = OpenApiExample(
+    "What was deleted",
+    value={
+        "memory_users": 1,
+        "identities": 1,
+        "threads": 2,
+        "messages": 14,
+        "facts": 3,
+        "episodes": 1,
+        "episodic_entries": 4,
+    },
+    response_only=True,
+)
 
 
 class ChannelIdentityOutputSerializer(serializers.Serializer):
@@ -57,6 +87,7 @@ class IdentityInputSerializer(StrictSerializer):
     profile = serializers.DictField(required=False)
 
 
+@extend_schema_view(get=extend_schema(summary="List memory users (people)", examples=[MEMORY_USER_RESPONSE]))
 class MemoryUserListApi(ListApi):
     selector = memory_user_list
     OutputSerializer = MemoryUserOutputSerializer
@@ -68,7 +99,25 @@ class MemoryUserListApi(ListApi):
         display_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
         identities = IdentityInputSerializer(many=True, required=False)
 
-    @extend_schema(request=InputSerializer, responses={201: MemoryUserOutputSerializer})
+    @extend_schema(
+        summary="Create a memory user with their channel identities",
+        request=InputSerializer,
+        responses={201: MemoryUserOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "Ada, known on Telegram",
+                value={
+                    "canonical_id": "telegram:1001",
+                    "display_name": "Ada",
+                    "identities": [
+                        {"channel": "telegram", "external_id": "1001", "profile": {"username": "ada"}}
+                    ],
+                },
+                request_only=True,
+            ),
+            MEMORY_USER_RESPONSE,
+        ],
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -81,6 +130,7 @@ class MemoryUserListApi(ListApi):
 
 # Changing or erasing a person is a workspace-level act, checked before anything else: PATCH and
 # DELETE stay written out. The batch delete below checks the same way.
+@extend_schema_view(get=extend_schema(summary="Get a memory user", examples=[MEMORY_USER_RESPONSE]))
 class MemoryUserDetailApi(RetrieveApi):
     selector = memory_user_get
     OutputSerializer = MemoryUserOutputSerializer
@@ -89,7 +139,15 @@ class MemoryUserDetailApi(RetrieveApi):
         display_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
         canonical_id = serializers.CharField(max_length=255, required=False)
 
-    @extend_schema(request=InputSerializer, responses=MemoryUserOutputSerializer)
+    @extend_schema(
+        summary="Rename a memory user or change their canonical id",
+        request=InputSerializer,
+        responses=MemoryUserOutputSerializer,
+        examples=[
+            OpenApiExample("A new display name", value={"display_name": "Ada"}, request_only=True),
+            MEMORY_USER_RESPONSE,
+        ],
+    )
     def patch(self, request, memory_user_id):
         require_workspace_key(request.user)
         memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
@@ -100,8 +158,10 @@ class MemoryUserDetailApi(RetrieveApi):
         return Response(MemoryUserOutputSerializer(memory_user).data)
 
     @extend_schema(
+        summary="Erase a memory user and everything stored about them",
         responses={200: MemoryUserEraseOutputSerializer},
         description="Right to erasure: deletes everything of this person.",
+        examples=[ERASED_RESPONSE],
     )
     def delete(self, request, memory_user_id):
         require_workspace_key(request.user)
@@ -121,7 +181,31 @@ class MemoryUserMergeApi(APIView):
         counts = COUNTS
         already_merged = serializers.BooleanField()
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    @extend_schema(
+        summary="Merge a memory user into another",
+        request=InputSerializer,
+        responses=OutputSerializer,
+        examples=[
+            OpenApiExample("Into Ada's record", value={"target": ADA_ID}, request_only=True),
+            OpenApiExample(
+                "Merged",
+                value={
+                    "target": {**MEMORY_USER_EXAMPLE, "thread_count": 3, "message_count": 20},
+                    "counts": {
+                        "threads": 1,
+                        "facts": 2,
+                        "fact_conflicts": 0,
+                        "episodes": 1,
+                        "episodic_entries": 1,
+                        "identities": 1,
+                        "merged_users": 0,
+                    },
+                    "already_merged": False,
+                },
+                response_only=True,
+            ),
+        ],
+    )
     def post(self, request, memory_user_id):
         require_workspace_key(request.user)
         source = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
@@ -140,7 +224,15 @@ class MemoryUserMergeApi(APIView):
 
 
 class MemoryUserBatchDeleteApi(APIView):
-    @extend_schema(request=BatchDeleteInputSerializer, responses={200: MemoryUserEraseOutputSerializer})
+    @extend_schema(
+        summary="Erase several memory users",
+        request=BatchDeleteInputSerializer,
+        responses={200: MemoryUserEraseOutputSerializer},
+        examples=[
+            OpenApiExample("Two people", value={"ids": [ADA_ID, BO_ID]}, request_only=True),
+            ERASED_RESPONSE,
+        ],
+    )
     def post(self, request):
         require_workspace_key(request.user)
         serializer = BatchDeleteInputSerializer(data=request.data)

@@ -1,4 +1,4 @@
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,6 +19,35 @@ from procedures.services import (
     procedure_delete,
     procedure_record_run,
     procedure_update,
+)
+
+PROCEDURE_ID = "c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f"
+PROCEDURE_EXAMPLE = {
+    "id": PROCEDURE_ID,
+    "agent": "support-bot",
+    "name": "Refund an order",
+    "description": "Apologise, check the order, refund it.",
+    "trigger_conditions": {"goal_contains": ["refund"]},
+    "procedure_type": "prompt_template",
+    "content": {"template": "Say sorry, look the order up, then refund it."},
+    "origin": "human",
+    "source_episode_ids": ["a3b4c5d6-e7f8-4a9b-8c0d-1e2f3a4b5c6d"],
+    "parent": None,
+    "version": 1,
+    "is_active": True,
+    "times_used": 12,
+    "success_count": 11,
+    "failure_count": 1,
+    "success_rate": 0.9167,
+    "average_duration_ms": 3400.0,
+    "last_used_at": "2026-11-23T14:40:57.015549Z",
+    "created_by": "api_key:3d1aeaa037c0",
+    "created_at": "2026-11-20T10:00:00.000000Z",
+    "similarity": None,
+}
+PROCEDURE_RESPONSE = OpenApiExample("A procedure", value=PROCEDURE_EXAMPLE, response_only=True)
+PROCEDURES_DELETED_RESPONSE = OpenApiExample(
+    "Deleted", value={"procedures": 1, "children_unlinked": 0}, response_only=True
 )
 
 
@@ -55,6 +84,7 @@ class ProcedureDeleteOutputSerializer(serializers.Serializer):
     )
 
 
+@extend_schema_view(get=extend_schema(summary="List procedures", examples=[PROCEDURE_RESPONSE]))
 class ProcedureListApi(ListApi):
     selector = procedure_list
     OutputSerializer = ProcedureOutputSerializer
@@ -65,7 +95,9 @@ class ProcedureListApi(ListApi):
         agent = serializers.SlugField(
             max_length=100, required=False, allow_blank=True, help_text="Omit for a workspace-wide procedure."
         )
-        name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        name = serializers.CharField(
+            max_length=200, required=False, allow_blank=True, help_text="Required unless `parent` is given."
+        )
         description = serializers.CharField(required=False, allow_blank=True)
         trigger_conditions = serializers.JSONField(required=False)
         procedure_type = serializers.ChoiceField(choices=Procedure.ProcedureType.choices)
@@ -76,7 +108,38 @@ class ProcedureListApi(ListApi):
         )
         parent = serializers.UUIDField(required=False, allow_null=True, help_text="Evolve this procedure.")
 
-    @extend_schema(request=InputSerializer, responses={201: ProcedureOutputSerializer})
+        # procedure_create needs a name, or a parent whose name the new version takes.
+        required_any_of = (("name",), ("parent",))
+
+    @extend_schema(
+        summary="Create a procedure, or evolve one into a new version",
+        request=InputSerializer,
+        responses={201: ProcedureOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "How to refund",
+                value={
+                    "agent": "support-bot",
+                    "name": "Refund an order",
+                    "description": "Apologise, check the order, refund it.",
+                    "trigger_conditions": {"goal_contains": ["refund"]},
+                    "procedure_type": "prompt_template",
+                    "content": {"template": "Say sorry, look the order up, then refund it."},
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "A new version of it",
+                value={
+                    "parent": PROCEDURE_ID,
+                    "procedure_type": "prompt_template",
+                    "content": {"template": "Say sorry, check the return window, then refund."},
+                },
+                request_only=True,
+            ),
+            PROCEDURE_RESPONSE,
+        ],
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -102,6 +165,17 @@ class ProcedureListApi(ListApi):
         return Response(ProcedureOutputSerializer(procedure).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema_view(
+    get=extend_schema(summary="Get a procedure", examples=[PROCEDURE_RESPONSE]),
+    patch=extend_schema(
+        summary="Edit or deactivate a procedure",
+        examples=[
+            OpenApiExample("Deactivate", value={"is_active": False}, request_only=True),
+            PROCEDURE_RESPONSE,
+        ],
+    ),
+    delete=extend_schema(summary="Delete a procedure", examples=[PROCEDURES_DELETED_RESPONSE]),
+)
 class ProcedureDetailApi(RetrieveUpdateDestroyApi):
     selector = procedure_get
     update_service = procedure_update
@@ -144,7 +218,29 @@ class ProcedureMatchApi(APIView):
 
     OutputSerializer = ProcedureMatchOutputSerializer
 
-    @extend_schema(request=InputSerializer, responses=ProcedureMatchResultsOutputSerializer)
+    @extend_schema(
+        summary="Find the procedures whose triggers fire for a goal",
+        request=InputSerializer,
+        responses=ProcedureMatchResultsOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "A refund on Telegram",
+                value={
+                    "goal": "I need a refund for order 4411",
+                    "agent": "support-bot",
+                    "context": {"channel": "telegram"},
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "One match",
+                value={
+                    "results": [{"score": 2.0, "matched": ["goal_contains"], "procedure": PROCEDURE_EXAMPLE}]
+                },
+                response_only=True,
+            ),
+        ],
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -172,7 +268,17 @@ class ProcedureRunApi(APIView):
             min_value=0, max_value=365 * 24 * 3600 * 1000, required=False, allow_null=True
         )
 
-    @extend_schema(request=InputSerializer, responses=ProcedureOutputSerializer)
+    @extend_schema(
+        summary="Record one use of a procedure",
+        request=InputSerializer,
+        responses=ProcedureOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "It worked in 1.2 s", value={"success": True, "duration_ms": 1200}, request_only=True
+            ),
+            PROCEDURE_RESPONSE,
+        ],
+    )
     def post(self, request, procedure_id):
         procedure = procedure_get(principal=request.user, procedure_id=procedure_id)
         serializer = self.InputSerializer(data=request.data)
@@ -181,6 +287,15 @@ class ProcedureRunApi(APIView):
         return Response(ProcedureOutputSerializer(procedure).data)
 
 
+@extend_schema_view(
+    post=extend_schema(
+        summary="Delete several procedures",
+        examples=[
+            OpenApiExample("One procedure", value={"ids": [PROCEDURE_ID]}, request_only=True),
+            PROCEDURES_DELETED_RESPONSE,
+        ],
+    )
+)
 class ProcedureBatchDeleteApi(BatchDeleteApi):
     service = procedure_batch_delete
     OutputSerializer = ProcedureDeleteOutputSerializer

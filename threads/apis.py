@@ -1,10 +1,12 @@
 from django.conf import settings
 from drf_spectacular.utils import (
+    OpenApiExample,
     OpenApiParameter,
     PolymorphicProxySerializer,
     extend_schema,
     extend_schema_field,
     extend_schema_serializer,
+    extend_schema_view,
 )
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -43,6 +45,61 @@ from threads.services import (
     thread_resolve_or_create,
     thread_update,
 )
+
+ADA_ID = "6c1e0f9a-3b7d-4d2e-9f5a-8b2c4d6e1a01"
+THREAD_ID = "4f2a9c1e-7b3d-4e5f-a6b7-c8d9e0f1a2b3"
+USER_MESSAGE_ID = "9b8e7d6c-5a4b-4c3d-8e2f-1a0b9c8d7e61"
+TOOL_MESSAGE_ID = "2c3d4e5f-6a7b-4c8d-9e0f-1a2b3c4d5e72"
+THREAD_EXAMPLE = {
+    "id": THREAD_ID,
+    "agent": "support-bot",
+    "memory_user": ADA_ID,
+    "channel": "telegram",
+    "channel_chat_id": "chat-1001",
+    "client_key": "",
+    "title": "Moving to Lisbon",
+    "metadata": {"locale": "en"},
+    "model": "gpt-4o",
+    "message_count": 4,
+    "summary": None,
+    "last_activity_at": "2026-11-23T14:40:53.454944Z",
+    "created_at": "2026-11-23T14:40:52.958604Z",
+    "updated_at": "2026-11-23T14:40:52.958891Z",
+}
+THREAD_RESPONSE = OpenApiExample("A thread", value=THREAD_EXAMPLE, response_only=True)
+MESSAGE_EXAMPLE = {
+    "id": USER_MESSAGE_ID,
+    "thread_id": THREAD_ID,
+    "parent_id": None,
+    "role": "user",
+    "content": "I moved to Lisbon. My timezone is WET.",
+    "tool_calls": [],
+    "tool_call_id": "",
+    "name": "",
+    "files": [],
+    "node_id": "",
+    "author_agent": "",
+    "delegation_id": "",
+    "metadata": {},
+    "idempotency_key": "tg-1001-5531",
+    "token_count": 15,
+    "depth": 0,
+    "seq": 1,
+    "archived": False,
+    "created_at": "2026-11-23T14:40:52.961779Z",
+}
+TOOL_RESULT_EXAMPLE = {
+    **MESSAGE_EXAMPLE,
+    "id": TOOL_MESSAGE_ID,
+    "parent_id": "7e6d5c4b-3a29-4817-9f6e-5d4c3b2a1f83",
+    "role": "tool",
+    "content": '{"flights": [{"from": "LIS", "to": "OPO", "price": 49}]}',
+    "tool_call_id": "call-1",
+    "idempotency_key": "",
+    "token_count": 21,
+    "depth": 2,
+    "seq": 3,
+}
 
 
 def memory_user_lookup(*, principal, memory_user_id):
@@ -133,6 +190,7 @@ class AppendedMessageOutputSerializer(serializers.Serializer):
     duplicate = serializers.BooleanField(help_text="True when the idempotency key was seen before.")
 
 
+@extend_schema_view(get=extend_schema(summary="List threads", examples=[THREAD_RESPONSE]))
 class ThreadListApi(ListApi):
     selector = thread_list
     OutputSerializer = ThreadOutputSerializer
@@ -160,7 +218,24 @@ class ThreadListApi(ListApi):
         )
 
     @extend_schema(
-        request=InputSerializer, responses={201: ThreadOutputSerializer, 200: ThreadOutputSerializer}
+        summary="Start a thread (or resolve the existing one of a chat)",
+        request=InputSerializer,
+        responses={201: ThreadOutputSerializer, 200: ThreadOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "Ada's Telegram chat, reused when it exists",
+                value={
+                    "agent": "support-bot",
+                    "memory_user": ADA_ID,
+                    "channel": "telegram",
+                    "channel_chat_id": "chat-1001",
+                    "title": "Moving to Lisbon",
+                    "resolve": True,
+                },
+                request_only=True,
+            ),
+            THREAD_RESPONSE,
+        ],
     )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
@@ -185,6 +260,21 @@ class ThreadListApi(ListApi):
         )
 
 
+@extend_schema_view(
+    get=extend_schema(summary="Get a thread", examples=[THREAD_RESPONSE]),
+    patch=extend_schema(
+        summary="Retitle a thread or change its metadata",
+        examples=[
+            OpenApiExample(
+                "A new title",
+                value={"title": "Moving to Lisbon", "metadata": {"locale": "en"}},
+                request_only=True,
+            ),
+            THREAD_RESPONSE,
+        ],
+    ),
+    delete=extend_schema(summary="Delete a thread with its messages and checkpoints"),
+)
 class ThreadDetailApi(RetrieveUpdateDestroyApi):
     selector = thread_get
     update_service = thread_update
@@ -200,6 +290,23 @@ class ThreadDetailApi(RetrieveUpdateDestroyApi):
         client_key = serializers.CharField(max_length=255, required=False, allow_blank=True)
 
 
+@extend_schema_view(
+    post=extend_schema(
+        summary="Delete several threads",
+        examples=[
+            OpenApiExample(
+                "Two threads",
+                value={"ids": [THREAD_ID, "8a7b6c5d-4e3f-4a1b-9c8d-7e6f5a4b3c2d"]},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Deleted",
+                value={"deleted": 2, "threads": 2, "messages": 31, "checkpoints": 4},
+                response_only=True,
+            ),
+        ],
+    )
+)
 class ThreadBatchDeleteApi(BatchDeleteApi):
     service = thread_batch_delete
 
@@ -238,6 +345,9 @@ class MessageInputSerializer(StrictSerializer):
     author_agent = serializers.CharField(required=False, allow_blank=True, max_length=100)
     delegation_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
 
+    # threads.lib.validation refuses a message with neither.
+    required_any_of = (("content",), ("tool_calls",), ("files",))
+
 
 class MessageListApi(APIView):
     pagination_class = LimitOffsetPagination
@@ -265,9 +375,11 @@ class MessageListApi(APIView):
         messages = AppendedMessageOutputSerializer(many=True)
 
     @extend_schema(
+        summary="List a thread's messages, oldest first",
         parameters=[OpenApiParameter("node", str, description="Only this node's messages.")],
         responses=MessageOutputSerializer(many=True),
         operation_id="thread_messages_list",
+        examples=[OpenApiExample("A message", value=MESSAGE_EXAMPLE, response_only=True)],
     )
     def get(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
@@ -281,8 +393,65 @@ class MessageListApi(APIView):
         )
 
     @extend_schema(
+        summary="Append one message or a batch to a thread",
         request=AppendRequest,
         responses={201: AppendOutputSerializer, 200: AppendOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "One message",
+                value={
+                    "role": "user",
+                    "content": "I moved to Lisbon. My timezone is WET.",
+                    "idempotency_key": "tg-1001-5531",
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "A turn with a tool call",
+                value={
+                    "messages": [
+                        {
+                            "role": "assistant",
+                            "content": "",
+                            "tool_calls": [
+                                {
+                                    "id": "call-1",
+                                    "type": "function",
+                                    "function": {"name": "search_flights", "arguments": '{"to": "OPO"}'},
+                                }
+                            ],
+                        },
+                        {
+                            "role": "tool",
+                            "tool_call_id": "call-1",
+                            "content": '{"flights": [{"from": "LIS", "to": "OPO", "price": 49}]}',
+                        },
+                    ]
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Stored",
+                value={
+                    "messages": [
+                        {
+                            "id": USER_MESSAGE_ID,
+                            "parent_id": None,
+                            "role": "user",
+                            "node_id": "",
+                            "seq": 1,
+                            "depth": 0,
+                            "token_count": 15,
+                            "archived": False,
+                            "idempotency_key": "tg-1001-5531",
+                            "created_at": "2026-11-23T14:40:52.961779Z",
+                            "duplicate": False,
+                        }
+                    ]
+                },
+                response_only=True,
+            ),
+        ],
         description='Append one message (send the message object) or a batch (`{"messages": [...]}` '
         "or a bare list), atomically. 201 when anything was stored; 200 when every message was a "
         "replay of its idempotency key.",
@@ -313,8 +482,10 @@ class MessageListApi(APIView):
         deleted = serializers.IntegerField()
 
     @extend_schema(
+        summary="Clear one node's messages from a thread",
         parameters=[OpenApiParameter("node", str, required=True, description="The node to clear.")],
         responses={200: ClearOutputSerializer},
+        examples=[OpenApiExample("Cleared", value={"deleted": 6}, response_only=True)],
     )
     def delete(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
@@ -326,7 +497,11 @@ class MessageListApi(APIView):
 
 
 class MessageDetailApi(APIView):
-    @extend_schema(responses=MessageOutputSerializer)
+    @extend_schema(
+        summary="Get one message",
+        responses=MessageOutputSerializer,
+        examples=[OpenApiExample("A message", value=MESSAGE_EXAMPLE, response_only=True)],
+    )
     def get(self, request, thread_id, message_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         return Response(MessageOutputSerializer(message_get(thread=thread, message_id=message_id)).data)
@@ -335,7 +510,11 @@ class MessageDetailApi(APIView):
 class ToolResultDetailApi(APIView):
     """An archived (or any) tool result, whole: the id the history window's reference names."""
 
-    @extend_schema(responses=MessageOutputSerializer)
+    @extend_schema(
+        summary="Get a tool result whole, archived or not",
+        responses=MessageOutputSerializer,
+        examples=[OpenApiExample("A tool result", value=TOOL_RESULT_EXAMPLE, response_only=True)],
+    )
     def get(self, request, thread_id, message_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         message = message_get(thread=thread, message_id=message_id)
@@ -374,7 +553,32 @@ class ThreadHistoryApi(APIView):
         max_tokens = serializers.IntegerField()
         max_messages = serializers.IntegerField()
 
-    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer)
+    @extend_schema(
+        summary="Read the history window that fits a token budget",
+        parameters=[FilterSerializer],
+        responses=OutputSerializer,
+        examples=[
+            OpenApiExample(
+                "The last turn",
+                value={
+                    "messages": [
+                        {"role": "user", "content": "I moved to Lisbon. My timezone is WET."},
+                        {"role": "assistant", "content": "Noted: Lisbon, WET."},
+                    ],
+                    "message_ids": [USER_MESSAGE_ID, "7e6d5c4b-3a29-4817-9f6e-5d4c3b2a1f83"],
+                    "tokens": 29,
+                    "summary_applied": False,
+                    "summary_id": None,
+                    "cut_count": 0,
+                    "recalled": [],
+                    "leaf_id": "7e6d5c4b-3a29-4817-9f6e-5d4c3b2a1f83",
+                    "max_tokens": 2000,
+                    "max_messages": 20,
+                },
+                response_only=True,
+            )
+        ],
+    )
     def get(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         params = self.FilterSerializer(data=request.query_params)
@@ -389,11 +593,35 @@ class ThreadCompactApi(APIView):
         status = serializers.CharField()
         thread_id = serializers.UUIDField()
 
-    @extend_schema(request=None, responses={202: OutputSerializer})
+    @extend_schema(
+        summary="Queue a compaction of the thread's old turns into a summary",
+        request=None,
+        responses={202: OutputSerializer},
+        examples=[
+            OpenApiExample(
+                "Queued",
+                value={"status": "queued", "thread_id": THREAD_ID},
+                response_only=True,
+                status_codes=[202],
+            )
+        ],
+    )
     def post(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         thread_compact_request(thread=thread)
         return Response({"status": "queued", "thread_id": str(thread.pk)}, status=status.HTTP_202_ACCEPTED)
+
+
+PLAN_RESPONSE = OpenApiExample(
+    "A plan version",
+    value={
+        "version": 2,
+        "plan": {"steps": ["find flights", "book", "send the ticket"], "done": ["find flights"]},
+        "actor": "api_key:support",
+        "created_at": "2026-11-23T14:40:53.454339Z",
+    },
+    response_only=True,
+)
 
 
 class PlanOutputSerializer(serializers.Serializer):
@@ -408,12 +636,28 @@ class ThreadPlanApi(APIView):
     class InputSerializer(StrictSerializer):
         plan = serializers.JSONField()
 
-    @extend_schema(responses=PlanOutputSerializer)
+    @extend_schema(
+        summary="Get the thread's current plan", responses=PlanOutputSerializer, examples=[PLAN_RESPONSE]
+    )
     def get(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         return Response(PlanOutputSerializer(thread_plan_get(thread=thread)).data)
 
-    @extend_schema(request=InputSerializer, responses={201: PlanOutputSerializer})
+    @extend_schema(
+        summary="Set the thread's plan (a new version)",
+        request=InputSerializer,
+        responses={201: PlanOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "Three steps, one done",
+                value={
+                    "plan": {"steps": ["find flights", "book", "send the ticket"], "done": ["find flights"]}
+                },
+                request_only=True,
+            ),
+            PLAN_RESPONSE,
+        ],
+    )
     def put(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         serializer = self.InputSerializer(data=request.data)
@@ -427,7 +671,11 @@ class ThreadPlanApi(APIView):
 class ThreadPlanVersionsApi(APIView):
     pagination_class = LimitOffsetPagination
 
-    @extend_schema(responses=PlanOutputSerializer(many=True))
+    @extend_schema(
+        summary="List the plan's versions, newest first",
+        responses=PlanOutputSerializer(many=True),
+        examples=[PLAN_RESPONSE],
+    )
     def get(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         return paginate(
@@ -436,6 +684,18 @@ class ThreadPlanVersionsApi(APIView):
             request=request,
             view=self,
         )
+
+
+RUN_SNAPSHOT_RESPONSE = OpenApiExample(
+    "A snapshot",
+    value={
+        "run_id": "run-2026-11-23-a",
+        "snapshot": {"step": 2, "pending": ["book"]},
+        "created_at": "2026-11-23T14:40:53.449136Z",
+        "updated_at": "2026-11-23T14:41:10.102311Z",
+    },
+    response_only=True,
+)
 
 
 class RunSnapshotApi(APIView):
@@ -450,12 +710,24 @@ class RunSnapshotApi(APIView):
         created_at = serializers.DateTimeField()
         updated_at = serializers.DateTimeField()
 
-    @extend_schema(responses=OutputSerializer)
+    @extend_schema(
+        summary="Get a run's snapshot", responses=OutputSerializer, examples=[RUN_SNAPSHOT_RESPONSE]
+    )
     def get(self, request, thread_id, run_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         return Response(self.OutputSerializer(run_snapshot_get(thread=thread, run_id=run_id)).data)
 
-    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 201: OutputSerializer})
+    @extend_schema(
+        summary="Save a run's snapshot (replacing the previous one)",
+        request=InputSerializer,
+        responses={200: OutputSerializer, 201: OutputSerializer},
+        examples=[
+            OpenApiExample(
+                "Step 2 of the run", value={"snapshot": {"step": 2, "pending": ["book"]}}, request_only=True
+            ),
+            RUN_SNAPSHOT_RESPONSE,
+        ],
+    )
     def put(self, request, thread_id, run_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         serializer = self.InputSerializer(data=request.data)
@@ -467,6 +739,21 @@ class RunSnapshotApi(APIView):
             self.OutputSerializer(snapshot).data,
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
+
+
+ITERATION_RESPONSE = OpenApiExample(
+    "An attempt",
+    value={
+        "id": 2,
+        "task": "fetch-prices",
+        "attempt": 2,
+        "outcome": "retry",
+        "error": "upstream timeout",
+        "detail": {"source": "flights-api"},
+        "at": "2026-11-23T14:40:54.508452Z",
+    },
+    response_only=True,
+)
 
 
 class IterationListApi(APIView):
@@ -492,8 +779,10 @@ class IterationListApi(APIView):
         at = serializers.DateTimeField()
 
     @extend_schema(
+        summary="List the thread's iteration log",
         parameters=[OpenApiParameter("task", str, description="Only this task's attempts.")],
         responses=OutputSerializer(many=True),
+        examples=[ITERATION_RESPONSE],
     )
     def get(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
@@ -504,7 +793,25 @@ class IterationListApi(APIView):
             view=self,
         )
 
-    @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
+    @extend_schema(
+        summary="Log one attempt of a task",
+        request=InputSerializer,
+        responses={201: OutputSerializer},
+        examples=[
+            OpenApiExample(
+                "A retry after a timeout",
+                value={
+                    "task": "fetch-prices",
+                    "outcome": "retry",
+                    "attempt": 2,
+                    "error": "upstream timeout",
+                    "detail": {"source": "flights-api"},
+                },
+                request_only=True,
+            ),
+            ITERATION_RESPONSE,
+        ],
+    )
     def post(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
         serializer = self.InputSerializer(data=request.data)

@@ -196,7 +196,85 @@ SPECTACULAR_SETTINGS = {
     # The security scheme and each operation's requirement come from core.schema's
     # authentication extension; a global SECURITY here would list it twice per operation.
     # Several serializers have an `outcome` field with different choices; name each set.
-    "ENUM_NAME_OVERRIDES": {"EpisodeOutcomeEnum": "episodes.models.Episode.Outcome"},
+    "ENUM_NAME_OVERRIDES": {
+        "EpisodeOutcomeEnum": "episodes.models.Episode.Outcome",
+        "EpisodicEntrySourceEnum": "episodic.models.EpisodicEntry.Source",
+        "MessageRoleEnum": "threads.lib.validation.ROLES",
+    },
+    # The groups of the reference, in the order a user meets them; core.schema.TAG_BY_ROUTE
+    # puts each operation in one by its route, and a test keeps both complete.
+    "TAGS": [
+        {
+            "name": "Agents & keys",
+            "description": "An agent is one assistant of the workspace (its slug names it in every "
+            "other call) with its own memory settings. API keys are made and revoked in the browser "
+            "at /memories (API keys tab): a workspace key acts for every agent, an agent-bound key "
+            "only for its own, a read-only key reads. Start here: register the agent your bot runs "
+            "as, then tune what it remembers with `memory_settings`.",
+        },
+        {
+            "name": "Identities",
+            "description": "Memory users: the people your agents talk to, each with the channel "
+            "identities (telegram id, email, ...) that name them. `identify` finds or creates the "
+            "person behind a channel identity in one call; merge joins two records of one person; "
+            "delete is the right to erasure and removes everything stored about them.",
+        },
+        {
+            "name": "Threads & messages",
+            "description": "Conversations. A thread belongs to an agent (and usually a memory user) "
+            "and holds its messages as a tree: append one message or a batch with idempotency keys, "
+            "read the history window that fits a token budget, and compact old turns into a summary.",
+        },
+        {
+            "name": "Context & recall",
+            "description": "The runtime, one call per agent turn: `context` assembles the system "
+            "prompt, user profile, memory, procedures and history within a token budget; `recall` "
+            "and the tool schemas give a model its `recall`, `remember` and `identify_user` tools.",
+        },
+        {
+            "name": "Facts",
+            "description": "Semantic memory: key/value facts scoped to a session, a person, an "
+            "agent or the whole workspace. `remember` confirms an equal value and supersedes a "
+            "different one, keeping every version in the history; `lookup` answers the most "
+            "specific current value of a key.",
+        },
+        {
+            "name": "Episodic memory",
+            "description": "What happened with a person, in their own words: short entries "
+            "extracted from conversation turns (with the evidence quoted), searched by meaning and "
+            "text together and rendered as the `<memory>` block of the context.",
+        },
+        {
+            "name": "Episodes",
+            "description": "Records of agent runs: what triggered them, the input, the actions "
+            "taken and how they ended, with a person's rating. Successful episodes are the raw "
+            "material procedures are learnt from.",
+        },
+        {
+            "name": "Procedures",
+            "description": "Procedural memory: how-tos the agent follows (prompt templates, tool "
+            "sequences) with trigger conditions. `match` finds the ones that fire for a goal; "
+            "recording each run keeps their success rate, and an edit makes a new version.",
+        },
+        {
+            "name": "Checkpoints & runs",
+            "description": "The state of long-running agent loops: LangGraph-compatible checkpoints "
+            "with their pending writes, a thread's versioned plan, run snapshots and the iteration "
+            "log of each task's attempts, so a run resumes where it stopped.",
+        },
+        {
+            "name": "Long-term store",
+            "description": "A namespaced key/value document store for what an agent keeps across "
+            "threads outside the memory tiers (LangGraph's BaseStore): put, get, list and search "
+            "documents under a namespace path.",
+        },
+        {
+            "name": "Webhooks",
+            "description": "Subscriptions that tell your service when memory changes: register an "
+            "endpoint and the events it wants; each delivery is signed and retried until it is "
+            "acknowledged.",
+        },
+    ],
 }
 
 # Celery: tasks are thin wrappers over services; limits and retries live here.
