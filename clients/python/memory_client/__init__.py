@@ -1,7 +1,9 @@
 """Python client for the memory server.
 
 ``MemoryClient`` / ``AsyncMemoryClient`` cover every endpoint; ``memory_client.langgraph``
-holds ``MemoryServerSaver``, a LangGraph checkpoint saver on the server's checkpoint API.
+holds ``MemoryServerSaver``, a LangGraph checkpoint saver on the server's checkpoint API, and
+``memory_client.store`` holds ``MemoryServerStore``, a LangGraph long-term store (``BaseStore``)
+on the server's store API; both need the ``langgraph`` extra.
 """
 
 from memory_client._core import RetryPolicy
@@ -27,6 +29,7 @@ __all__ = [
     "MemoryAPIError",
     "MemoryClient",
     "MemoryClientError",
+    "MemoryServerStore",
     "NotFoundError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
@@ -36,3 +39,12 @@ __all__ = [
     "TransportError",
     "ValidationError",
 ]
+
+
+def __getattr__(name: str):
+    # Imported on first use: the store needs langgraph, which the plain client does not.
+    if name == "MemoryServerStore":
+        from memory_client.store import MemoryServerStore
+
+        return MemoryServerStore
+    raise AttributeError(f"module 'memory_client' has no attribute {name!r}")
