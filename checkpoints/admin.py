@@ -3,9 +3,10 @@ from django.db.models import Count
 
 from checkpoints.models import Checkpoint, CheckpointWrite
 from checkpoints.services import checkpoints_delete
+from core.lib.admin import WorkspaceScopedAdmin, WorkspaceScopedInline, admin_actor
 
 
-class CheckpointWriteInline(admin.TabularInline):
+class CheckpointWriteInline(WorkspaceScopedInline, admin.TabularInline):
     model = CheckpointWrite
     extra = 0
     fields = ["task_id", "task_path", "idx", "channel", "type", "created_at"]
@@ -17,7 +18,7 @@ class CheckpointWriteInline(admin.TabularInline):
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(admin.ModelAdmin):
+class CheckpointAdmin(WorkspaceScopedAdmin):
     list_display = [
         "checkpoint_id",
         "checkpoint_ns",
@@ -59,17 +60,15 @@ class CheckpointAdmin(admin.ModelAdmin):
         return actions
 
     def delete_model(self, request, obj):
-        checkpoints_delete(ids=[obj.pk], actor=f"admin:{request.user.get_username()}")
+        checkpoints_delete(ids=[obj.pk], actor=admin_actor(request))
 
     def delete_queryset(self, request, queryset):
-        checkpoints_delete(
-            ids=list(queryset.values_list("pk", flat=True)), actor=f"admin:{request.user.get_username()}"
-        )
+        checkpoints_delete(ids=list(queryset.values_list("pk", flat=True)), actor=admin_actor(request))
 
     @admin.action(description="Delete the selected checkpoints with their pending writes")
     def delete_with_writes(self, request, queryset):
         counts = checkpoints_delete(
-            ids=list(queryset.values_list("pk", flat=True)), actor=f"admin:{request.user.get_username()}"
+            ids=list(queryset.values_list("pk", flat=True)), actor=admin_actor(request)
         )
         messages.success(
             request, f"Deleted {counts['deleted']} checkpoint(s) and {counts['writes']} write(s)."

@@ -1,28 +1,72 @@
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
 from django.core.exceptions import ValidationError
 
+from core.lib.admin import (
+    SuperuserOnlyAdmin,
+    WorkspaceScopedAdmin,
+    WorkspaceScopedInline,
+    admin_workspace_ids,
+)
 from core.lib.crypto import encrypt
 from core.memory_settings import memory_settings_validate
 from core.models import Agent, ApiKey, AuditEvent, Membership, ProviderCredential, WorkerHeartbeat, Workspace
 from core.services import api_key_create, api_key_revoke
 
+# Operators and groups span workspaces: only superusers manage them here. Workspace admins
+# add members in /memories (Members tab) or with `manage.py create_operator`.
+admin.site.unregister(User)
+admin.site.unregister(Group)
 
-class MembershipInline(admin.TabularInline):
+
+@admin.register(User)
+class OperatorAdmin(SuperuserOnlyAdmin, UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class OperatorGroupAdmin(SuperuserOnlyAdmin, GroupAdmin):
+    pass
+
+
+class MembersReadOnlyForScopedAdmins:
+    """Memberships are shown to workspace admins and changed only in /memories (Members tab),
+    whose services keep the last admin of a workspace and audit every change."""
+
+    def has_add_permission(self, request, *args):
+        return admin_workspace_ids(request) is None and super().has_add_permission(request, *args)
+
+    def has_change_permission(self, request, obj=None):
+        return admin_workspace_ids(request) is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return admin_workspace_ids(request) is None and super().has_delete_permission(request, obj)
+
+
+class MembershipInline(MembersReadOnlyForScopedAdmins, WorkspaceScopedInline, admin.TabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
+class WorkspaceAdmin(WorkspaceScopedAdmin):
     list_display = ["name", "created_at"]
     search_fields = ["name"]
     inlines = [MembershipInline]
 
+    # A workspace admin may rename theirs; creating and deleting workspaces is for superusers.
+    def has_add_permission(self, request):
+        return admin_workspace_ids(request) is None and super().has_add_permission(request)
+
+    def has_delete_permission(self, request, obj=None):
+        return admin_workspace_ids(request) is None and super().has_delete_permission(request, obj)
+
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(MembersReadOnlyForScopedAdmins, WorkspaceScopedAdmin):
     list_display = ["user", "workspace", "role"]
     list_filter = ["role", "workspace"]
     list_select_related = ["user", "workspace"]
@@ -48,7 +92,7 @@ class AgentAdminForm(forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(WorkspaceScopedAdmin):
     form = AgentAdminForm
     list_display = ["slug", "name", "workspace", "created_at"]
     list_filter = ["workspace"]
@@ -65,7 +109,7 @@ class ApiKeyAddForm(forms.ModelForm):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(WorkspaceScopedAdmin):
     list_display = [
         "prefix",
         "name",
@@ -130,7 +174,7 @@ class ProviderCredentialForm(forms.ModelForm):
 
 
 @admin.register(ProviderCredential)
-class ProviderCredentialAdmin(admin.ModelAdmin):
+class ProviderCredentialAdmin(WorkspaceScopedAdmin):
     form = ProviderCredentialForm
     list_display = ["workspace", "purpose", "model", "base_url"]
     list_filter = ["purpose"]
@@ -143,7 +187,7 @@ class ProviderCredentialAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkerHeartbeat)
-class WorkerHeartbeatAdmin(admin.ModelAdmin):
+class WorkerHeartbeatAdmin(SuperuserOnlyAdmin):
     list_display = ["worker", "beat_at"]
 
     def has_add_permission(self, request):
@@ -154,7 +198,7 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(WorkspaceScopedAdmin):
     list_display = ["at", "workspace", "actor", "action", "entity_type", "entity_id"]
     list_filter = ["action", "entity_type", "workspace"]
     list_select_related = ["workspace"]

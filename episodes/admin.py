@@ -1,12 +1,12 @@
 from django.contrib import admin, messages
 
-from core.lib.admin import admin_actor, audit_history_html, batch_delete_by_workspace
+from core.lib.admin import WorkspaceScopedAdmin, admin_actor, audit_history_html, batch_delete_by_workspace
 from episodes.models import Episode
 from episodes.services import episode_batch_delete, episode_feedback
 
 
 @admin.register(Episode)
-class EpisodeAdmin(admin.ModelAdmin):
+class EpisodeAdmin(WorkspaceScopedAdmin):
     list_display = [
         "__str__",
         "agent",

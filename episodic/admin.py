@@ -5,13 +5,13 @@ Vectors are never shown: the embedding tables list their model and dimension onl
 
 from django.contrib import admin, messages
 
-from core.lib.admin import VectorAdmin, admin_actor
+from core.lib.admin import VectorAdmin, WorkspaceScopedAdmin, admin_actor
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.services import entries_delete, entry_update
 
 
 @admin.register(EpisodicEntry)
-class EpisodicEntryAdmin(admin.ModelAdmin):
+class EpisodicEntryAdmin(WorkspaceScopedAdmin):
     list_display = [
         "__str__",
         "workspace",

@@ -1,11 +1,17 @@
 from django.contrib import admin, messages
 
-from core.lib.admin import admin_actor, audit_history_html, batch_delete_by_workspace
+from core.lib.admin import (
+    WorkspaceScopedAdmin,
+    WorkspaceScopedInline,
+    admin_actor,
+    audit_history_html,
+    batch_delete_by_workspace,
+)
 from facts.models import Fact, FactKey
 from facts.services import fact_batch_delete, fact_update
 
 
-class FactVersionInline(admin.TabularInline):
+class FactVersionInline(WorkspaceScopedInline, admin.TabularInline):
     """The versions this one superseded (read-only history)."""
 
     model = Fact
@@ -30,7 +36,7 @@ class FactVersionInline(admin.TabularInline):
 
 
 @admin.register(Fact)
-class FactAdmin(admin.ModelAdmin):
+class FactAdmin(WorkspaceScopedAdmin):
     list_display = [
         "key",
         "short_value",
@@ -137,7 +143,7 @@ class FactAdmin(admin.ModelAdmin):
 
 
 @admin.register(FactKey)
-class FactKeyAdmin(admin.ModelAdmin):
+class FactKeyAdmin(WorkspaceScopedAdmin):
     """The key dictionary is derived data: browsable, never edited."""
 
     list_display = ["key_normalized", "workspace"]

@@ -1,6 +1,12 @@
 from django.contrib import admin, messages
 
-from core.lib.admin import admin_actor, audit_history_html, batch_delete_by_workspace
+from core.lib.admin import (
+    WorkspaceScopedAdmin,
+    WorkspaceScopedInline,
+    admin_actor,
+    audit_history_html,
+    batch_delete_by_workspace,
+)
 from identities.models import ChannelIdentity, MemoryUser
 from identities.selectors import with_statistics
 from identities.services import (
@@ -11,7 +17,7 @@ from identities.services import (
 )
 
 
-class ChannelIdentityInline(admin.TabularInline):
+class ChannelIdentityInline(WorkspaceScopedInline, admin.TabularInline):
     model = ChannelIdentity
     fields = ["channel", "external_id", "profile", "created_at"]
     readonly_fields = fields
@@ -24,7 +30,7 @@ class ChannelIdentityInline(admin.TabularInline):
 
 
 @admin.register(MemoryUser)
-class MemoryUserAdmin(admin.ModelAdmin):
+class MemoryUserAdmin(WorkspaceScopedAdmin):
     list_display = [
         "canonical_id",
         "display_name",

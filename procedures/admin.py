@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from core.lib.admin import admin_actor, audit_history_html, batch_delete_by_workspace
+from core.lib.admin import WorkspaceScopedAdmin, admin_actor, audit_history_html, batch_delete_by_workspace
 from procedures.models import Procedure
 from procedures.services import (
     PROCEDURE_EDITABLE,
@@ -11,7 +11,7 @@ from procedures.services import (
 
 
 @admin.register(Procedure)
-class ProcedureAdmin(admin.ModelAdmin):
+class ProcedureAdmin(WorkspaceScopedAdmin):
     list_display = [
         "name",
         "version",

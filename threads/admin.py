@@ -1,12 +1,12 @@
 from django.contrib import admin, messages
 
-from core.lib.admin import VectorAdmin, admin_actor
+from core.lib.admin import VectorAdmin, WorkspaceScopedAdmin, admin_actor
 from threads.models import IterationLog, Message, MessageEmbedding, RunSnapshot, Thread, ThreadPlan
 from threads.services import thread_compact_request, thread_delete, threads_delete
 
 
 @admin.register(Thread)
-class ThreadAdmin(admin.ModelAdmin):
+class ThreadAdmin(WorkspaceScopedAdmin):
     list_display = [
         "__str__",
         "workspace",
@@ -77,7 +77,7 @@ class ThreadAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(WorkspaceScopedAdmin):
     list_display = [
         "__str__",
         "role",
@@ -107,7 +107,7 @@ class MessageAdmin(admin.ModelAdmin):
         return False
 
 
-class ReadOnlyHistoryAdmin(admin.ModelAdmin):
+class ReadOnlyHistoryAdmin(WorkspaceScopedAdmin):
     def has_add_permission(self, request):
         return False
 
