@@ -39,17 +39,34 @@ def membership_remove(*, membership: Membership) -> None:
     membership.delete()
 
 
-def operator_create(*, workspace: Workspace, username: str, password: str, role: str, email: str = ""):
-    """Create (or update the password of) a Django user and make them a member."""
+def operator_create(
+    *, workspace: Workspace, username: str, password: str, role: str, email: str = "", staff: bool = False
+):
+    """Create (or update the password of) a Django user and make them a member.
+
+    `staff=True` also lets them log into /admin/, where only their admin memberships open
+    anything (core.lib.admin); it is never taken away here.
+    """
     User = get_user_model()
     with transaction.atomic():
         user = User.objects.filter(username=username).first()
         if user is None:
             user = User(username=username, email=email)
         user.set_password(password)
+        user.is_staff = user.is_staff or staff
         user.save()
         membership = membership_set(workspace=workspace, user=user, role=role)
     return membership
+
+
+def operator_staff_grant(*, workspace: Workspace, username: str) -> bool:
+    """Let the admin member `username` of `workspace` log into /admin/; True when it changed.
+
+    Compare-and-set: two processes starting at once make the one change between them.
+    """
+    admins = Membership.objects.filter(workspace=workspace, role=Membership.Role.ADMIN).values("user_id")
+    users = get_user_model().objects.filter(username=username, is_staff=False, pk__in=admins)
+    return users.update(is_staff=True) > 0
 
 
 def agent_get_or_create(*, workspace: Workspace, slug: str, name: str = "") -> Agent:

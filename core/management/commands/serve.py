@@ -25,7 +25,7 @@ from django.db import transaction
 from core.lib.embedded import EmbeddedValkey, postgres_start_again
 from core.lib.supervisor import ChildSpec, Supervisor
 from core.models import Membership, Workspace
-from core.services import api_key_create, operator_create, workspace_create
+from core.services import api_key_create, operator_create, operator_staff_grant, workspace_create
 
 logger = logging.getLogger(__name__)
 
@@ -190,27 +190,125 @@ class Command(BaseCommand):
 
     def _demo(self, options):
         credentials = settings.VAR_DIR / "demo-credentials.txt"
-        if Workspace.objects.filter(name=DEMO_WORKSPACE).exists():
+        site = f"http://{options['host']}:{options['port']}"
+        admin_line = f"Admin:  {site}/admin/  (same login, staff; shows only the demo workspace)\n"
+        workspace = Workspace.objects.filter(name=DEMO_WORKSPACE).first()
+        if workspace is not None:
             self.stdout.write(
                 f"Demo workspace '{DEMO_WORKSPACE}' exists; its login and API key were printed at the first "
-                f"start and saved in {credentials}."
+                f"start and saved in {credentials}. The login opens {site}/memories/ and {site}/admin/."
             )
+            # Releases before issue 18 made the demo operator without staff, so /admin/ refused
+            # the printed login; the password stays as it was (and is not printed again).
+            if operator_staff_grant(workspace=workspace, username=DEMO_OPERATOR):
+                self.stdout.write(f"The demo operator '{DEMO_OPERATOR}' may now log into {site}/admin/ too.")
+                if credentials.exists():
+                    with credentials.open("a") as file:
+                        file.write(admin_line)
             return
         password = secrets.token_urlsafe(12)
         with transaction.atomic():
             workspace = workspace_create(name=DEMO_WORKSPACE)
             operator_create(
-                workspace=workspace, username=DEMO_OPERATOR, password=password, role=Membership.Role.ADMIN
+                workspace=workspace,
+                username=DEMO_OPERATOR,
+                password=password,
+                role=Membership.Role.ADMIN,
+                staff=True,
             )
             _, secret = api_key_create(workspace=workspace, name="demo")
         text = (
             f"Demo workspace: {DEMO_WORKSPACE}\n"
-            f"Operator login: {DEMO_OPERATOR} / {password}  (http://{options['host']}:{options['port']}/memories/)\n"
+            f"Operator login: {DEMO_OPERATOR} / {password}\n"
+            f"Browser: {site}/memories/\n"
+            f"{admin_line}"
             f"API key (shown once): {secret}\n"
         )
         credentials.write_text(text)
         credentials.chmod(0o600)
         self.stdout.write(self.style.WARNING(text))
+
+
+def ports_choose(host: str, *, web: int, mcp: int | None) -> tuple[int, int]:
+    """The web and MCP ports to listen on, checked free now; CommandError names a taken one.
+
+    Web: `web`, or a free port when 0. MCP: `mcp` when given (0: none), else the web port
+    plus MCP_PORT_OFFSET, or a free port when that one is taken or out of range.
+    """
+    if web == 0:
+        web = _free_port(host)
+    elif not _port_free(host, web):
+        raise CommandError(
+            f"Port {web} on {host} is in use (another serve, or another program). "
+            "Stop it, or pass --port N, or --port 0 for a free port."
+        )
+    if mcp is None:
+        derived = web + MCP_PORT_OFFSET
+        mcp = derived if derived <= 65535 and _port_free(host, derived) else _free_port(host, exclude={web})
+    elif mcp and not _port_free(host, mcp):
+        raise CommandError(
+            f"MCP port {mcp} on {host} is in use. Pass another --mcp-port, or omit it for one "
+            f"derived from the web port, or --mcp-port 0 to run without the MCP server."
+        )
+    return web, mcp
+
+
+def _family(host: str) -> socket.AddressFamily:
+    try:
+        return socket.getaddrinfo(host or None, 0, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror as exc:
+        raise CommandError(f"Cannot listen on host {host!r}: {exc}") from exc
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether a listening socket could bind host:port now (as gunicorn does, with SO_REUSEADDR)."""
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port(host: str, exclude: set[int] = frozenset()) -> int:
+    """A port the system hands out as free now; another program could still take it first."""
+    while True:
+        with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        if port not in exclude:
+            return port
+
+
+def _bind_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _client_host(host: str) -> str:
+    """Where a client on this machine reaches a server bound to `host`."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _listening_lines(listening: dict) -> list[str]:
+    lines = [
+        f"Var dir:    {listening['var_dir']}  (ports and sockets saved in serve.json)",
+        f"Web:        {listening['web_url']}",
+        f"MCP:        {listening['mcp_url'] or 'off (--mcp-port 0)'}",
+    ]
+    if listening["valkey_socket"]:
+        lines.append(f"Valkey:     unix socket {listening['valkey_socket']}")
+    else:
+        lines.append(f"Broker:     {listening['broker']}")
+    if listening["postgres_socket_dir"]:
+        lines.append(f"PostgreSQL: unix socket in {listening['postgres_socket_dir']} (no TCP port)")
+    else:
+        lines.append(f"PostgreSQL: {listening['database']}")
+    return lines
 
 
 class EmbeddedServersWatch:
