@@ -8,7 +8,10 @@ from dataclasses import asdict, dataclass, fields
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-# name -> (type, minimum, maximum, help)
+# What `recall(query=...)` searches; runtime.selectors.MEMORY_TYPES is this tuple.
+RECALL_MEMORY_TYPES = ("facts", "procedures", "episodes", "all")
+
+# name -> (type, minimum, maximum, help); a str setting names its choices in place of the range.
 SETTING_RULES = {
     "recent_messages": (int, 1, 10_000, "Messages in the history window at most."),
     "token_limit": (int, 50, 2_000_000, "Tokens in the history window at most."),
@@ -26,7 +29,13 @@ SETTING_RULES = {
     "auto_inject_top_k": (int, 1, 100, "Episodic entries injected at most."),
     "dedupe_threshold": (float, 0.5, 1.0, "Cosine similarity above which entries are duplicates."),
     "retention_days": (int, 0, 36_500, "Delete threads idle this many days (0: keep forever)."),
+    "recall_memory_type": (str, RECALL_MEMORY_TYPES, None, "What the recall tool searches when not told."),
+    "recall_limit": (int, 1, 100, "Results of the recall tool when not told."),
+    "recall_min_confidence": (float, 0.0, 1.0, "Least confidence of a fact the recall tool returns."),
 }
+
+# Defaults of the settings the environment does not set (settings.MEMORY_DEFAULTS wins).
+CODE_DEFAULTS = {"recall_memory_type": "all", "recall_limit": 10, "recall_min_confidence": 0.5}
 
 
 @dataclass(frozen=True)
@@ -42,13 +51,17 @@ class MemorySettings:
     auto_inject_top_k: int
     dedupe_threshold: float
     retention_days: int
+    recall_memory_type: str
+    recall_limit: int
+    recall_min_confidence: float
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 def memory_settings_defaults() -> MemorySettings:
-    return MemorySettings(**{f.name: settings.MEMORY_DEFAULTS[f.name] for f in fields(MemorySettings)})
+    defaults = {**CODE_DEFAULTS, **settings.MEMORY_DEFAULTS}
+    return MemorySettings(**{f.name: defaults[f.name] for f in fields(MemorySettings)})
 
 
 def memory_settings_for(agent=None) -> MemorySettings:
@@ -77,6 +90,12 @@ def memory_settings_validate(data) -> dict:
             errors[key] = ["Unknown setting."]
             continue
         kind, low, high, _help = rule
+        if kind is str:
+            if value not in low:
+                errors[key] = [f"Must be one of: {', '.join(low)}."]
+            else:
+                cleaned[key] = value
+            continue
         if kind is bool:
             if not isinstance(value, bool):
                 errors[key] = ["Must be true or false."]

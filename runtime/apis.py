@@ -2,13 +2,14 @@
 (recall, identify_user) with their OpenAI-style schemas."""
 
 from django.db import transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import agent_resolve_optional
 from core.lib.escaping import strip_invisible_json
+from core.memory_settings import memory_settings_for
 from core.serializers import ContextInputSerializer, StrictSerializer
 from episodes.apis import EpisodeOutputSerializer
 from facts.apis import FactOutputSerializer
@@ -20,7 +21,18 @@ from identities.services import memory_user_identify
 from procedures.apis import ProcedureOutputSerializer
 from runtime.selectors import MEMORY_TYPES, SECTIONS, recall
 from runtime.services import ContextRequest, context_assemble
-from runtime.tool_schemas import tool_schemas
+from runtime.tool_calls import (
+    ID_MAX_CHARS,
+    NAME_MAX_CHARS,
+    SHAPE_ANTHROPIC,
+    SHAPE_MCP,
+    SHAPE_OPENAI,
+    TOOL_CALLS_MAX,
+    tool_call_run,
+    tool_call_shape,
+    tool_calls_parse,
+)
+from runtime.tool_schemas import OUTPUT_SCHEMA, SCHEMA_OPENAI, SCHEMAS, tool_schemas
 from threads.selectors import memory_context_resolve
 
 # 2M tokens: the largest context window the memory settings accept.
@@ -159,9 +171,11 @@ class RecallApi(APIView):
     class InputSerializer(ContextInputSerializer):
         key = serializers.CharField(max_length=255, required=False, allow_blank=True)
         query = serializers.CharField(max_length=1000, required=False, allow_blank=True)
-        memory_type = serializers.ChoiceField(choices=MEMORY_TYPES, default="all")
-        limit = serializers.IntegerField(min_value=1, max_value=100, default=10)
-        min_confidence = serializers.FloatField(min_value=0, max_value=1, default=0.5)
+        # Defaults: the agent's memory settings (recall_memory_type, recall_limit,
+        # recall_min_confidence), all / 10 / 0.5 unless changed.
+        memory_type = serializers.ChoiceField(choices=MEMORY_TYPES, required=False)
+        limit = serializers.IntegerField(min_value=1, max_value=100, required=False)
+        min_confidence = serializers.FloatField(min_value=0, max_value=1, required=False)
         semantic = serializers.BooleanField(
             default=True, help_text="Also match facts and procedures by meaning (embeddings)."
         )
@@ -177,13 +191,14 @@ class RecallApi(APIView):
             memory_user=data.get("memory_user"),
             thread=data.get("thread"),
         )
+        defaults = memory_settings_for(context.agent)
         result = recall(
             context=context,
             key=data.get("key") or None,
             query=data.get("query") or None,
-            memory_type=data["memory_type"],
-            limit=data["limit"],
-            min_confidence=data["min_confidence"],
+            memory_type=data.get("memory_type", defaults.recall_memory_type),
+            limit=data.get("limit", defaults.recall_limit),
+            min_confidence=data.get("min_confidence", defaults.recall_min_confidence),
             semantic=data["semantic"],
         )
         if result.facts and request.user.can_write:
@@ -202,34 +217,216 @@ class RecallApi(APIView):
         )
 
 
+_JSON_SCHEMA = {"type": "object", "description": "A JSON Schema of the arguments."}
+_TOOL_ANNOTATIONS = {
+    "type": "object",
+    "properties": {
+        "readOnlyHint": {"type": "boolean"},
+        "destructiveHint": {"type": "boolean"},
+        "openWorldHint": {"type": "boolean"},
+    },
+}
 TOOL_SCHEMAS_RESPONSE = {
     "type": "array",
     "items": {
-        "type": "object",
-        "required": ["type", "function"],
-        "properties": {
-            "type": {"type": "string", "enum": ["function"]},
-            "function": {
+        "oneOf": [
+            {
                 "type": "object",
-                "required": ["name", "description", "parameters"],
+                "title": "OpenAI function tool",
+                "required": ["type", "function"],
+                "properties": {
+                    "type": {"type": "string", "enum": ["function"]},
+                    "function": {
+                        "type": "object",
+                        "required": ["name", "description", "parameters"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "description": {"type": "string"},
+                            "parameters": _JSON_SCHEMA,
+                        },
+                    },
+                },
+            },
+            {
+                "type": "object",
+                "title": "Anthropic tool",
+                "required": ["name", "description", "input_schema"],
                 "properties": {
                     "name": {"type": "string"},
                     "description": {"type": "string"},
-                    "parameters": {"type": "object", "description": "A JSON Schema of the arguments."},
+                    "input_schema": _JSON_SCHEMA,
                 },
             },
-        },
+            {
+                "type": "object",
+                "title": "MCP tool",
+                "required": ["name", "description", "inputSchema"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "inputSchema": _JSON_SCHEMA,
+                    "outputSchema": {"type": "object"},
+                    "annotations": _TOOL_ANNOTATIONS,
+                },
+            },
+        ]
     },
 }
 
 
 class ToolsApi(APIView):
-    """OpenAI-style function schemas for recall, remember and identify_user, ready to hand
-    to a model unchanged."""
+    """The agent tools (identify_user, remember, recall, recall_memory, search, forget,
+    history, context, record_turn) in a vendor's function-calling shape, ready to hand to
+    a model unchanged: `?schema=openai` (the default: without `schema` the answer is the
+    OpenAI list, as before), `anthropic` or `mcp` (what the MCP server lists). The JSON
+    Schema `default`s of recall's memory_type / limit / min_confidence and of the episodic
+    searches' top_k are the agent's memory settings (`?agent=slug`, or the key's agent)."""
 
-    @extend_schema(responses={200: TOOL_SCHEMAS_RESPONSE})
+    class FilterSerializer(StrictSerializer):
+        schema = serializers.ChoiceField(choices=SCHEMAS, default=SCHEMA_OPENAI)
+        agent = serializers.SlugField(max_length=100, required=False, allow_blank=True)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("schema", str, enum=list(SCHEMAS), description="Vendor shape; default openai."),
+            OpenApiParameter("agent", str, description="Agent whose recall defaults the schemas show."),
+        ],
+        responses={200: TOOL_SCHEMAS_RESPONSE},
+    )
     def get(self, request):
-        return Response(tool_schemas())
+        serializer = self.FilterSerializer(data=request.query_params.dict())
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        agent = agent_resolve_optional(request.user, data.get("agent") or None, create=False)
+        return Response(tool_schemas(data["schema"], settings=memory_settings_for(agent)))
+
+
+class OpenAIFunctionCallSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=NAME_MAX_CHARS)
+    arguments = serializers.JSONField(
+        required=False, help_text="The arguments as the JSON string the model wrote (or as an object)."
+    )
+
+
+class OpenAIToolCallSerializer(StrictSerializer):
+    id = serializers.CharField(max_length=ID_MAX_CHARS)
+    type = serializers.ChoiceField(choices=["function"], required=False)
+    function = OpenAIFunctionCallSerializer()
+
+
+class AnthropicToolUseSerializer(StrictSerializer):
+    type = serializers.ChoiceField(choices=["tool_use"])
+    id = serializers.CharField(max_length=ID_MAX_CHARS)
+    name = serializers.CharField(max_length=NAME_MAX_CHARS)
+    input = serializers.DictField(required=False)
+    # Members the SDK's ToolUseBlock carries (model_dump()); read and ignored.
+    caller = serializers.JSONField(required=False, allow_null=True)
+    toolset_name = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=200)
+    cache_control = serializers.JSONField(required=False, allow_null=True)
+
+
+class MCPToolCallSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=NAME_MAX_CHARS)
+    arguments = serializers.DictField(required=False, allow_null=True)
+
+
+class OpenAIToolMessageSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["tool"])
+    tool_call_id = serializers.CharField()
+    content = serializers.CharField(help_text="The tool's JSON result, or the API's error body, as text.")
+
+
+class AnthropicToolResultSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["tool_result"])
+    tool_use_id = serializers.CharField()
+    content = serializers.CharField(help_text="The tool's JSON result, or the API's error body, as text.")
+    is_error = serializers.BooleanField(required=False, help_text="Present (true) when the tool failed.")
+
+
+class MCPTextContentSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["text"])
+    text = serializers.CharField()
+
+
+class MCPCallToolResultSerializer(serializers.Serializer):
+    content = MCPTextContentSerializer(many=True)
+    structuredContent = serializers.JSONField(
+        required=False, help_text=f"The tool's result (absent on error); schema {OUTPUT_SCHEMA}."
+    )
+    isError = serializers.BooleanField()
+
+
+class ToolCallApi(APIView):
+    """Execute tool calls as a model wrote them: an OpenAI tool call, an Anthropic `tool_use`
+    block or an MCP `{name, arguments}`, or a list of them (at most 32, run in order). Each
+    is answered in its own shape (an OpenAI `tool` message, an Anthropic `tool_result` block,
+    an MCP CallToolResult), ready to send back to the model. A failing tool (bad arguments,
+    a row not visible to the key, a read-only key writing) is a result marked as an error
+    holding the API's error body; only a body that is not a tool call is a 400."""
+
+    # Reading tools run for read-only keys; the writing ones refuse them in their result.
+    read_only_safe = True
+
+    CallRequest = PolymorphicProxySerializer(
+        component_name="ToolCallInput",
+        serializers=[
+            OpenAIToolCallSerializer,
+            AnthropicToolUseSerializer,
+            MCPToolCallSerializer,
+            OpenAIToolCallSerializer(many=True),
+            AnthropicToolUseSerializer(many=True),
+            MCPToolCallSerializer(many=True),
+        ],
+        resource_type_field_name=None,
+        many=False,
+    )
+    CallResponse = PolymorphicProxySerializer(
+        component_name="ToolCallOutput",
+        serializers=[
+            OpenAIToolMessageSerializer,
+            AnthropicToolResultSerializer,
+            MCPCallToolResultSerializer,
+            OpenAIToolMessageSerializer(many=True),
+            AnthropicToolResultSerializer(many=True),
+            MCPCallToolResultSerializer(many=True),
+        ],
+        resource_type_field_name=None,
+        many=False,
+    )
+
+    @extend_schema(request=CallRequest, responses={200: CallResponse})
+    def post(self, request):
+        body = request.data
+        items = body if isinstance(body, list) else [body]
+        if isinstance(body, list) and len(body) <= TOOL_CALLS_MAX:
+            errors = {}
+            for index, item in enumerate(items):
+                item_errors = _tool_call_envelope_errors(item)
+                if item_errors:
+                    errors[str(index)] = item_errors
+            if errors:
+                raise serializers.ValidationError(errors)
+        elif isinstance(body, dict):
+            item_errors = _tool_call_envelope_errors(body)
+            if item_errors:
+                raise serializers.ValidationError(item_errors)
+        calls, many = tool_calls_parse(body)
+        results = [tool_call_run(principal=request.user, call=call) for call in calls]
+        return Response(results if many else results[0])
+
+
+def _tool_call_envelope_errors(item) -> dict | None:
+    """Field errors of one call's envelope, read by its shape's serializer; None when valid
+    (or when it is no shape at all, which runtime.tool_calls refuses with its own message)."""
+    serializer_class = {
+        SHAPE_OPENAI: OpenAIToolCallSerializer,
+        SHAPE_ANTHROPIC: AnthropicToolUseSerializer,
+        SHAPE_MCP: MCPToolCallSerializer,
+    }.get(tool_call_shape(item))
+    if serializer_class is None:
+        return None
+    serializer = serializer_class(data=item)
+    return None if serializer.is_valid() else serializer.errors
 
 
 class MemoryUserIdentifyApi(APIView):

@@ -18,23 +18,25 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import close_old_connections
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
-from rest_framework.exceptions import ValidationError as DrfValidationError
+from pydantic import ConfigDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from core.access import principal_for_api_key
 from core.authentication import INVALID_KEY
-from core.errors import ApplicationError, error_body
-from core.parsers import JSONRefused, json_check
+from core.errors import error_body
+from core.memory_settings import memory_settings_for
 from core.selectors import api_key_authenticate
 from runtime import tools
+from runtime.tool_calls import ToolFailed, tool_execute
+from runtime.tool_schemas import OUTPUT_SCHEMA, SCHEMA_MCP, tool_render
 
 logger = logging.getLogger(__name__)
 
@@ -95,55 +97,57 @@ class ApiKeyMiddleware:
         await response(scope, receive, send)
 
 
-def _error_text(exc: Exception) -> str:
-    if isinstance(exc, ApplicationError):
-        body = error_body(exc.code, exc.message, exc.fields)
-    elif isinstance(exc, JSONRefused):
-        body = error_body("malformed_request", exc.message, exc.fields)
-    elif isinstance(exc, DjangoValidationError):
-        fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
-        body = error_body("invalid", "Invalid input.", fields)
-    else:
-        body = error_body("invalid", "Invalid input.", json.loads(json.dumps(exc.detail, default=str)))
-    return json.dumps(body)
-
-
-def _call(fn, principal, arguments: dict[str, Any]) -> dict[str, Any]:
+def _call(name: str, principal, arguments: dict[str, Any]) -> dict[str, Any]:
     close_old_connections()
     try:
-        return fn(principal=principal, **arguments)
+        return tool_execute(principal=principal, name=name, arguments=arguments)
     finally:
         close_old_connections()
 
 
-async def _run_tool(ctx: Context, fn, arguments: dict[str, Any]) -> dict[str, Any]:
+async def _run_tool(ctx: Context, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     request = ctx.request_context.request
     principal = request.scope.get(PRINCIPAL_SCOPE_KEY) if request is not None else None
     if principal is None:
         raise ToolError(json.dumps(error_body("not_authenticated", MISSING_KEY)))
     try:
-        # Tool arguments arrive as JSON outside DRF: the same guard as a request body keeps
-        # NUL, lone surrogates and deep nesting from reaching PostgreSQL.
-        json_check(arguments)
-        return await sync_to_async(_call, thread_sensitive=False)(fn, principal, arguments)
-    except (JSONRefused, ApplicationError, DjangoValidationError, DrfValidationError) as exc:
+        # runtime.tool_calls checks the arguments (JSON guard, the tool's JSON Schema) exactly
+        # as for POST /api/v1/tools/call/.
+        return await sync_to_async(_call, thread_sensitive=False)(name, principal, arguments)
+    except ToolFailed as failed:
         # The model reads the same error body the REST API returns.
-        raise ToolError(_error_text(exc)) from exc
+        raise ToolError(json.dumps(failed.body)) from failed
+
+
+class RawArguments(ArgModelBase):
+    """Hands a tool call's arguments through untouched: runtime.tool_calls validates them
+    against the tool's JSON Schema, which is also the schema the server lists."""
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
 
 
 def build_server() -> MCPServer:
     server = MCPServer("memory-server", instructions=INSTRUCTIONS, version="1.0.0")
-    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
-
+    defaults = memory_settings_for(None)
     for spec in tools.TOOLS:
+        listed = tool_render(spec, SCHEMA_MCP, defaults)
         server.add_tool(
             _make_tool(spec),
             name=spec.name,
-            description=inspect.cleandoc(spec.description),
-            annotations=read_only if spec.read_only else writes,
+            description=listed["description"],
+            annotations=ToolAnnotations(**listed["annotations"]),
             structured_output=True,
         )
+        # The listed schemas are the ToolSpec's (the same as GET /api/v1/tools/?schema=mcp),
+        # not the ones the SDK derives from the function signature; the SDK passes the raw
+        # arguments on and runtime.tool_calls validates them against that schema.
+        registered = server._tool_manager.get_tool(spec.name)
+        registered.parameters = listed["inputSchema"]
+        registered.fn_metadata.arg_model = RawArguments
+        registered.fn_metadata.output_schema = OUTPUT_SCHEMA
 
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(request: Request) -> JSONResponse:
@@ -153,23 +157,18 @@ def build_server() -> MCPServer:
 
 
 def _make_tool(spec):
-    """An async MCP tool with `spec.fn`'s signature (minus `principal`) plus the MCP context."""
+    """An async MCP tool taking the MCP context and the call's raw arguments."""
 
-    signature = inspect.signature(spec.fn)
-    parameters = [p for name, p in signature.parameters.items() if name != "principal"]
-    parameters.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+    async def tool(ctx: Context, **arguments) -> dict[str, Any]:
+        return await _run_tool(ctx, spec.name, arguments)
 
-    async def tool(**kwargs) -> dict[str, Any]:
-        ctx = kwargs.pop("ctx")
-        return await _run_tool(ctx, spec.fn, kwargs)
-
+    parameters = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
     tool.__name__ = spec.name
     tool.__doc__ = spec.description
-    tool.__signature__ = signature.replace(parameters=parameters, return_annotation=dict[str, Any])
-    tool.__annotations__ = {
-        **{p.name: p.annotation for p in parameters},
-        "return": dict[str, Any],
-    }
+    # Registration sees only the context parameter; the arguments model is swapped for
+    # RawArguments right after (build_server).
+    tool.__signature__ = inspect.Signature(parameters, return_annotation=dict[str, Any])
+    tool.__annotations__ = {"ctx": Context, "return": dict[str, Any]}
     return tool
 
 

@@ -8,12 +8,14 @@ every string passed through `core.lib.escaping.strip_invisible` (`_for_model`).
 """
 
 import functools
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.access import Principal, require_write
-from core.errors import ApplicationError
+from core.errors import ApplicationError, NotFoundError
 from core.lib.escaping import strip_invisible_json
+from runtime import tool_schemas
 
 TOOL_QUERY_MAX_CHARS = 2000
 LIMIT_INVALID = "limit must be between 1 and 100."
@@ -33,10 +35,18 @@ def _for_model(tool):
 
 @dataclass(frozen=True)
 class ToolSpec:
+    """One agent tool: what the MCP server lists, `GET /api/v1/tools/` renders in every vendor
+    shape (runtime.tool_schemas) and `POST /api/v1/tools/call/` executes."""
+
     name: str
     fn: Any
     description: str
     read_only: bool
+    # JSON Schema of the arguments; None: derived from `fn`'s signature.
+    parameters: dict | None = None
+    # argument -> core.memory_settings.MemorySettings field giving its default for an agent.
+    setting_defaults: dict = field(default_factory=dict)
+    destructive: bool = False
 
 
 def _check_limit(limit: int) -> int:
@@ -142,13 +152,16 @@ def identify_user(
     }
 
 
+REMEMBER_KEPT = "A different value is already stored under this key; it was kept (overwrite is false)."
+
+
 @_for_model
 def remember(
     *,
     principal: Principal,
     key: str,
     value: Any,
-    scope: str = "user",
+    scope: str = "global",
     fact_type: str = "world_knowledge",
     memory_user: str | None = None,
     thread: str | None = None,
@@ -158,11 +171,12 @@ def remember(
     overwrite: bool = True,
 ) -> dict:
     """Store a fact under `key` (snake_case, e.g. "preferred_language"). scope: "user" (about
-    this person; needs memory_user), "session" (this conversation; needs thread), "agent" or
-    "global". The same value again raises its confidence; a new value supersedes the old one
-    unless overwrite is false."""
+    this person; needs memory_user), "session" (this conversation; needs thread), "agent"
+    (yourself) or "global" (the whole workspace; the default). The same value again raises
+    its confidence; a new value supersedes the old one, unless overwrite is false: then the
+    stored value is kept and the result says so."""
     from facts.models import Fact
-    from facts.services import fact_remember
+    from facts.services import OUTCOME_SKIPPED, fact_remember
 
     require_write(principal)
     context = _context(principal, agent=agent, memory_user=memory_user, thread=thread, create_agent=True)
@@ -184,6 +198,9 @@ def remember(
     data = {"outcome": result.outcome, "fact": fact_json(result.fact)}
     if result.previous is not None:
         data["previous"] = fact_json(result.previous)
+    if result.outcome == OUTCOME_SKIPPED:
+        data["kept"] = True
+        data["message"] = REMEMBER_KEPT
     return data
 
 
@@ -193,9 +210,9 @@ def recall(
     principal: Principal,
     key: str | None = None,
     query: str | None = None,
-    memory_type: str = "all",
-    limit: int = 10,
-    min_confidence: float = 0.5,
+    memory_type: str | None = None,
+    limit: int | None = None,
+    min_confidence: float | None = None,
     memory_user: str | None = None,
     thread: str | None = None,
     agent: str | None = None,
@@ -203,17 +220,20 @@ def recall(
     """Look up what is remembered. With `key`: that fact from the most specific scope
     (session, user, agent, global), else keys that look alike. With `query`: text search over
     facts, procedures and episodes (memory_type: facts, procedures, episodes or all). With
-    neither: the facts visible in this context, most certain first."""
+    neither: the facts visible in this context, most certain first. memory_type, limit and
+    min_confidence default to the agent's memory settings (all, 10 and 0.5 unless changed)."""
+    from core.memory_settings import memory_settings_for
     from runtime.selectors import recall as memory_recall
 
     context = _context(principal, agent=agent, memory_user=memory_user, thread=thread)
+    defaults = memory_settings_for(context.agent)
     result = memory_recall(
         context=context,
         key=key,
         query=_check_query(query),
-        memory_type=memory_type,
-        limit=_check_limit(limit),
-        min_confidence=min_confidence,
+        memory_type=memory_type if memory_type is not None else defaults.recall_memory_type,
+        limit=_check_limit(limit if limit is not None else defaults.recall_limit),
+        min_confidence=min_confidence if min_confidence is not None else defaults.recall_min_confidence,
     )
     return {
         "mode": result.mode,
@@ -269,6 +289,155 @@ def recall_memory(
             for hit in result.hits
         ],
         "memory": entry_render_memory_block(entries),
+    }
+
+
+def _person_context(principal: Principal, *, agent, memory_user, thread):
+    """The (agent, person) pair an episodic search reads; both are required."""
+    context = _context(principal, agent=agent, memory_user=memory_user, thread=thread)
+    if context.agent is None:
+        from core.access import agent_resolve
+
+        agent_resolve(principal, None)
+    if context.memory_user is None:
+        raise ApplicationError(
+            RECALL_MEMORY_NEEDS_PERSON, fields={"memory_user": [RECALL_MEMORY_NEEDS_PERSON]}
+        )
+    return context
+
+
+@_for_model
+def search(
+    *,
+    principal: Principal,
+    query: str,
+    memory_user: str | None = None,
+    thread: str | None = None,
+    top_k: int | None = None,
+    mode: str = "hybrid",
+    agent: str | None = None,
+) -> dict:
+    """Search this person's episodic memories for `query` and get each match with its score:
+    mode "hybrid" (words and meaning, the default), "lexical" (words) or "vector" (meaning).
+    Use the ids with `forget` to drop a memory that is wrong."""
+    from core.memory_settings import memory_settings_for
+    from episodic.selectors import entry_search_hybrid
+
+    if mode not in SEARCH_MODES:
+        raise ApplicationError(SEARCH_MODE_UNKNOWN, fields={"mode": [SEARCH_MODE_UNKNOWN]})
+    context = _person_context(principal, agent=agent, memory_user=memory_user, thread=thread)
+    top_k = _check_limit(top_k) if top_k is not None else memory_settings_for(context.agent).auto_inject_top_k
+    result = entry_search_hybrid(
+        agent=context.agent,
+        memory_user=context.memory_user,
+        query=_check_query(query),
+        top_k=top_k,
+        mode=mode,
+    )
+    return {
+        "results": [
+            {
+                "id": str(hit.entry.pk),
+                "content": hit.entry.content,
+                "source": hit.entry.source,
+                "evidence": hit.entry.evidence,
+                "created_at": _iso(hit.entry.created_at),
+                "score": round(hit.score, 6),
+            }
+            for hit in result.hits
+        ],
+        "plan": result.plan,
+    }
+
+
+SEARCH_MODES = ("hybrid", "lexical", "vector")
+SEARCH_MODE_UNKNOWN = "mode must be hybrid, lexical or vector."
+FORGET_WHAT = "Name one thing to forget: `key` or `fact` (a fact id), or `memory` (an episodic entry id)."
+FORGET_NOT_FOUND = "Nothing to forget: no such fact or memory is visible here."
+FORGET_SCOPE_NEEDS_KEY = "scope is only used with key."
+
+
+def _uuid_or_404(value: str, field_name: str):
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise NotFoundError(FORGET_NOT_FOUND, fields={field_name: [FORGET_NOT_FOUND]}) from None
+
+
+@_for_model
+def forget(
+    *,
+    principal: Principal,
+    key: str | None = None,
+    scope: str | None = None,
+    fact: str | None = None,
+    memory: str | None = None,
+    memory_user: str | None = None,
+    thread: str | None = None,
+    agent: str | None = None,
+) -> dict:
+    """Forget one thing that is wrong or that the person asked you to forget: the fact under
+    `key` (from the most specific scope holding it, or from `scope`), a fact by id (`fact`)
+    or an episodic memory by id (`memory`, from recall_memory or search). The deletion is
+    audited; the fact's older versions stay in its history."""
+    from episodic.selectors import entry_get
+    from episodic.services import entry_delete
+    from facts.selectors import fact_get, fact_lookup
+    from facts.services import fact_delete
+
+    require_write(principal)
+    named = [name for name, value in (("key", key), ("fact", fact), ("memory", memory)) if value]
+    if len(named) != 1:
+        raise ApplicationError(FORGET_WHAT, fields={name: [FORGET_WHAT] for name in named or ["key"]})
+    if scope and not key:
+        raise ApplicationError(FORGET_SCOPE_NEEDS_KEY, fields={"scope": [FORGET_SCOPE_NEEDS_KEY]})
+    context = _context(principal, agent=agent, memory_user=memory_user, thread=thread)
+    person = context.memory_user
+
+    if memory:
+        entry_id = _uuid_or_404(memory, "memory")
+        try:
+            entry = entry_get(principal=principal, entry_id=entry_id)
+        except NotFoundError:
+            entry = None
+        if entry is None or (person is not None and entry.memory_user_id != person.pk):
+            raise NotFoundError(FORGET_NOT_FOUND, fields={"memory": [FORGET_NOT_FOUND]})
+        entry_delete(entry=entry, actor=principal.actor)
+        return {"forgotten": {"kind": "memory", "id": str(entry_id), "content": entry.content}}
+
+    if fact:
+        fact_id = _uuid_or_404(fact, "fact")
+        try:
+            found = fact_get(principal=principal, fact_id=fact_id)
+        except NotFoundError:
+            found = None
+        # A person named in the call limits the facts about people to theirs.
+        if found is not None and person is not None and found.memory_user_id not in (None, person.pk):
+            found = None
+    else:
+        references = {
+            "session": {"thread": context.thread},
+            "user": {"memory_user": person},
+            "agent": {"agent": context.agent},
+            "global": {},
+        }
+        everywhere = {"agent": context.agent, "memory_user": person, "thread": context.thread}
+        lookup = references.get(scope, everywhere)
+        found = fact_lookup(workspace=principal.workspace, key=key, **lookup)
+        if found is not None and scope and found.scope != scope:
+            found = None
+    if found is None:
+        field_name = "fact" if fact else "key"
+        raise NotFoundError(FORGET_NOT_FOUND, fields={field_name: [FORGET_NOT_FOUND]})
+    fact_delete(fact=found, actor=principal.actor)
+    return {
+        "forgotten": {
+            "kind": "fact",
+            "id": str(found.pk),
+            "key": found.key,
+            "scope": found.scope,
+            "value": found.value,
+        }
     }
 
 
@@ -407,12 +576,50 @@ def record_turn(
     return data
 
 
+# The first three are the ones GET /api/v1/tools/ always served, in that order.
 TOOLS = [
-    ToolSpec("identify_user", identify_user, identify_user.__doc__, read_only=False),
-    ToolSpec("remember", remember, remember.__doc__, read_only=False),
-    ToolSpec("recall", recall, recall.__doc__, read_only=True),
-    ToolSpec("recall_memory", recall_memory, recall_memory.__doc__, read_only=True),
-    ToolSpec("history", history, history.__doc__, read_only=True),
-    ToolSpec("context", context, context.__doc__, read_only=False),
-    ToolSpec("record_turn", record_turn, record_turn.__doc__, read_only=False),
+    ToolSpec(
+        "recall",
+        recall,
+        recall.__doc__,
+        read_only=True,
+        parameters=tool_schemas.RECALL,
+        setting_defaults={
+            "memory_type": "recall_memory_type",
+            "limit": "recall_limit",
+            "min_confidence": "recall_min_confidence",
+        },
+    ),
+    ToolSpec("remember", remember, remember.__doc__, read_only=False, parameters=tool_schemas.REMEMBER),
+    ToolSpec(
+        "identify_user",
+        identify_user,
+        identify_user.__doc__,
+        read_only=False,
+        parameters=tool_schemas.IDENTIFY_USER,
+    ),
+    ToolSpec(
+        "recall_memory",
+        recall_memory,
+        recall_memory.__doc__,
+        read_only=True,
+        parameters=tool_schemas.RECALL_MEMORY,
+        setting_defaults={"top_k": "auto_inject_top_k"},
+    ),
+    ToolSpec(
+        "search",
+        search,
+        search.__doc__,
+        read_only=True,
+        parameters=tool_schemas.SEARCH,
+        setting_defaults={"top_k": "auto_inject_top_k"},
+    ),
+    ToolSpec(
+        "forget", forget, forget.__doc__, read_only=False, parameters=tool_schemas.FORGET, destructive=True
+    ),
+    ToolSpec("history", history, history.__doc__, read_only=True, parameters=tool_schemas.HISTORY),
+    ToolSpec("context", context, context.__doc__, read_only=False, parameters=tool_schemas.CONTEXT),
+    ToolSpec(
+        "record_turn", record_turn, record_turn.__doc__, read_only=False, parameters=tool_schemas.RECORD_TURN
+    ),
 ]

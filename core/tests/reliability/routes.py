@@ -531,7 +531,24 @@ API_CASES: dict[str, ApiCase] = {
         bodies={"post": lambda w: {**_ctx(w), "query": "timezone", "semantic": False, "limit": 10}},
         refs=CONTEXT_REF,
     ),
-    "api:runtime:tools": ApiCase(path=_none),
+    "api:runtime:tools": ApiCase(path=_none, query={"get": lambda w: {"schema": "mcp", "agent": A1_SLUG}}),
+    # One OpenAI tool call; the agent and the person are arguments of the tool, not the body's.
+    "api:runtime:tool-call": ApiCase(
+        path=_none,
+        bodies={
+            "post": lambda w: {
+                "id": "call_1",
+                "type": "function",
+                "function": {
+                    "name": "remember",
+                    "arguments": json.dumps(
+                        {"key": "tool_probe", "value": "yes", "scope": "user", "memory_user": str(w.p1.pk)}
+                    ),
+                },
+            }
+        },
+        agent_field=None,
+    ),
     "api:episodes:list": ApiCase(
         path=_none,
         bodies={"post": _episode_body},

@@ -1,0 +1,257 @@
+"""Executing an agent tool call, whichever SDK produced it, and answering in the same shape.
+
+`tool_execute` is the one path from a tool name and its arguments to a result: the MCP server
+(runtime.mcp) and `POST /api/v1/tools/call/` both use it. Arguments pass the API's JSON guard
+(NUL, lone surrogates, nesting) and the tool's JSON Schema (runtime.tool_schemas) before the
+tool runs, so a model gets the same field errors from every transport.
+
+Shapes accepted by `tool_call_parse`, and the result each one gets back from `tool_result`:
+
+- OpenAI tool call `{"id", "type": "function", "function": {"name", "arguments": "<json>"}}`
+  -> `{"role": "tool", "tool_call_id", "content": "<json>"}`;
+- Anthropic `{"type": "tool_use", "id", "name", "input": {...}}`
+  -> `{"type": "tool_result", "tool_use_id", "content": "<json>", "is_error"?: true}`;
+- MCP `{"name", "arguments": {...}}`
+  -> `{"content": [{"type": "text", "text": "<json>"}], "structuredContent"?, "isError"}`.
+
+A call whose envelope is valid always gets a result; a failing tool (bad arguments, a row
+that is not visible, a read-only key writing) is a result marked as an error whose text is
+the API's error body, so the model can read it and correct itself. Only an envelope that is
+none of these shapes is refused (`ApplicationError`, a 400 with field errors).
+"""
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from jsonschema import Draft202012Validator
+from rest_framework.exceptions import ValidationError as DrfValidationError
+
+from core.access import Principal
+from core.errors import UNKNOWN_FIELD, ApplicationError, error_body
+from core.parsers import JSONRefused, json_check
+
+SHAPE_OPENAI = "openai"
+SHAPE_ANTHROPIC = "anthropic"
+SHAPE_MCP = "mcp"
+
+# One model turn rarely asks for more than a handful of calls; each runs in this request.
+TOOL_CALLS_MAX = 32
+TOOL_CALLS_EMPTY = "Send one tool call or a non-empty list of them."
+TOOL_CALLS_TOO_MANY = f"At most {TOOL_CALLS_MAX} tool calls per request."
+TOOL_CALL_SHAPE = (
+    "Not a tool call: send an OpenAI tool call ({id, type: function, function: {name, arguments}}), "
+    "an Anthropic tool_use block ({type: tool_use, id, name, input}) or an MCP call ({name, arguments})."
+)
+TOOL_CALL_ID_REQUIRED = "The call's id is required: the result refers to it."
+TOOL_NAME_REQUIRED = "The tool's name is required."
+TOOL_ARGUMENTS_OBJECT = "Must be a JSON object."
+TOOL_ARGUMENTS_STRING = "Must be a string holding a JSON object (or the object itself)."
+TOOL_ARGUMENTS_NOT_JSON = "The arguments are not valid JSON."
+TOOL_UNKNOWN = "Unknown tool: {name}."
+ID_MAX_CHARS = 200
+NAME_MAX_CHARS = 100
+
+
+class ToolFailed(Exception):
+    """A tool call that produced an error for the model; `body` is the API's error body."""
+
+    def __init__(self, body: dict):
+        super().__init__(body["error"]["message"])
+        self.body = body
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    shape: str
+    id: str | None
+    name: str
+    arguments: dict | None
+    # Set when the arguments the model wrote could not be read (OpenAI's JSON string).
+    arguments_error: dict | None = None
+
+
+def tool_error_body(exc: Exception) -> dict:
+    if isinstance(exc, ApplicationError):
+        return error_body(exc.code, exc.message, exc.fields)
+    if isinstance(exc, JSONRefused):
+        return error_body("malformed_request", exc.message, exc.fields)
+    if isinstance(exc, DjangoValidationError):
+        fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        return error_body("invalid", "Invalid input.", fields)
+    return error_body("invalid", "Invalid input.", json.loads(json.dumps(exc.detail, default=str)))
+
+
+def _schema_message(error) -> str:
+    kind, expected = error.validator, error.validator_value
+    if kind == "type":
+        return f"Must be of type {' or '.join(expected) if isinstance(expected, list) else expected}."
+    if kind == "enum":
+        return f"Must be one of: {', '.join(str(v) for v in expected)}."
+    if kind == "minimum":
+        return f"Must be at least {expected}."
+    if kind == "maximum":
+        return f"Must be at most {expected}."
+    if kind == "maxLength":
+        return f"At most {expected} characters."
+    if kind == "maxItems":
+        return f"At most {expected} items."
+    return error.message
+
+
+def _schema_fields(schema: dict, arguments: dict) -> dict:
+    """Field errors of `arguments` against `schema`, keyed like the API's ("a.b.0")."""
+    fields: dict[str, list[str]] = {}
+    for error in Draft202012Validator(schema).iter_errors(arguments):
+        path = [str(part) for part in error.absolute_path]
+        if error.validator == "required":
+            for name in error.validator_value:
+                if isinstance(error.instance, dict) and name not in error.instance:
+                    fields.setdefault(".".join([*path, name]), []).append("This field is required.")
+            continue
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            known = set(error.schema.get("properties", {}))
+            for name in error.instance:
+                if name not in known:
+                    fields.setdefault(".".join([*path, name]), []).append(UNKNOWN_FIELD)
+            continue
+        fields.setdefault(".".join(path) or "arguments", []).append(_schema_message(error))
+    return fields
+
+
+def tool_execute(*, principal: Principal, name: str, arguments: dict[str, Any]) -> dict:
+    """Run tool `name` as `principal`; return its result or raise `ToolFailed`.
+
+    A null argument counts as left out (models often send every optional argument as null).
+    """
+    from runtime.tool_schemas import tool_input_schema
+    from runtime.tools import TOOLS
+
+    spec = next((spec for spec in TOOLS if spec.name == name), None)
+    if spec is None:
+        message = TOOL_UNKNOWN.format(name=name)
+        raise ToolFailed(error_body("unknown_tool", message, {"name": [message]}))
+    try:
+        # Tool arguments can arrive outside DRF's parser (MCP, OpenAI's JSON string): the
+        # same guard as a request body keeps NUL, lone surrogates and deep nesting out.
+        json_check(arguments)
+    except JSONRefused as exc:
+        raise ToolFailed(tool_error_body(exc)) from exc
+    arguments = {key: value for key, value in arguments.items() if value is not None}
+    fields = _schema_fields(tool_input_schema(spec), arguments)
+    if fields:
+        raise ToolFailed(error_body("invalid", "Invalid input.", fields))
+    try:
+        return spec.fn(principal=principal, **arguments)
+    except (JSONRefused, ApplicationError, DjangoValidationError, DrfValidationError) as exc:
+        raise ToolFailed(tool_error_body(exc)) from exc
+
+
+# --- envelopes -------------------------------------------------------------------------------
+
+
+def _refuse(prefix: str, field_name: str, message: str):
+    raise ApplicationError(message, code="invalid", fields={f"{prefix}{field_name}": [message]})
+
+
+def _short_string(value, prefix: str, field_name: str, message: str, limit: int) -> str:
+    if not isinstance(value, str) or not value or len(value) > limit:
+        _refuse(prefix, field_name, message)
+    return value
+
+
+def tool_call_shape(item) -> str | None:
+    """Which SDK's shape `item` has: an OpenAI call holds `function`, an Anthropic block is
+    typed `tool_use`, an MCP call has a `name` and no `type`."""
+    if not isinstance(item, dict):
+        return None
+    if "function" in item:
+        return SHAPE_OPENAI
+    if item.get("type") == "tool_use":
+        return SHAPE_ANTHROPIC
+    if "name" in item and "type" not in item:
+        return SHAPE_MCP
+    return None
+
+
+def tool_call_parse(item, *, prefix: str = "") -> ToolCall:
+    """One tool call in any of the three shapes; `prefix` names its place in a list ("0.")."""
+    shape = tool_call_shape(item)
+    if shape is None:
+        _refuse(prefix, "non_field_errors", TOOL_CALL_SHAPE)
+    if shape == SHAPE_OPENAI:
+        if item.get("type", "function") != "function" or not isinstance(item["function"], dict):
+            _refuse(prefix, "function", TOOL_CALL_SHAPE)
+        call_id = _short_string(item.get("id"), prefix, "id", TOOL_CALL_ID_REQUIRED, ID_MAX_CHARS)
+        function = item["function"]
+        name = _short_string(
+            function.get("name"), prefix, "function.name", TOOL_NAME_REQUIRED, NAME_MAX_CHARS
+        )
+        raw = function.get("arguments", "{}")
+        if isinstance(raw, dict):
+            return ToolCall(SHAPE_OPENAI, call_id, name, raw)
+        if not isinstance(raw, str):
+            _refuse(prefix, "function.arguments", TOOL_ARGUMENTS_STRING)
+        try:
+            arguments = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            message = TOOL_ARGUMENTS_NOT_JSON if arguments is None else TOOL_ARGUMENTS_OBJECT
+            return ToolCall(
+                SHAPE_OPENAI, call_id, name, None, error_body("invalid", message, {"arguments": [message]})
+            )
+        return ToolCall(SHAPE_OPENAI, call_id, name, arguments)
+    if shape == SHAPE_ANTHROPIC:
+        call_id = _short_string(item.get("id"), prefix, "id", TOOL_CALL_ID_REQUIRED, ID_MAX_CHARS)
+        name = _short_string(item.get("name"), prefix, "name", TOOL_NAME_REQUIRED, NAME_MAX_CHARS)
+        arguments = item.get("input", {})
+        if not isinstance(arguments, dict):
+            _refuse(prefix, "input", TOOL_ARGUMENTS_OBJECT)
+        return ToolCall(SHAPE_ANTHROPIC, call_id, name, arguments)
+    name = _short_string(item.get("name"), prefix, "name", TOOL_NAME_REQUIRED, NAME_MAX_CHARS)
+    arguments = item.get("arguments") or {}
+    if not isinstance(arguments, dict):
+        _refuse(prefix, "arguments", TOOL_ARGUMENTS_OBJECT)
+    return ToolCall(SHAPE_MCP, None, name, arguments)
+
+
+def tool_calls_parse(data) -> tuple[list[ToolCall], bool]:
+    """The calls in a request body (one call or a list of them) and whether it was a list."""
+    if isinstance(data, list):
+        if not data:
+            raise ApplicationError(TOOL_CALLS_EMPTY, fields={"non_field_errors": [TOOL_CALLS_EMPTY]})
+        if len(data) > TOOL_CALLS_MAX:
+            raise ApplicationError(TOOL_CALLS_TOO_MANY, fields={"non_field_errors": [TOOL_CALLS_TOO_MANY]})
+        return [tool_call_parse(item, prefix=f"{index}.") for index, item in enumerate(data)], True
+    if not isinstance(data, dict):
+        raise ApplicationError(TOOL_CALLS_EMPTY, fields={"non_field_errors": [TOOL_CALLS_EMPTY]})
+    return [tool_call_parse(data)], False
+
+
+def tool_result(call: ToolCall, *, result: dict | None = None, error: dict | None = None) -> dict:
+    """The answer to `call` in its own shape: `result` (the tool's JSON) or `error` (an error body)."""
+    text = json.dumps(error if error is not None else result, ensure_ascii=False)
+    if call.shape == SHAPE_OPENAI:
+        return {"role": "tool", "tool_call_id": call.id, "content": text}
+    if call.shape == SHAPE_ANTHROPIC:
+        block = {"type": "tool_result", "tool_use_id": call.id, "content": text}
+        if error is not None:
+            block["is_error"] = True
+        return block
+    answer = {"content": [{"type": "text", "text": text}], "isError": error is not None}
+    if error is None:
+        answer["structuredContent"] = result
+    return answer
+
+
+def tool_call_run(*, principal: Principal, call: ToolCall) -> dict:
+    """Execute one parsed call and answer it in its shape."""
+    if call.arguments_error is not None:
+        return tool_result(call, error=call.arguments_error)
+    try:
+        result = tool_execute(principal=principal, name=call.name, arguments=call.arguments)
+    except ToolFailed as failed:
+        return tool_result(call, error=failed.body)
+    return tool_result(call, result=result)
