@@ -17,6 +17,9 @@ class EpisodicEntry(TimeStampedModel):
         USER_ASSERTION = "user_assertion", "User assertion"
         USER_ACCEPTED_PROPOSAL = "user_accepted_assistant_proposal", "User accepted assistant proposal"
         VERIFIED_FINDING = "verified_assistant_finding", "Verified assistant finding"
+        # Stored by the agent (or an operator) directly, not extracted: the only source an entry
+        # without evidence may have.
+        AGENT_DIRECT = "agent_direct", "Stored directly by the agent"
 
     class Status(models.TextChoices):
         ACTIVE = "active", "Active"

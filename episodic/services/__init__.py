@@ -1,6 +1,7 @@
 """Re-exports every public write of episodic memory, so `episodic.services.X` keeps working."""
 
 from episodic.services.candidates import (
+    EXTRACTED_SOURCES,
     REJECT_DUPLICATE_HASH,
     REJECT_DUPLICATE_SIMILAR,
     REJECT_EMPTY,
@@ -11,6 +12,21 @@ from episodic.services.candidates import (
     REJECT_NO_EVIDENCE,
     REJECT_SOURCE,
     USER_SOURCES,
+)
+from episodic.services.creation import (
+    CONTENT_TOO_LONG,
+    DUPLICATE_VANISHED,
+    EVIDENCE_NOT_FROM_USER,
+    EVIDENCE_NOT_IN_MESSAGE,
+    EVIDENCE_REQUIRED,
+    ITEMS_REQUIRED,
+    ITEMS_TOO_MANY,
+    MESSAGE_OTHER_PERSON,
+    MESSAGE_OTHER_THREAD,
+    METADATA_NOT_OBJECT,
+    EntryCreateResult,
+    entries_create,
+    entry_create,
 )
 from episodic.services.embeddings import (
     entries_reembed,
@@ -40,9 +56,20 @@ from episodic.services.normalize import entry_content_hash, entry_normalize
 
 __all__ = [
     "CONTENT_REQUIRED",
+    "CONTENT_TOO_LONG",
+    "DUPLICATE_VANISHED",
     "EPISODIC_DISABLED",
+    "EVIDENCE_NOT_FROM_USER",
+    "EVIDENCE_NOT_IN_MESSAGE",
+    "EVIDENCE_REQUIRED",
+    "EXTRACTED_SOURCES",
     "EXTRACTION_PROMPT",
+    "ITEMS_REQUIRED",
+    "ITEMS_TOO_MANY",
     "MEMORY_USER_OTHER_WORKSPACE",
+    "MESSAGE_OTHER_PERSON",
+    "MESSAGE_OTHER_THREAD",
+    "METADATA_NOT_OBJECT",
     "REJECT_DUPLICATE_HASH",
     "REJECT_DUPLICATE_SIMILAR",
     "REJECT_EMPTY",
@@ -57,11 +84,14 @@ __all__ = [
     "TRANSCRIPT_REQUIRED",
     "TRANSCRIPT_TOO_LONG",
     "USER_SOURCES",
+    "EntryCreateResult",
     "ExtractionResult",
+    "entries_create",
     "entries_delete",
     "entries_reembed",
     "entry_batch_delete",
     "entry_content_hash",
+    "entry_create",
     "entry_delete",
     "entry_embed_batch",
     "entry_embed_sweep",

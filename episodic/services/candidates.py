@@ -16,6 +16,12 @@ REJECT_DUPLICATE_HASH = "duplicate_exact"
 REJECT_DUPLICATE_SIMILAR = "duplicate_similar"
 REJECT_KNOWN = "already_in_context"
 
+# The sources an extracted candidate may claim: each is proven by a quote of the transcript.
+EXTRACTED_SOURCES = {
+    EpisodicEntry.Source.USER_ASSERTION,
+    EpisodicEntry.Source.USER_ACCEPTED_PROPOSAL,
+    EpisodicEntry.Source.VERIFIED_FINDING,
+}
 USER_SOURCES = {
     EpisodicEntry.Source.USER_ASSERTION,
     EpisodicEntry.Source.USER_ACCEPTED_PROPOSAL,

@@ -67,6 +67,11 @@ def _entry_vectors_store(*, entries, vectors, model: str) -> int:
         ]
         EntryEmbedding.objects.bulk_create(rows, ignore_conflicts=True)
         EpisodicEntry.objects.filter(pk__in=[row.entry_id for row in rows]).update(embedding_model=model)
+    # The caller's objects then answer `embedded` as the rows do (the extract response).
+    stored = {row.entry_id for row in rows}
+    for entry in entries:
+        if entry.pk in stored:
+            entry.embedding_model = model
     return len(rows)
 
 

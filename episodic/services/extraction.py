@@ -8,38 +8,32 @@ stored. Vectors are computed in batches by Celery tasks; an entry is findable le
 from the moment it is committed.
 """
 
-import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
-from core.embeddings import EmbeddingError, embedding_provider_for
+from core.embeddings import embedding_provider_for
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible
 from core.llm import LLMError, LLMUnavailable, chat_complete_json
 from core.memory_settings import memory_settings_for
-from core.ranking import PLAN_EXACT, vector_literal, vector_sql
-from core.services import audit_record
-from episodic.models import EpisodicEntry
 from episodic.services.candidates import (
-    REJECT_DUPLICATE_HASH,
-    REJECT_DUPLICATE_SIMILAR,
+    EXTRACTED_SOURCES,
     REJECT_EMPTY,
     REJECT_EVIDENCE_NOT_FOUND,
     REJECT_EVIDENCE_NOT_USER,
     REJECT_KNOWN,
-    REJECT_LIMIT,
     REJECT_NO_EVIDENCE,
     REJECT_SOURCE,
     USER_SOURCES,
     _evidence_messages,
 )
-from episodic.services.embeddings import _entry_vectors_store
 from episodic.services.facts_handoff import _facts_remember
 from episodic.services.normalize import _truncate, entry_content_hash, entry_normalize
+from episodic.services.storing import _dedupe_exact, _dedupe_similar, _entries_insert
 
 logger = logging.getLogger(__name__)
 
@@ -108,79 +102,6 @@ def _llm_candidates(*, workspace, transcript, known_memory, known_profile) -> tu
     return entries, facts
 
 
-def _similar_stored(*, agent, memory_user, vector, model) -> tuple[str | None, float]:
-    """The most similar active stored entry of the scope under `model`, and its similarity."""
-    where = "agent_id = %(agent)s AND memory_user_id = %(memory_user)s"
-    sql = vector_sql(
-        table="episodes_entryembedding", id_column="entry_id", scope_where=where, plan=PLAN_EXACT
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql,
-            {
-                "agent": agent.pk,
-                "memory_user": memory_user.pk,
-                "qvec": vector_literal(vector),
-                "model": model,
-                "limit": 1,
-            },
-        )
-        row = cursor.fetchone()
-    return (str(row[0]), float(row[1])) if row else (None, 0.0)
-
-
-def _stored_twin(item, vector, *, agent, memory_user, model, threshold) -> dict | None:
-    """The rejection of `item` when a stored entry of the scope is at least `threshold` similar."""
-    similar_id, similarity = _similar_stored(agent=agent, memory_user=memory_user, vector=vector, model=model)
-    if similar_id is None or similarity < threshold:
-        return None
-    return {
-        **_public(item),
-        "reason": REJECT_DUPLICATE_SIMILAR,
-        "similarity": round(similarity, 4),
-        "duplicate_of": similar_id,
-    }
-
-
-def _person_lock(*, agent, memory_user) -> None:
-    """Hold a transaction-scoped lock on the (agent, memory user) pair until commit."""
-    digest = hashlib.blake2b(f"episodic:{agent.pk}:{memory_user.pk}".encode(), digest_size=8).digest()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest, "big", signed=True)])
-
-
-def _drop_stored_meanwhile(kept, *, result, agent, memory_user, threshold, model) -> list:
-    """`kept` without the items that an entry stored since the first checks now duplicates."""
-    stored_hashes = set(
-        EpisodicEntry.objects.filter(
-            agent=agent,
-            memory_user=memory_user,
-            content_hash__in=[i["hash"] for i in kept],
-            status=EpisodicEntry.Status.ACTIVE,
-        ).values_list("content_hash", flat=True)
-    )
-    still = []
-    for item in kept:
-        if item["hash"] in stored_hashes:
-            result.rejected.append({**_public(item), "reason": REJECT_DUPLICATE_HASH})
-            continue
-        if "vector" in item:
-            twin = _stored_twin(
-                item, item["vector"], agent=agent, memory_user=memory_user, model=model, threshold=threshold
-            )
-            if twin is not None:
-                result.rejected.append(twin)
-                continue
-        still.append(item)
-    return still
-
-
-def _cosine(a, b) -> float:
-    return sum(x * y for x, y in zip(a, b, strict=True)) / (
-        (sum(x * x for x in a) ** 0.5) * (sum(y * y for y in b) ** 0.5) or 1.0
-    )
-
-
 def entry_extract(
     *,
     agent,
@@ -242,7 +163,7 @@ def entry_extract(
         if not content:
             reject(REJECT_EMPTY)
             continue
-        if source not in EpisodicEntry.Source.values:
+        if source not in EXTRACTED_SOURCES:
             reject(REJECT_SOURCE)
             continue
         if not evidence:
@@ -267,114 +188,43 @@ def entry_extract(
             item["truncated"] = True
         item["hash"] = entry_content_hash(content)
         item["message_ids"] = [str(m["id"]) for m in matches if m.get("id")]
+        item["metadata"] = {"origin": origin, **({"truncated": True} if item.get("truncated") else {})}
         valid.append(item)
 
-    # Exact dedupe: within the turn, against stored entries and against the known context.
-    known_hashes = {entry_content_hash(line) for line in _context_lines(known_memory + "\n" + known_profile)}
-    stored_hashes = set(
-        EpisodicEntry.objects.filter(
-            agent=agent,
-            memory_user=memory_user,
-            content_hash__in=[i["hash"] for i in valid],
-            status=EpisodicEntry.Status.ACTIVE,
-        ).values_list("content_hash", flat=True)
-    )
-    seen: set = set()
-    unique = []
-    for item in valid:
-        if item["hash"] in known_hashes:
-            result.rejected.append({**_public(item), "reason": REJECT_KNOWN})
-        elif item["hash"] in seen or item["hash"] in stored_hashes:
-            result.rejected.append({**_public(item), "reason": REJECT_DUPLICATE_HASH})
-        else:
-            seen.add(item["hash"])
-            unique.append(item)
+    def reject_dropped(item, reason, *, twin=None, **extra):
+        result.rejected.append({**_public(item), "reason": reason, **extra})
 
+    # Exact dedupe: against the known context, stored entries and within the turn.
+    known = {
+        entry_content_hash(line): REJECT_KNOWN for line in _context_lines(known_memory + "\n" + known_profile)
+    }
+    unique = _dedupe_exact(
+        valid, agent=agent, memory_user=memory_user, reject=reject_dropped, known_hashes=known
+    )
     # Similarity dedupe, then the per-turn cap (applied to what would really be stored).
     threshold = agent_settings.dedupe_threshold
-    vectors: list | None = None
-    model = ""
     if unique:
         provider = provider or embedding_provider_for(workspace)
-        model = provider.model_name
-        try:
-            vectors = provider.embed([i["content"] for i in unique])
-        except EmbeddingError as exc:
-            logger.warning("episodic extraction: embedding failed, similarity dedupe skipped: %s", exc)
-    kept = []
-    for index, item in enumerate(unique):
-        if vectors is not None:
-            vector = vectors[index]
-            twin = next(
-                (k for k in kept if _cosine(k["vector"], vector) >= threshold),
-                None,
-            )
-            if twin is not None:
-                result.rejected.append(
-                    {
-                        **_public(item),
-                        "reason": REJECT_DUPLICATE_SIMILAR,
-                        "similarity": round(_cosine(twin["vector"], vector), 4),
-                    }
-                )
-                continue
-            twin = _stored_twin(
-                item, vector, agent=agent, memory_user=memory_user, model=model, threshold=threshold
-            )
-            if twin is not None:
-                result.rejected.append(twin)
-                continue
-            item["vector"] = vector
-        if len(kept) >= settings.EPISODIC_MAX_ENTRIES_PER_TURN:
-            result.rejected.append({**_public(item), "reason": REJECT_LIMIT})
-            continue
-        kept.append(item)
-
+    kept, model = _dedupe_similar(
+        unique,
+        agent=agent,
+        memory_user=memory_user,
+        provider=provider,
+        threshold=threshold,
+        reject=reject_dropped,
+        limit=settings.EPISODIC_MAX_ENTRIES_PER_TURN,
+    )
     with transaction.atomic():
-        # The checks above read what was stored before this extraction began; a second
-        # extraction of the same person (another worker, another web process) may have
-        # stored the same entries since. Serialized per (agent, person) from here to
-        # commit, the later one sees the earlier one's rows and drops its copies. The
-        # embedding call stays outside the lock.
-        _person_lock(agent=agent, memory_user=memory_user)
-        kept = _drop_stored_meanwhile(
-            kept, result=result, agent=agent, memory_user=memory_user, threshold=threshold, model=model
+        entries = _entries_insert(
+            kept,
+            agent=agent,
+            memory_user=memory_user,
+            thread=thread,
+            actor=actor,
+            threshold=threshold,
+            model=model,
+            reject=reject_dropped,
         )
-        entries = [
-            EpisodicEntry(
-                workspace=workspace,
-                agent=agent,
-                memory_user=memory_user,
-                content=item["content"],
-                content_hash=item["hash"],
-                source=item["source"],
-                evidence=item["evidence"],
-                source_thread=thread,
-                source_message_ids=item["message_ids"],
-                metadata={"origin": item["origin"], **({"truncated": True} if item.get("truncated") else {})},
-            )
-            for item in kept
-        ]
-        EpisodicEntry.objects.bulk_create(entries)
-        with_vectors = [(e, i["vector"]) for e, i in zip(entries, kept, strict=True) if "vector" in i]
-        if with_vectors:
-            _entry_vectors_store(
-                entries=[e for e, _ in with_vectors], vectors=[v for _, v in with_vectors], model=model
-            )
-        without = [str(e.pk) for e, i in zip(entries, kept, strict=True) if "vector" not in i]
-        if without:
-            from episodic.tasks import entry_embed_task
-
-            entry_embed_task.delay_on_commit(without)
-        for entry in entries:
-            audit_record(
-                workspace=workspace,
-                actor=actor,
-                action="create",
-                entity_type="episodic_entry",
-                entity_id=entry.pk,
-                changes={"source": entry.source},
-            )
         result.facts = _facts_remember(
             agent=agent, memory_user=memory_user, facts=llm_facts, transcript=transcript, actor=actor
         )

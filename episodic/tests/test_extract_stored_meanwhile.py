@@ -7,7 +7,7 @@ from unittest import mock
 from core.testing import MemoryTestCase
 from episodic.models import EpisodicEntry
 from episodic.services import REJECT_DUPLICATE_HASH, REJECT_DUPLICATE_SIMILAR, entry_extract
-from episodic.services.extraction import _person_lock as person_lock
+from episodic.services.storing import _person_lock as person_lock
 from episodic.tests.factories import (
     TEST_EMBEDDING_MODEL,
     bag_of_words_vectors,
@@ -43,7 +43,7 @@ class ExtractStoredMeanwhileTests(MemoryTestCase):
             raced.append(meanwhile())
             person_lock(**kwargs)
 
-        with mock.patch("episodic.services.extraction._person_lock", lock_after_the_other_stored):
+        with mock.patch("episodic.services.storing._person_lock", lock_after_the_other_stored):
             result = entry_extract(
                 agent=self.agent,
                 memory_user=self.person,

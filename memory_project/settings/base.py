@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "procedures",
     "checkpoints",
     "store",
+    "webhooks",
     "runtime",
     "browser",
 ]
@@ -324,7 +325,7 @@ CELERY_BEAT_SCHEDULER = "core.lib.beat:LockedPersistentScheduler"
 # deployment runs workers per queue (docs/deploy.md). Routes name tasks as registered:
 # the episodic tasks kept their names from before the episodic app existed.
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_QUEUES = (Queue("celery"), Queue("embeddings"), Queue("llm"))
+CELERY_TASK_QUEUES = (Queue("celery"), Queue("embeddings"), Queue("llm"), Queue("webhooks"))
 CELERY_TASK_ROUTES = {
     "episodes.tasks.entry_embed_task": {"queue": "embeddings"},
     "episodes.tasks.message_embed_task": {"queue": "embeddings"},
@@ -334,6 +335,8 @@ CELERY_TASK_ROUTES = {
     "store.tasks.store_item_embed_task": {"queue": "embeddings"},
     "runtime.tasks.embeddings_sweep_task": {"queue": "embeddings"},
     "episodes.tasks.entry_extract_task": {"queue": "llm"},
+    # Deliveries wait on subscribers' servers: a slow one never delays maintenance.
+    "webhooks.tasks.webhook_deliver_task": {"queue": "webhooks"},
     "threads.tasks.thread_compact_task": {"queue": "llm"},
 }
 # Each app adds its periodic tasks here (name -> schedule entry).
@@ -367,7 +370,27 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": timedelta(minutes=5),
         "options": {"expires": 290},
     },
+    # Events whose nudge was lost, retries that are due, deliveries whose task was lost.
+    "webhooks-sweep": {
+        "task": "webhooks.tasks.webhooks_sweep_task",
+        "schedule": timedelta(seconds=30),
+        "options": {"expires": 25},
+    },
+    "webhooks-deliveries-purge": {
+        "task": "webhooks.tasks.webhook_deliveries_purge_task",
+        "schedule": crontab(minute=53, hour=4),
+    },
 }
+# Webhooks (docs/webhooks.md). Private, loopback and link-local addresses are refused as
+# subscriber URLs unless allowed (the server would otherwise probe its own network).
+WEBHOOKS_ALLOW_PRIVATE_URLS = env_bool("WEBHOOKS_ALLOW_PRIVATE_URLS", False)
+WEBHOOKS_TIMEOUT_SECONDS = env_float("WEBHOOKS_TIMEOUT_SECONDS", 10.0)
+WEBHOOKS_MAX_ATTEMPTS = env_int("WEBHOOKS_MAX_ATTEMPTS", 8)
+WEBHOOKS_RETRY_BASE_SECONDS = env_int("WEBHOOKS_RETRY_BASE_SECONDS", 30)
+WEBHOOKS_RETRY_MAX_SECONDS = env_int("WEBHOOKS_RETRY_MAX_SECONDS", 3600)
+WEBHOOKS_DISABLE_AFTER_FAILURES = env_int("WEBHOOKS_DISABLE_AFTER_FAILURES", 20)
+WEBHOOKS_DELIVERY_RETENTION_DAYS = env_int("WEBHOOKS_DELIVERY_RETENTION_DAYS", 30)
+WEBHOOKS_ACTIVE_CACHE_SECONDS = env_int("WEBHOOKS_ACTIVE_CACHE_SECONDS", 5)
 # /readyz reports unready when the last worker heartbeat is older than this.
 WORKER_HEARTBEAT_MAX_AGE_SECONDS = env_int("WORKER_HEARTBEAT_MAX_AGE_SECONDS", 120)
 
@@ -458,6 +481,9 @@ EPISODIC_HNSW_EF_SEARCH = env_int("EPISODIC_HNSW_EF_SEARCH", 200)
 SEARCH_SCOPE_SIZE_CACHE_SECONDS = env_float("SEARCH_SCOPE_SIZE_CACHE_SECONDS", 30.0)
 EPISODIC_MAX_ENTRY_LENGTH = env_int("EPISODIC_MAX_ENTRY_LENGTH", 500)
 EPISODIC_MAX_ENTRIES_PER_TURN = env_int("EPISODIC_MAX_ENTRIES_PER_TURN", 5)
+# Entries per POST /api/v1/episodic-entries/batch/: all are embedded in one call and
+# stored in one transaction.
+EPISODIC_CREATE_BATCH_MAX = env_int("EPISODIC_CREATE_BATCH_MAX", 100)
 EPISODIC_QUERY_MAX_LENGTH = env_int("EPISODIC_QUERY_MAX_LENGTH", 2000)
 EPISODIC_TRANSCRIPT_MAX_MESSAGES = env_int("EPISODIC_TRANSCRIPT_MAX_MESSAGES", 200)
 EPISODIC_EXTRACTION_FACT_CONFIDENCE = env_float("EPISODIC_EXTRACTION_FACT_CONFIDENCE", 0.6)

@@ -1,0 +1,219 @@
+"""Direct creation of episodic entries, by an agent or operator that already knows what to remember.
+
+Unlike extraction there is no transcript to quote: evidence is optional, and an entry
+without it has the source `agent_direct`. Everything else is extraction's: the same
+normal form and hash, the length cap, exact and near-duplicate dedupe against the person's
+stored entries under the per-person lock, the inline vector (or the embedding task when
+the endpoint fails) and one audit event per entry (`episodic.services.storing`).
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from core.embeddings import embedding_provider_for
+from core.errors import ApplicationError, ConflictError
+from core.lib.escaping import strip_invisible
+from core.memory_settings import memory_settings_for
+from episodic.models import EpisodicEntry
+from episodic.services.candidates import USER_SOURCES, _evidence_messages
+from episodic.services.entries import CONTENT_REQUIRED, SOURCE_UNKNOWN
+from episodic.services.extraction import EPISODIC_DISABLED, MEMORY_USER_OTHER_WORKSPACE
+from episodic.services.normalize import entry_content_hash, entry_normalize
+from episodic.services.storing import _dedupe_exact, _dedupe_similar, _entries_insert
+
+CONTENT_TOO_LONG = "At most {limit} characters (after whitespace is collapsed)."
+EVIDENCE_REQUIRED = "This source needs evidence: an exact quote that proves the entry."
+EVIDENCE_NOT_IN_MESSAGE = "The evidence is not a quote of the source message."
+EVIDENCE_NOT_FROM_USER = "This source needs a quote of a user message."
+MESSAGE_OTHER_PERSON = "The source message is not from a conversation of this agent with this person."
+MESSAGE_OTHER_THREAD = "The source message is not in the thread named."
+ITEMS_REQUIRED = "Send at least one entry."
+ITEMS_TOO_MANY = "At most {limit} entries per request."
+METADATA_NOT_OBJECT = "Must be an object."
+DUPLICATE_VANISHED = "The entry this one duplicates was deleted meanwhile; send it again."
+
+DIRECT_ORIGIN = "direct"
+
+
+@dataclass
+class EntryCreateResult:
+    """One requested entry: stored (`created`), or the stored entry it duplicates."""
+
+    entry: EpisodicEntry
+    created: bool
+    reason: str = ""  # When not created: duplicate_exact or duplicate_similar.
+    similarity: float | None = None
+
+
+def _item_clean(raw: dict, *, agent, memory_user, thread) -> dict:
+    """The stored form of one requested entry, or ApplicationError naming its bad fields."""
+    errors: dict[str, list[str]] = {}
+    content = entry_normalize(raw.get("content") or "")
+    limit = settings.EPISODIC_MAX_ENTRY_LENGTH
+    if not content:
+        errors["content"] = [CONTENT_REQUIRED]
+    elif len(content) > limit:
+        errors["content"] = [CONTENT_TOO_LONG.format(limit=limit)]
+    evidence = strip_invisible(raw.get("evidence") or "").strip()
+    source = raw.get("source") or EpisodicEntry.Source.AGENT_DIRECT
+    if source not in EpisodicEntry.Source.values:
+        errors["source"] = [SOURCE_UNKNOWN]
+    elif source != EpisodicEntry.Source.AGENT_DIRECT and not evidence:
+        errors["evidence"] = [EVIDENCE_REQUIRED]
+    metadata = raw.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        errors["metadata"] = [METADATA_NOT_OBJECT]
+    message = raw.get("source_message")
+    if message is not None:
+        if thread is not None and message.thread_id != thread.pk:
+            errors["source_message"] = [MESSAGE_OTHER_THREAD]
+        elif message.thread.agent_id != agent.pk or message.thread.memory_user_id != memory_user.pk:
+            errors["source_message"] = [MESSAGE_OTHER_PERSON]
+        elif evidence and "evidence" not in errors:
+            # With a message named, the evidence is checked like an extracted candidate's.
+            said = [{"role": message.role, "content": message.content}]
+            if not _evidence_messages(evidence, said):
+                errors["evidence"] = [EVIDENCE_NOT_IN_MESSAGE]
+            elif source in USER_SOURCES and message.role != "user":
+                errors["evidence"] = [EVIDENCE_NOT_FROM_USER]
+    if errors:
+        raise ApplicationError("Invalid entry.", fields=errors)
+    return {
+        "content": content,
+        "hash": entry_content_hash(content),
+        "source": source,
+        "evidence": evidence,
+        "thread": message.thread if message is not None else thread,
+        "message_ids": [str(message.pk)] if message is not None else [],
+        "metadata": {**metadata, "origin": DIRECT_ORIGIN},
+    }
+
+
+def entries_create(
+    *, agent, memory_user, items: list[dict], actor: str, thread=None, provider=None
+) -> list[EntryCreateResult]:
+    """Store `items` ({content, source?, evidence?, source_message?, metadata?}) for the
+    (agent, person) pair, all or none, in one transaction; one result per item, in order.
+
+    Any invalid item refuses the whole call (ApplicationError whose fields are named
+    `items[<index>].<field>`). A valid item that duplicates an active stored entry, exactly
+    (same hash) or nearly (cosine >= the agent's dedupe threshold), or an earlier item of
+    the call, is not stored: its result holds that entry with `created` false. The
+    messages named are resolved (and scoped) by the caller.
+    """
+    workspace = agent.workspace
+    if memory_user.workspace_id != workspace.pk:
+        raise ApplicationError(MEMORY_USER_OTHER_WORKSPACE, code="not_found", status_code=404)
+    limit = settings.EPISODIC_CREATE_BATCH_MAX
+    if not items:
+        raise ApplicationError(ITEMS_REQUIRED, fields={"items": [ITEMS_REQUIRED]})
+    if len(items) > limit:
+        message = ITEMS_TOO_MANY.format(limit=limit)
+        raise ApplicationError(message, fields={"items": [message]})
+    agent_settings = memory_settings_for(agent)
+    if not agent_settings.episodic_memory:
+        raise ApplicationError(EPISODIC_DISABLED, code="episodic_disabled", status_code=409)
+    cleaned, errors = [], {}
+    for index, raw in enumerate(items):
+        try:
+            item = _item_clean(raw, agent=agent, memory_user=memory_user, thread=thread)
+        except ApplicationError as exc:
+            errors.update({f"items[{index}].{name}": value for name, value in exc.fields.items()})
+            continue
+        item["index"] = index
+        cleaned.append(item)
+    if errors:
+        raise ApplicationError("Invalid entries: nothing was stored.", fields=errors)
+    return _entries_store(
+        cleaned,
+        agent=agent,
+        memory_user=memory_user,
+        actor=actor,
+        agent_settings=agent_settings,
+        provider=provider,
+    )
+
+
+def entry_create(
+    *,
+    agent,
+    memory_user,
+    content: str,
+    actor: str,
+    source: str = EpisodicEntry.Source.AGENT_DIRECT,
+    evidence: str = "",
+    thread=None,
+    source_message=None,
+    metadata: dict | None = None,
+    provider=None,
+) -> EntryCreateResult:
+    """`entries_create` for one entry; invalid fields are named plainly (`content`)."""
+    workspace = agent.workspace
+    if memory_user.workspace_id != workspace.pk:
+        raise ApplicationError(MEMORY_USER_OTHER_WORKSPACE, code="not_found", status_code=404)
+    agent_settings = memory_settings_for(agent)
+    if not agent_settings.episodic_memory:
+        raise ApplicationError(EPISODIC_DISABLED, code="episodic_disabled", status_code=409)
+    raw = {
+        "content": content,
+        "source": source,
+        "evidence": evidence,
+        "source_message": source_message,
+        "metadata": metadata,
+    }
+    item = _item_clean(raw, agent=agent, memory_user=memory_user, thread=thread)
+    item["index"] = 0
+    (result,) = _entries_store(
+        [item],
+        agent=agent,
+        memory_user=memory_user,
+        actor=actor,
+        agent_settings=agent_settings,
+        provider=provider,
+    )
+    return result
+
+
+def _entries_store(items, *, agent, memory_user, actor, agent_settings, provider) -> list[EntryCreateResult]:
+    dropped: dict[int, tuple] = {}
+
+    def reject(item, reason, *, similarity=None, duplicate_of=None, twin=None):
+        dropped[item["index"]] = (reason, similarity, duplicate_of, twin)
+
+    threshold = agent_settings.dedupe_threshold
+    unique = _dedupe_exact(items, agent=agent, memory_user=memory_user, reject=reject)
+    if unique:
+        provider = provider or embedding_provider_for(agent.workspace)
+    kept, model = _dedupe_similar(
+        unique, agent=agent, memory_user=memory_user, provider=provider, threshold=threshold, reject=reject
+    )
+    with transaction.atomic():
+        _entries_insert(
+            kept,
+            agent=agent,
+            memory_user=memory_user,
+            thread=None,
+            actor=actor,
+            threshold=threshold,
+            model=model,
+            reject=reject,
+        )
+        # Read in the transaction, after the person's lock: an entry of the same person
+        # deleted meanwhile cannot be answered as the one a duplicate stands for.
+        stored_ids = {d[2] for d in dropped.values() if d[2] is not None}
+        stored = EpisodicEntry.objects.select_related("agent").in_bulk(list(stored_ids))
+        if len(stored) != len(stored_ids):
+            raise ConflictError(DUPLICATE_VANISHED)
+    stored = {str(pk): entry for pk, entry in stored.items()}
+    results: list[EntryCreateResult] = []
+    for item in items:
+        if "entry" in item:
+            results.append(EntryCreateResult(entry=item["entry"], created=True))
+            continue
+        reason, similarity, duplicate_of, twin = dropped[item["index"]]
+        # A twin has a lower index, so its result is already known.
+        entry = stored[duplicate_of] if duplicate_of is not None else results[twin["index"]].entry
+        results.append(EntryCreateResult(entry=entry, created=False, reason=reason, similarity=similarity))
+    return results
