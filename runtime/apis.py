@@ -2,7 +2,7 @@
 (recall, identify_user) with their OpenAI-style schemas."""
 
 from django.db import transaction
-from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -11,11 +11,11 @@ from core.access import agent_resolve_optional
 from core.lib.escaping import strip_invisible_json
 from core.memory_settings import memory_settings_for
 from core.serializers import ContextInputSerializer, StrictSerializer
-from episodes.apis import EpisodeOutputSerializer
-from facts.apis import FactOutputSerializer
+from episodes.apis import EPISODE_EXAMPLE, EpisodeOutputSerializer
+from facts.apis import FACT_EXAMPLE, FactOutputSerializer
 from facts.selectors import memory_user_context
 from facts.services import fact_touch
-from identities.apis import MemoryUserOutputSerializer
+from identities.apis import ADA_ID, MEMORY_USER_EXAMPLE, MemoryUserOutputSerializer
 from identities.selectors import memory_user_get
 from identities.services import memory_user_identify
 from procedures.apis import ProcedureOutputSerializer
@@ -118,6 +118,74 @@ def context_result_data(result) -> dict:
     )
 
 
+THREAD_ID = "4f2a9c1e-7b3d-4e5f-a6b7-c8d9e0f1a2b3"
+_PROFILE = (
+    "<user-profile>\nWhat is known about the person you are talking to (stored facts, most certain "
+    "first):\n- name: Ada\n- city: Lisbon\n</user-profile>"
+)
+_SESSION = "<session-memory>\nState of this conversation:\n- timezone: WET\n</session-memory>"
+CONTEXT_EXAMPLE = {
+    "agent": "support-bot",
+    "memory_user": {"id": ADA_ID, "canonical_id": "telegram:1001", "display_name": "Ada"},
+    "thread": THREAD_ID,
+    "appended_message": "5e2aa517-0c8f-4315-9873-26c941fd364c",
+    "token_budget": 2000,
+    "tokens": 102,
+    "message_tokens": 0,
+    "allocation": {
+        "user_profile": 298,
+        "session_memory": 298,
+        "memory": 0,
+        "procedures": 199,
+        "history": 1205,
+    },
+    "system_prompt": f"{_PROFILE}\n\n{_SESSION}",
+    "user_profile": {
+        "text": _PROFILE,
+        "tokens": 36,
+        "cap": 298,
+        "items": [
+            {"id": FACT_EXAMPLE["id"], "key": "city", "value": "Lisbon", "fact_type": "user_preference"}
+        ],
+        "omitted": 0,
+    },
+    "session_memory": {
+        "text": _SESSION,
+        "tokens": 22,
+        "cap": 298,
+        "items": [{"key": "timezone", "value": "WET"}],
+        "omitted": 0,
+    },
+    "memory": {"text": "", "tokens": 0, "cap": 0, "items": [], "omitted": 0},
+    "procedures": {"text": "", "tokens": 0, "cap": 199, "items": [], "omitted": 0},
+    "history": {
+        "messages": [
+            {"role": "user", "content": "I moved to Lisbon. My timezone is WET."},
+            {"role": "assistant", "content": "Noted: Lisbon, WET."},
+            {"role": "user", "content": "Any flights to Porto on Friday?"},
+        ],
+        "message_ids": [
+            "9b8e7d6c-5a4b-4c3d-8e2f-1a0b9c8d7e61",
+            "7e6d5c4b-3a29-4817-9f6e-5d4c3b2a1f83",
+            "5e2aa517-0c8f-4315-9873-26c941fd364c",
+        ],
+        "tokens": 44,
+        "summary_applied": False,
+        "summary_in_session_memory": False,
+        "cut_count": 0,
+        "recalled": [],
+        "leaf_id": "5e2aa517-0c8f-4315-9873-26c941fd364c",
+    },
+    "timings_ms": {
+        "user_profile": 3.3,
+        "session_memory": 2.5,
+        "memory": 0.0,
+        "procedures": 1.9,
+        "history": 1.7,
+    },
+}
+
+
 class ContextAssembleApi(APIView):
     """`POST /api/v1/context/`: the whole context of one agent turn in one round trip."""
 
@@ -147,7 +215,27 @@ class ContextAssembleApi(APIView):
             child=serializers.ChoiceField(choices=SECTIONS), required=False, allow_empty=False
         )
 
-    @extend_schema(request=InputSerializer, responses={200: ContextOutputSerializer})
+    @extend_schema(
+        summary="Assemble the context of one agent turn",
+        request=InputSerializer,
+        responses={200: ContextOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "Ada's new message, appended and answered with her context",
+                value={
+                    "agent": "support-bot",
+                    "channel": "telegram",
+                    "external_id": "1001",
+                    "thread": THREAD_ID,
+                    "message": "Any flights to Porto on Friday?",
+                    "append": True,
+                    "token_budget": 2000,
+                },
+                request_only=True,
+            ),
+            OpenApiExample("The context", value=CONTEXT_EXAMPLE, response_only=True),
+        ],
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -180,7 +268,28 @@ class RecallApi(APIView):
             default=True, help_text="Also match facts and procedures by meaning (embeddings)."
         )
 
-    @extend_schema(request=InputSerializer, responses=RecallOutputSerializer)
+    @extend_schema(
+        summary="Recall facts, procedures and episodes (the `recall` tool)",
+        request=InputSerializer,
+        responses=RecallOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "Where does Ada live?",
+                value={"agent": "support-bot", "memory_user": ADA_ID, "query": "where does she live"},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "What was found",
+                value={
+                    "mode": "query",
+                    "facts": [{**FACT_EXAMPLE, "similarity": 0.71}],
+                    "procedures": [],
+                    "episodes": [EPISODE_EXAMPLE],
+                },
+                response_only=True,
+            ),
+        ],
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -292,6 +401,27 @@ class ToolsApi(APIView):
             OpenApiParameter("agent", str, description="Agent whose recall defaults the schemas show."),
         ],
         responses={200: TOOL_SCHEMAS_RESPONSE},
+        summary="List the agent tools' function schemas",
+        examples=[
+            OpenApiExample(
+                "OpenAI shape (one tool of the list)",
+                value=[
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "remember",
+                            "description": "Remember a fact about the user, the conversation or the world.",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"key": {"type": "string"}, "value": {}},
+                                "required": ["key", "value"],
+                            },
+                        },
+                    }
+                ],
+                response_only=True,
+            )
+        ],
     )
     def get(self, request):
         serializer = self.FilterSerializer(data=request.query_params.dict())
@@ -448,7 +578,52 @@ class MemoryUserIdentifyApi(APIView):
         preferences = serializers.JSONField()
         episodes = EpisodeOutputSerializer(many=True)
 
-    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 201: OutputSerializer})
+    @extend_schema(
+        summary="Identify the person behind a channel identity (the `identify_user` tool)",
+        request=InputSerializer,
+        responses={200: OutputSerializer, 201: OutputSerializer},
+        examples=[
+            OpenApiExample(
+                "A Telegram user",
+                value={
+                    "channel": "telegram",
+                    "external_id": "1001",
+                    "profile": {"username": "ada"},
+                    "agent": "support-bot",
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Known: what the agent knows about her",
+                value={
+                    "created": False,
+                    "memory_user": MEMORY_USER_EXAMPLE,
+                    "facts": [FACT_EXAMPLE],
+                    "preferences": {"language": "pt"},
+                    "episodes": [EPISODE_EXAMPLE],
+                },
+                response_only=True,
+                status_codes=[200],
+            ),
+            OpenApiExample(
+                "New: created now",
+                value={
+                    "created": True,
+                    "memory_user": {
+                        **MEMORY_USER_EXAMPLE,
+                        "thread_count": 0,
+                        "message_count": 0,
+                        "preferences": {},
+                    },
+                    "facts": [],
+                    "preferences": {},
+                    "episodes": [],
+                },
+                response_only=True,
+                status_codes=[201],
+            ),
+        ],
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
