@@ -71,6 +71,8 @@ class Schemas:
             if isinstance(valid, list) and valid:
                 return [self.minimal(items, item) for item in valid[: max(count, 1)]]
             return [self.generate(items) for _ in range(count)]
+        if "enum" in schema and valid not in schema["enum"]:
+            return self.generate(schema)  # The valid body is of another shape (a oneOf branch).
         return valid
 
     def generate(self, schema: dict):
