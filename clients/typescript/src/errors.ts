@@ -30,7 +30,7 @@ export class MemoryAPIError extends MemoryClientError {
   readonly fields: Record<string, unknown>;
   /** Unexpected server errors only: the id under which the server logged the failure. */
   readonly requestId: string | undefined;
-  readonly response: Response;
+  declare readonly response: Response;
 
   constructor(
     message: string,
@@ -47,7 +47,8 @@ export class MemoryAPIError extends MemoryClientError {
     this.code = init.code;
     this.fields = init.fields ?? {};
     this.requestId = init.requestId;
-    this.response = init.response;
+    // Not enumerable, so a logged error shows the server's answer rather than the Response.
+    Object.defineProperty(this, "response", { value: init.response, enumerable: false });
   }
 
   override toString(): string {
