@@ -5,7 +5,13 @@ agent-bound key, else the agent the request names, else the workspace's own.
 """
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_serializer,
+    extend_schema_view,
+)
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -42,6 +48,16 @@ from store.services import (
 OP_UNKNOWN = "op must be one of: get, put, search, list_namespaces."
 OP_NOT_OBJECT = "Each op must be a JSON object."
 MATCH_TYPE_HELP = '"prefix" or "suffix"; a "*" label matches any label.'
+
+STORE_ITEM_EXAMPLE = {
+    "namespace": ["memories", "ada"],
+    "key": "home",
+    "value": {"text": "Ada lives in Lisbon.", "since": "2026-05"},
+    "created_at": "2026-11-23T14:40:53.447020Z",
+    "updated_at": "2026-11-23T14:40:53.447020Z",
+    "expires_at": None,
+}
+STORE_ITEM_RESPONSE = OpenApiExample("An item", value=STORE_ITEM_EXAMPLE, response_only=True)
 
 
 def _labels(**kwargs):
@@ -88,7 +104,7 @@ class SearchItemOutputSerializer(ItemOutputSerializer):
 
 class ItemListOutputSerializer(ItemOutputSerializer):
     id = serializers.UUIDField()
-    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    agent = serializers.CharField(source="agent.slug", read_only=True, allow_null=True)
     memory_user = serializers.UUIDField(source="memory_user_id", allow_null=True)
     index_fields = serializers.ListField(child=serializers.CharField())
     ttl_minutes = serializers.FloatField(allow_null=True)
@@ -146,6 +162,8 @@ class StoreItemApi(APIView):
         parameters=[ItemQuerySerializer],
         responses=ItemOutputSerializer,
         operation_id="store_item_get",
+        summary="Get an item by namespace and key",
+        examples=[STORE_ITEM_RESPONSE],
     )
     def get(self, request):
         query = ItemQuerySerializer(data=request.query_params)
@@ -169,6 +187,21 @@ class StoreItemApi(APIView):
         responses={201: ItemOutputSerializer, 200: ItemOutputSerializer},
         description="Store a JSON object at (namespace, key); the same place again replaces it (200).",
         operation_id="store_item_put",
+        summary="Put an item at a namespace and key",
+        examples=[
+            OpenApiExample(
+                "Where Ada lives, searchable by its text",
+                value={
+                    "agent": "support-bot",
+                    "namespace": ["memories", "ada"],
+                    "key": "home",
+                    "value": {"text": "Ada lives in Lisbon.", "since": "2026-05"},
+                    "index": ["text"],
+                },
+                request_only=True,
+            ),
+            STORE_ITEM_RESPONSE,
+        ],
     )
     def put(self, request):
         serializer = self.InputSerializer(data=request.data)
@@ -208,6 +241,7 @@ class StoreItemApi(APIView):
         responses={204: None},
         description="Delete the item; deleting one that is not there is not an error (204).",
         operation_id="store_item_delete",
+        summary="Delete an item by namespace and key",
     )
     def delete(self, request):
         query = ItemQuerySerializer(data=request.query_params)
@@ -283,6 +317,15 @@ class StoreSearchApi(APIView):
         request=SearchInputSerializer,
         responses=SearchItemOutputSerializer(many=True),
         operation_id="store_search",
+        summary="Search items under a namespace prefix",
+        examples=[
+            OpenApiExample(
+                "Ada's memories about where she lives",
+                value={"namespace_prefix": ["memories", "ada"], "query": "where does she live", "limit": 5},
+                request_only=True,
+            ),
+            OpenApiExample("A hit", value={**STORE_ITEM_EXAMPLE, "score": 0.83}, response_only=True),
+        ],
     )
     def post(self, request):
         serializer = SearchInputSerializer(data=request.data)
@@ -311,8 +354,17 @@ class StoreNamespacesApi(APIView):
 
     @extend_schema(
         request=NamespacesInputSerializer,
-        responses=serializers.ListField(child=serializers.ListField(child=serializers.CharField())),
+        responses={200: {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}},
         operation_id="store_namespaces",
+        summary="List the namespaces of the partition",
+        examples=[
+            OpenApiExample(
+                "Two levels under memories",
+                value={"match_conditions": [{"match_type": "prefix", "path": ["memories"]}], "max_depth": 2},
+                request_only=True,
+            ),
+            OpenApiExample("Namespaces", value=[["memories", "ada"], ["memories", "bo"]], response_only=True),
+        ],
     )
     def post(self, request):
         serializer = NamespacesInputSerializer(data=request.data)
@@ -423,7 +475,33 @@ class StoreBatchApi(APIView):
             "namespaces (list_namespaces), null (put).",
         )
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer, operation_id="store_batch")
+    @extend_schema(
+        request=InputSerializer,
+        responses=OutputSerializer,
+        operation_id="store_batch",
+        summary="Run a batch of get, put, search and list_namespaces ops",
+        examples=[
+            OpenApiExample(
+                "A put and a get",
+                value={
+                    "agent": "support-bot",
+                    "ops": [
+                        {
+                            "op": "put",
+                            "namespace": ["memories", "ada"],
+                            "key": "pet",
+                            "value": {"text": "A cat, Miso."},
+                        },
+                        {"op": "get", "namespace": ["memories", "ada"], "key": "home"},
+                    ],
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Results, one per op", value={"results": [None, STORE_ITEM_EXAMPLE]}, response_only=True
+            ),
+        ],
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -466,6 +544,26 @@ def _without_refresh(op):
     return op
 
 
+@extend_schema_view(
+    get=extend_schema(
+        summary="List the store's items",
+        examples=[
+            OpenApiExample(
+                "An item",
+                value={
+                    **STORE_ITEM_EXAMPLE,
+                    "id": "d4e5f6a7-b8c9-4d0e-8f1a-2b3c4d5e6f70",
+                    "agent": "support-bot",
+                    "memory_user": "6c1e0f9a-3b7d-4d2e-9f5a-8b2c4d6e1a01",
+                    "index_fields": ["text"],
+                    "ttl_minutes": None,
+                    "embedded": True,
+                },
+                response_only=True,
+            )
+        ],
+    )
+)
 class StoreItemListApi(ListApi):
     selector = store_item_list
     OutputSerializer = ItemListOutputSerializer
@@ -473,6 +571,17 @@ class StoreItemListApi(ListApi):
     operation_id = "store_items_list"
 
 
+@extend_schema_view(
+    post=extend_schema(
+        summary="Delete several store items",
+        examples=[
+            OpenApiExample(
+                "One item", value={"ids": ["d4e5f6a7-b8c9-4d0e-8f1a-2b3c4d5e6f70"]}, request_only=True
+            ),
+            OpenApiExample("Deleted", value={"deleted": 1}, response_only=True),
+        ],
+    )
+)
 class StoreItemBatchDeleteApi(BatchDeleteApi):
     service = store_item_batch_delete
 
