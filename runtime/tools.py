@@ -576,6 +576,103 @@ def record_turn(
     return data
 
 
+STORE_MEMORY_NEEDS_PERSON = "store_memory needs the person: pass memory_user or a thread of theirs."
+STORE_MEMORY_MESSAGE_NOT_FOUND = "Message not found."
+
+
+@_for_model
+def store_memory(
+    *,
+    principal: Principal,
+    content: str,
+    evidence: str = "",
+    source: str = "agent_direct",
+    memory_user: str | None = None,
+    thread: str | None = None,
+    source_message: str | None = None,
+    agent: str | None = None,
+) -> dict:
+    """Remember something about this person that you already know, as one short
+    self-contained sentence in the third person (an event, plan, decision or situation of
+    theirs). Optional `evidence`: an exact quote that proves it (needed for the sources
+    user_assertion, user_accepted_assistant_proposal and verified_assistant_finding). A note
+    already stored, or nearly the same, is not stored twice: the answer then has created
+    false and the stored note. Stable preferences belong in `remember` as facts."""
+    from core.access import reference_resolve
+    from episodic.apis import EntryListApi
+    from episodic.services import entry_create
+    from threads.models import Message
+
+    require_write(principal)
+    serializer = EntryListApi.InputSerializer(
+        data={
+            key: value
+            for key, value in {
+                "agent": agent,
+                "memory_user": memory_user,
+                "thread": thread,
+                "content": content,
+                "evidence": evidence,
+                "source": source,
+                "source_message": source_message,
+            }.items()
+            if value is not None
+        }
+    )
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data
+    context = _context(
+        principal,
+        agent=data.get("agent") or None,
+        memory_user=data.get("memory_user"),
+        thread=data.get("thread"),
+        create_agent=True,
+    )
+    if context.agent is None:
+        from core.access import agent_resolve
+
+        agent_resolve(principal, None)
+    if context.memory_user is None:
+        raise ApplicationError(STORE_MEMORY_NEEDS_PERSON, fields={"memory_user": [STORE_MEMORY_NEEDS_PERSON]})
+    # Resolved in the key's read scope: another agent's message answers like an unknown id.
+    message = reference_resolve(
+        Message.objects.select_related("thread"),
+        principal,
+        data.get("source_message"),
+        agent_field="thread__agent",
+        not_found=NotFoundError(
+            STORE_MEMORY_MESSAGE_NOT_FOUND, fields={"source_message": [STORE_MEMORY_MESSAGE_NOT_FOUND]}
+        ),
+    )
+    result = entry_create(
+        agent=context.agent,
+        memory_user=context.memory_user,
+        thread=context.thread,
+        content=data["content"],
+        source=data["source"],
+        evidence=data["evidence"],
+        source_message=message,
+        actor=principal.actor,
+    )
+    entry = result.entry
+    data = {
+        "created": result.created,
+        "entry": {
+            "id": str(entry.pk),
+            "content": entry.content,
+            "source": entry.source,
+            "evidence": entry.evidence,
+            "created_at": _iso(entry.created_at),
+            "embedded": bool(entry.embedding_model),
+        },
+    }
+    if not result.created:
+        data["reason"] = result.reason
+        if result.similarity is not None:
+            data["similarity"] = result.similarity
+    return data
+
+
 # The first three are the ones GET /api/v1/tools/ always served, in that order.
 TOOLS = [
     ToolSpec(
@@ -622,4 +719,6 @@ TOOLS = [
     ToolSpec(
         "record_turn", record_turn, record_turn.__doc__, read_only=False, parameters=tool_schemas.RECORD_TURN
     ),
+    # Arguments derived from the signature (runtime.tool_schemas.tool_input_schema).
+    ToolSpec("store_memory", store_memory, store_memory.__doc__, read_only=False),
 ]
