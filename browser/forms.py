@@ -7,6 +7,8 @@ from django import forms
 
 from core.models import Membership
 from core.parsers import JSONRefused, json_loads_checked
+from webhooks.events import EVENT_TYPES
+from webhooks.models import WebhookDelivery
 
 ROLE_CHOICES = Membership.Role.choices
 IDS_REQUIRED = "Select at least one row."
@@ -275,3 +277,18 @@ class EntryEditForm(forms.Form):
         from episodic.services import entry_update
 
         return entry_update(entry=entry, actor=principal.actor, **self.cleaned_data)
+
+
+class WebhookCreateForm(forms.Form):
+    url = forms.URLField(max_length=2000, label="URL", assume_scheme="https")
+    description = forms.CharField(max_length=200, required=False)
+    events = forms.MultipleChoiceField(
+        choices=[(name, name) for name in EVENT_TYPES],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked: every event.",
+    )
+
+
+class DeliveryFilterForm(forms.Form):
+    status = forms.ChoiceField(choices=[("", "Any status"), *WebhookDelivery.Status.choices], required=False)

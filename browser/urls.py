@@ -9,6 +9,7 @@ from browser.views import (
     shell,
     threads,
     users,
+    webhooks,
     workspace_admin,
 )
 
@@ -49,6 +50,13 @@ workspace_urls = [
     path("members/<uuid:membership_id>/role/", workspace_admin.member_role, name="member-role"),
     path("members/<uuid:membership_id>/remove/", workspace_admin.member_delete, name="member-remove"),
     path("api-keys/", workspace_admin.api_keys, name="api-keys"),
+    path("webhooks/", webhooks.webhooks, name="webhooks"),
+    path("webhooks/create/", webhooks.webhook_create, name="webhook-create"),
+    path("webhooks/<uuid:subscription_id>/", webhooks.webhook_detail, name="webhook"),
+    path("webhooks/<uuid:subscription_id>/toggle/", webhooks.webhook_toggle, name="webhook-toggle"),
+    path("webhooks/<uuid:subscription_id>/ping/", webhooks.webhook_ping_view, name="webhook-ping"),
+    path("webhooks/<uuid:subscription_id>/rotate/", webhooks.webhook_rotate, name="webhook-rotate"),
+    path("webhooks/<uuid:subscription_id>/delete/", webhooks.webhook_delete, name="webhook-delete"),
     path("api-keys/create/", workspace_admin.api_key_new, name="api-key-create"),
     path("api-keys/<uuid:api_key_id>/revoke/", workspace_admin.api_key_revoke_view, name="api-key-revoke"),
 ]

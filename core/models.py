@@ -2,7 +2,8 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Func, Q
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 
@@ -173,12 +174,22 @@ class AuditEvent(models.Model):
     entity_type = models.CharField(max_length=50)
     entity_id = models.CharField(max_length=64)
     changes = models.JSONField(default=dict, blank=True)
+    # The writing transaction's id (pg_current_xact_id). Readers of the trail as an outbox
+    # (webhooks) take only events of transactions older than every running one, so no event
+    # can still appear behind what they have read. NULL for events older than the column.
+    txid = models.BigIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        db_default=Cast(Cast(Func(function="pg_current_xact_id"), models.TextField()), models.BigIntegerField()),
+    )
 
     class Meta:
         ordering = ["-at"]
         indexes = [
             models.Index(fields=["workspace", "entity_type", "entity_id"], name="core_audit_entity"),
             models.Index(fields=["workspace", "-at"], name="core_audit_recent"),
+            models.Index(fields=["workspace", "txid", "id"], name="core_audit_outbox"),
         ]
 
     def __str__(self):

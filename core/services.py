@@ -6,6 +6,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import ApplicationError, ConflictError
+from core.events import audit_recorded
 from core.lib.crypto import encrypt
 from core.memory_settings import memory_settings_validate
 from core.models import Agent, ApiKey, AuditEvent, Membership, ProviderCredential, WorkerHeartbeat, Workspace
@@ -174,7 +175,7 @@ def worker_heartbeat_record(*, worker: str) -> None:
 def audit_record(
     *, workspace, actor: str, action: str, entity_type: str, entity_id, changes=None
 ) -> AuditEvent:
-    return AuditEvent.objects.create(
+    event = AuditEvent.objects.create(
         workspace=workspace,
         actor=actor,
         action=action,
@@ -182,11 +183,13 @@ def audit_record(
         entity_id=str(entity_id),
         changes=changes or {},
     )
+    audit_recorded(event.workspace_id)
+    return event
 
 
 def audit_record_deletes(*, workspace, actor: str, entity_type: str, ids) -> None:
     """One delete event per id, written in a single INSERT (batch deletions)."""
-    AuditEvent.objects.bulk_create(
+    events = AuditEvent.objects.bulk_create(
         [
             AuditEvent(
                 workspace=workspace,
@@ -198,3 +201,5 @@ def audit_record_deletes(*, workspace, actor: str, entity_type: str, ids) -> Non
             for pk in ids
         ]
     )
+    if events:
+        audit_recorded(workspace.pk)

@@ -18,6 +18,7 @@ api_v1 = [
     path("", include("procedures.urls")),
     path("", include("checkpoints.urls")),
     path("", include("store.urls")),
+    path("", include("webhooks.urls")),
     path("", include("runtime.urls")),
 ]
 

@@ -19,6 +19,9 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 # Every test sees key changes at once (revocation by update(), expiry moved back).
 API_KEY_CACHE_SECONDS = 0
 PROVIDER_CACHE_SECONDS = 0
+WEBHOOKS_ACTIVE_CACHE_SECONDS = 0
+# Receivers in tests listen on 127.0.0.1; webhooks/tests check the refusal with it off.
+WEBHOOKS_ALLOW_PRIVATE_URLS = True
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_URL = "memory://"

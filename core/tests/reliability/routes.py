@@ -25,6 +25,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
 from checkpoints.services import checkpoint_put, checkpoint_writes_put
+from core.access import principal_for_api_key
 from core.models import Membership
 from core.services import agent_get_or_create, api_key_create, operator_create, workspace_create
 from episodes.services import episode_create
@@ -40,6 +41,7 @@ from threads.services import (
     thread_create,
     thread_plan_set,
 )
+from webhooks.services import webhook_subscription_create
 
 PASSWORD = "correct-horse-battery-staple"
 A1_SLUG = "support-bot"
@@ -82,6 +84,7 @@ class World:
     a1_rows: set = field(default_factory=set)  # (table, pk) of every row agent a1 owns
     a1_ids: list = field(default_factory=list)  # texts naming a1's rows (never shown to a2)
     w1_ids: list = field(default_factory=list)  # texts naming W1's rows (never shown to W2)
+    webhook: object = None  # a W1 webhook subscription (workspace-level)
 
 
 def seed_world() -> World:
@@ -213,6 +216,10 @@ def seed_world() -> World:
     # Only uuids and the two free-text ids: small integer keys would match any number.
     world.a1_ids = sorted({pk for _, pk in world.a1_rows if _is_uuid(pk)} | {CHECKPOINT_ID, RUN_ID})
     world.w1_ids = sorted({pk for _, pk in snapshot(w1) if _is_uuid(pk)} | {CHECKPOINT_ID, RUN_ID})
+    world.webhook = webhook_subscription_create(
+        principal=principal_for_api_key(spare_key), url="https://example.com/hook", events=["fact.created"]
+    )[0]
+    world.w1_ids.append(str(world.webhook.pk))
     return world
 
 
@@ -334,6 +341,10 @@ def _none(w):
 
 def _thread(w):
     return {"thread_id": w.thread.pk}
+
+
+def _webhook(w):
+    return {"subscription_id": w.webhook.pk}
 
 
 def _ctx(w, **extra):
@@ -648,6 +659,26 @@ API_CASES: dict[str, ApiCase] = {
             }
         },
     ),
+    "api:webhooks:list": ApiCase(
+        path=_none,
+        bodies={"post": lambda w: {"url": "https://example.com/h2", "events": ["entry.created"]}},
+        agent_field=None,
+        workspace_level=("get", "post"),
+    ),
+    "api:webhooks:detail": ApiCase(
+        path=_webhook,
+        bodies={"patch": lambda w: {"events": [], "description": "All events", "is_active": True}},
+        agent_field=None,
+        workspace_level=("get", "patch", "delete"),
+    ),
+    "api:webhooks:rotate-secret": ApiCase(path=_webhook, agent_field=None, workspace_level=("post",)),
+    "api:webhooks:ping": ApiCase(path=_webhook, agent_field=None, workspace_level=("post",)),
+    "api:webhooks:deliveries": ApiCase(
+        path=_webhook,
+        query={"get": lambda w: {"status": "succeeded", "event_type": "fact.created"}},
+        agent_field=None,
+        workspace_level=("get",),
+    ),
     "api:runtime:context": ApiCase(
         path=_none,
         bodies={
@@ -760,6 +791,17 @@ BROWSER_CASES: dict[str, BrowserCase] = {
     "memories:api-key-revoke": BrowserCase(
         path=lambda w: {"api_key_id": w.spare_key.pk}, levels={"post": "admin"}
     ),
+    "memories:webhooks": BrowserCase(path=_none, levels={"get": "admin"}),
+    "memories:webhook-create": BrowserCase(
+        path=_none,
+        levels={"post": "admin"},
+        data={"post": lambda w: {"url": "https://example.com/h3", "events": ["fact.created"]}},
+    ),
+    "memories:webhook": BrowserCase(path=_webhook, levels={"get": "admin"}),
+    "memories:webhook-toggle": BrowserCase(path=_webhook, levels={"post": "admin"}),
+    "memories:webhook-ping": BrowserCase(path=_webhook, levels={"post": "admin"}),
+    "memories:webhook-rotate": BrowserCase(path=_webhook, levels={"post": "admin"}),
+    "memories:webhook-delete": BrowserCase(path=_webhook, levels={"post": "admin"}),
 }
 # The users tab's batch delete is named after the tab, not the item.
 BROWSER_CASES["memories:users-delete"] = BrowserCase(

@@ -1,0 +1,39 @@
+"""The event catalogue: which audit events are sent to subscribers, under which type."""
+
+# (audit entity_type, audit action) -> event type. Anything else in the audit trail
+# (threads, checkpoints, members) is not an event subscribers can ask for.
+EVENT_TYPES_BY_AUDIT = {
+    ("episodic_entry", "create"): "entry.created",
+    ("episodic_entry", "update"): "entry.updated",
+    ("episodic_entry", "delete"): "entry.deleted",
+    ("fact", "create"): "fact.created",
+    ("fact", "update"): "fact.updated",
+    ("fact", "delete"): "fact.deleted",
+    ("memory_user", "create"): "person.created",
+    ("memory_user", "update"): "person.updated",
+    ("memory_user", "merge"): "person.merged",
+    ("memory_user", "erase"): "person.erased",
+    ("procedure", "create"): "procedure.created",
+    ("procedure", "update"): "procedure.updated",
+    ("procedure", "delete"): "procedure.deleted",
+    ("episode", "create"): "episode.created",
+    ("episode", "update"): "episode.updated",
+    ("episode", "delete"): "episode.deleted",
+}
+# Sent on request (POST .../ping/) so a receiver can be checked; never subscribed to.
+PING = "ping"
+
+EVENT_TYPES = tuple(sorted(set(EVENT_TYPES_BY_AUDIT.values())))
+# What each audit entity is called in a payload's `data.object`.
+OBJECT_NAMES = {
+    "episodic_entry": "entry",
+    "fact": "fact",
+    "memory_user": "person",
+    "procedure": "procedure",
+    "episode": "episode",
+}
+AUDIT_ENTITY_TYPES = tuple(sorted(OBJECT_NAMES))
+
+
+def event_type_for(entity_type: str, action: str) -> str | None:
+    return EVENT_TYPES_BY_AUDIT.get((entity_type, action))

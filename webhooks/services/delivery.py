@@ -1,0 +1,133 @@
+"""Sending one delivery: the signed POST, its outcome, retries, and disabling a failing URL.
+
+Delivery is at least once: a receiver may see an event twice (a worker that died after the
+POST but before recording it) and deduplicates by the `X-Memory-Delivery` header. Events of
+one subscription are not ordered across retries; each carries its time.
+"""
+
+import json
+import logging
+import random
+from datetime import timedelta
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.lib.crypto import decrypt
+from core.models import AuditEvent
+from core.services import audit_record
+from webhooks.models import WebhookDelivery, WebhookSubscription
+from webhooks.services.dispatch import webhook_active_cache_clear
+from webhooks.services.subscriptions import ENTITY_TYPE, WebhookUrlRefused, webhook_url_check
+from webhooks.signing import SIGNATURE_HEADER, signature_header
+
+logger = logging.getLogger(__name__)
+SYSTEM_ACTOR = "system:webhooks"
+USER_AGENT = "memory-server-webhooks/1"
+
+
+def _retry_delay(attempts: int) -> timedelta:
+    base = settings.WEBHOOKS_RETRY_BASE_SECONDS * 2 ** max(attempts - 1, 0)
+    seconds = min(base, settings.WEBHOOKS_RETRY_MAX_SECONDS)
+    return timedelta(seconds=seconds * random.uniform(0.9, 1.1))
+
+
+def _post(subscription: WebhookSubscription, delivery: WebhookDelivery) -> tuple[int | None, str]:
+    """POST the signed payload; answers (HTTP status or None, error text or "")."""
+    body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Memory-Event": delivery.event_type,
+        "X-Memory-Delivery": str(delivery.pk),
+        SIGNATURE_HEADER: signature_header(secret=decrypt(subscription.secret_encrypted), body=body),
+    }
+    try:
+        webhook_url_check(subscription.url)
+        response = httpx.post(
+            subscription.url,
+            content=body,
+            headers=headers,
+            timeout=settings.WEBHOOKS_TIMEOUT_SECONDS,
+            follow_redirects=False,
+        )
+    except WebhookUrlRefused as exc:
+        return None, str(exc)
+    except httpx.HTTPError as exc:
+        return None, f"{type(exc).__name__}: {exc}"[:500] or type(exc).__name__
+    if 200 <= response.status_code < 300:
+        return response.status_code, ""
+    return response.status_code, f"HTTP {response.status_code}"
+
+
+def webhook_deliver(*, delivery_id) -> WebhookDelivery | None:
+    """Send one delivery once, and record the outcome: succeeded, retrying at a later time,
+    or failed after the last attempt. A subscription that failed too often in a row is
+    disabled, and its waiting deliveries cancelled."""
+    delivery = WebhookDelivery.objects.select_related("subscription").filter(pk=delivery_id).first()
+    if delivery is None or delivery.status not in (
+        WebhookDelivery.Status.PENDING,
+        WebhookDelivery.Status.RETRYING,
+    ):
+        return delivery
+    subscription = delivery.subscription
+    if not subscription.is_active:
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(
+            status=WebhookDelivery.Status.CANCELLED, next_attempt_at=None
+        )
+        delivery.refresh_from_db()
+        return delivery
+    response_status, error = _post(subscription, delivery)
+    now = timezone.now()
+    with transaction.atomic():
+        delivery = WebhookDelivery.objects.select_for_update().get(pk=delivery.pk)
+        subscription = WebhookSubscription.objects.select_for_update().get(pk=subscription.pk)
+        delivery.attempts += 1
+        delivery.last_attempt_at = now
+        delivery.response_status = response_status
+        delivery.last_error = error
+        if not error:
+            delivery.status = WebhookDelivery.Status.SUCCEEDED
+            delivery.delivered_at = now
+            delivery.next_attempt_at = None
+            subscription.consecutive_failures = 0
+            subscription.last_delivery_at = now
+        else:
+            subscription.consecutive_failures += 1
+            if delivery.attempts >= settings.WEBHOOKS_MAX_ATTEMPTS:
+                delivery.status = WebhookDelivery.Status.FAILED
+                delivery.next_attempt_at = None
+            else:
+                delivery.status = WebhookDelivery.Status.RETRYING
+                delivery.next_attempt_at = now + _retry_delay(delivery.attempts)
+        delivery.save()
+        subscription.save(update_fields=["consecutive_failures", "last_delivery_at", "updated_at"])
+        if (
+            subscription.is_active
+            and subscription.consecutive_failures >= settings.WEBHOOKS_DISABLE_AFTER_FAILURES
+        ):
+            _subscription_disable(subscription, now=now)
+    return delivery
+
+
+def _subscription_disable(subscription: WebhookSubscription, *, now) -> None:
+    reason = f"Disabled after {subscription.consecutive_failures} failed attempts in a row."
+    WebhookSubscription.objects.filter(pk=subscription.pk).update(
+        is_active=False, disabled_reason=reason, disabled_at=now, updated_at=now
+    )
+    cancelled = WebhookDelivery.objects.filter(
+        subscription=subscription,
+        status__in=(WebhookDelivery.Status.PENDING, WebhookDelivery.Status.RETRYING),
+    ).update(status=WebhookDelivery.Status.CANCELLED, next_attempt_at=None)
+    audit_record(
+        workspace=subscription.workspace,
+        actor=SYSTEM_ACTOR,
+        action=AuditEvent.Action.UPDATE,
+        entity_type=ENTITY_TYPE,
+        entity_id=subscription.pk,
+        changes={"is_active": {"from": True, "to": False}, "reason": reason, "cancelled": cancelled},
+    )
+    logger.warning("Webhook subscription %s disabled: %s", subscription.pk, reason)
+    webhook_active_cache_clear()
