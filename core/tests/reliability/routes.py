@@ -216,8 +216,9 @@ def seed_world() -> World:
     # Only uuids and the two free-text ids: small integer keys would match any number.
     world.a1_ids = sorted({pk for _, pk in world.a1_rows if _is_uuid(pk)} | {CHECKPOINT_ID, RUN_ID})
     world.w1_ids = sorted({pk for _, pk in snapshot(w1) if _is_uuid(pk)} | {CHECKPOINT_ID, RUN_ID})
+    # Nothing listens on port 9: a delivery fails at once, without a DNS lookup or a timeout.
     world.webhook = webhook_subscription_create(
-        principal=principal_for_api_key(spare_key), url="https://example.com/hook", events=["fact.created"]
+        principal=principal_for_api_key(spare_key), url="http://127.0.0.1:9/hook", events=["fact.created"]
     )[0]
     world.w1_ids.append(str(world.webhook.pk))
     return world
