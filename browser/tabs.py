@@ -8,6 +8,7 @@ TABS = [
     ("entries", "Episodic entries", "memories:entries"),
     ("threads", "Threads", "memories:threads"),
     ("checkpoints", "Checkpoints", "memories:checkpoints"),
+    ("store", "Store", "memories:store"),
     ("procedures", "Procedures", "memories:procedures"),
     ("users", "Users", "memories:users"),
 ]

@@ -313,9 +313,13 @@ class StoreSearchApi(APIView):
 
     read_only_safe = True
 
+    @extend_schema_serializer(component_name="StoreSearchOutput")
+    class OutputSerializer(serializers.Serializer):
+        items = SearchItemOutputSerializer(many=True)
+
     @extend_schema(
         request=SearchInputSerializer,
-        responses=SearchItemOutputSerializer(many=True),
+        responses=OutputSerializer,
         operation_id="store_search",
         summary="Search items under a namespace prefix",
         examples=[
@@ -324,7 +328,9 @@ class StoreSearchApi(APIView):
                 value={"namespace_prefix": ["memories", "ada"], "query": "where does she live", "limit": 5},
                 request_only=True,
             ),
-            OpenApiExample("A hit", value={**STORE_ITEM_EXAMPLE, "score": 0.83}, response_only=True),
+            OpenApiExample(
+                "A hit", value={"items": [{**STORE_ITEM_EXAMPLE, "score": 0.83}]}, response_only=True
+            ),
         ],
     )
     def post(self, request):
@@ -344,7 +350,7 @@ class StoreSearchApi(APIView):
         )
         if search.refresh_ttl and principal.can_write:
             store_items_refresh_ttl(items=[item for item, _score in hits])
-        return Response(_search_hits(hits))
+        return Response({"items": _search_hits(hits)})
 
 
 class StoreNamespacesApi(APIView):
@@ -352,9 +358,15 @@ class StoreNamespacesApi(APIView):
 
     read_only_safe = True
 
+    @extend_schema_serializer(component_name="StoreNamespacesOutput")
+    class OutputSerializer(serializers.Serializer):
+        namespaces = serializers.ListField(
+            child=serializers.ListField(child=serializers.CharField()), help_text="Each a list of labels."
+        )
+
     @extend_schema(
         request=NamespacesInputSerializer,
-        responses={200: {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}},
+        responses=OutputSerializer,
         operation_id="store_namespaces",
         summary="List the namespaces of the partition",
         examples=[
@@ -363,7 +375,11 @@ class StoreNamespacesApi(APIView):
                 value={"match_conditions": [{"match_type": "prefix", "path": ["memories"]}], "max_depth": 2},
                 request_only=True,
             ),
-            OpenApiExample("Namespaces", value=[["memories", "ada"], ["memories", "bo"]], response_only=True),
+            OpenApiExample(
+                "Namespaces",
+                value={"namespaces": [["memories", "ada"], ["memories", "bo"]]},
+                response_only=True,
+            ),
         ],
     )
     def post(self, request):
@@ -379,7 +395,7 @@ class StoreNamespacesApi(APIView):
             limit=listing.limit,
             offset=listing.offset,
         )
-        return Response([list(namespace) for namespace in namespaces])
+        return Response({"namespaces": [list(namespace) for namespace in namespaces]})
 
 
 class GetOpSerializer(StrictSerializer):

@@ -200,7 +200,12 @@ def store_item_list(*, principal: Principal, filters=None):
 
 
 def store_item_get_by_id(*, principal: Principal, item_id) -> StoreItem:
-    item = store_item_scoped_queryset(principal=principal).select_related("agent").filter(pk=item_id).first()
+    item = (
+        store_item_scoped_queryset(principal=principal)
+        .select_related("agent", "memory_user")
+        .filter(pk=item_id)
+        .first()
+    )
     if item is None:
         raise NotFoundError(STORE_ITEM_NOT_FOUND)
     return item

@@ -34,6 +34,7 @@ from episodic.services import entry_content_hash, entry_normalize
 from facts.services import fact_remember
 from identities.services import memory_user_create, memory_user_identify
 from procedures.services import procedure_create
+from store.services import store_item_put
 from threads.services import (
     iteration_log_append,
     run_snapshot_put,
@@ -48,8 +49,10 @@ A1_SLUG = "support-bot"
 A2_SLUG = "sales-bot"
 CHECKPOINT_ID = "cp-alpha-1"
 RUN_ID = "run-alpha-1"
+STORE_NAMESPACE = ("memories", "ada")
+STORE_KEY = "city"
 UNSAFE = ("post", "put", "patch", "delete")
-TIER_APPS = ("identities", "threads", "facts", "episodes", "procedures", "checkpoints")
+TIER_APPS = ("identities", "threads", "facts", "episodes", "procedures", "checkpoints", "store")
 # Columns a request may legitimately refresh without writing memory (authentication's
 # last_used_at); everything else of a row is part of its fingerprint.
 API_KEY_COLUMNS = "t.id, t.agent_id, t.name, t.prefix, t.read_only, t.expires_at, t.revoked_at"
@@ -84,6 +87,7 @@ class World:
     a1_rows: set = field(default_factory=set)  # (table, pk) of every row agent a1 owns
     a1_ids: list = field(default_factory=list)  # texts naming a1's rows (never shown to a2)
     w1_ids: list = field(default_factory=list)  # texts naming W1's rows (never shown to W2)
+    store_item: object = None  # a1's long-term store item, about P1
     webhook: object = None  # a W1 webhook subscription (workspace-level)
 
 
@@ -169,6 +173,14 @@ def seed_world() -> World:
     run_snapshot_put(thread=thread, run_id=RUN_ID, snapshot={"step": 1})
     iteration_log_append(thread=thread, task_key="fetch", outcome="success", detail={"n": 1})
     thread_plan_set(thread=thread, plan={"steps": ["book"]})
+    store_item, _ = store_item_put(
+        workspace=w1,
+        agent=a1,
+        namespace=STORE_NAMESPACE,
+        key=STORE_KEY,
+        value={"text": "Ada moved to Lisbon in May."},
+        memory_user=p1,
+    )
 
     keys = {
         "owner": api_key_create(workspace=w1, name="owner")[1],
@@ -211,6 +223,7 @@ def seed_world() -> World:
         spare_key=spare_key,
         operators={name: m.user for name, m in memberships.items()},
         memberships=memberships,
+        store_item=store_item,
     )
     world.a1_rows = a1_owned_rows(world)
     # Only uuids and the two free-text ids: small integer keys would match any number.
@@ -252,6 +265,8 @@ UNION ALL SELECT 'procedures_procedureembedding', id::text FROM procedures_proce
 UNION ALL SELECT 'checkpoints_checkpoint', id::text FROM cp
 UNION ALL SELECT 'checkpoints_checkpointwrite', id::text FROM checkpoints_checkpointwrite
     WHERE checkpoint_id IN (SELECT id FROM cp)
+UNION ALL SELECT 'store_storeitem', id::text FROM store_storeitem WHERE agent_id = %(a1)s
+UNION ALL SELECT 'store_storeitemembedding', id::text FROM store_storeitemembedding WHERE agent_id = %(a1)s
 """
 
 
@@ -680,6 +695,65 @@ API_CASES: dict[str, ApiCase] = {
         agent_field=None,
         workspace_level=("get",),
     ),
+    "api:store:item": ApiCase(
+        path=_none,
+        bodies={
+            "put": lambda w: {
+                "agent": A1_SLUG,
+                "namespace": list(STORE_NAMESPACE),
+                "key": STORE_KEY,
+                "value": {"text": "Ada lives in Porto."},
+                "index": ["text"],
+                "ttl": 60,
+                "memory_user": str(w.p1.pk),
+            }
+        },
+        query={
+            "get": lambda w: {"agent": A1_SLUG, "namespace": ".".join(STORE_NAMESPACE), "key": STORE_KEY},
+            "delete": lambda w: {"agent": A1_SLUG, "namespace": ".".join(STORE_NAMESPACE), "key": STORE_KEY},
+        },
+        free_json=("value", "index"),
+    ),
+    "api:store:list": ApiCase(path=_none),
+    "api:store:batch-delete": ApiCase(path=_none, bodies={"post": lambda w: {"ids": [str(w.store_item.pk)]}}),
+    "api:store:search": ApiCase(
+        path=_none,
+        bodies={
+            "post": lambda w: {
+                "agent": A1_SLUG,
+                "namespace_prefix": ["memories"],
+                "query": "Lisbon",
+                "filter": {"text": {"$ne": "x"}},
+                "limit": 5,
+            }
+        },
+        free_json=("filter",),
+    ),
+    "api:store:namespaces": ApiCase(
+        path=_none,
+        bodies={
+            "post": lambda w: {
+                "agent": A1_SLUG,
+                "match_conditions": [{"match_type": "prefix", "path": ["memories"]}],
+                "max_depth": 2,
+            }
+        },
+    ),
+    # Reads only: a batch with puts is a write, and the matrix sends this body with a
+    # read-only key too (the batch route is read-only-safe; its puts need a writable key).
+    "api:store:batch": ApiCase(
+        path=_none,
+        bodies={
+            "post": lambda w: {
+                "agent": A1_SLUG,
+                "ops": [
+                    {"op": "get", "namespace": list(STORE_NAMESPACE), "key": STORE_KEY},
+                    {"op": "search", "namespace_prefix": ["memories"], "query": "Lisbon"},
+                    {"op": "list_namespaces"},
+                ],
+            }
+        },
+    ),
     "api:runtime:context": ApiCase(
         path=_none,
         bodies={
@@ -755,6 +829,16 @@ BROWSER_CASES: dict[str, BrowserCase] = {
     **_tab("entry", "entry", lambda w: {"content": "Ada lives in Lisbon.", "status": "active"}),
     **_tab("thread", "thread", lambda w: {"title": "Renamed"}),
     **_tab("checkpoint", "checkpoint"),
+    "memories:store": BrowserCase(path=_none, levels={"get": "read"}),
+    "memories:store-item": BrowserCase(path=_pk("store_item"), levels={"get": "read"}),
+    "memories:store-item-edit": BrowserCase(
+        path=_pk("store_item"),
+        levels={"get": "edit", "post": "edit"},
+        data={"post": lambda w: {"value": '{"text": "Ada lives in Porto."}'}},
+    ),
+    "memories:store-delete": BrowserCase(
+        path=_none, levels={"post": "edit"}, data={"post": _ids("store_item")}
+    ),
     **_tab(
         "procedure",
         "procedure",

@@ -50,7 +50,7 @@ class StoreItemApiTests(MemoryTestCase):
         named = agent_api.get(ITEM, {"namespace": "memories.ada", "key": "theirs", "agent": "researcher"})
         assert named.status_code == 404
         assert StoreItem.objects.count() == 3
-        found = agent_api.post(SEARCH, {"namespace_prefix": ["memories"]}, format="json").json()
+        found = agent_api.post(SEARCH, {"namespace_prefix": ["memories"]}, format="json").json()["items"]
         assert [hit["key"] for hit in found] == ["mine"]
         # The workspace key reaches an agent's partition by naming it.
         named = self.api().get(ITEM, {"namespace": "memories.ada", "key": "mine", "agent": "assistant"})
@@ -60,8 +60,8 @@ class StoreItemApiTests(MemoryTestCase):
         make_item(workspace=self.workspace, key="city")
         outsider = self.api(self.outsider_key)
         assert outsider.get(ITEM, {"namespace": "memories.ada", "key": "city"}).status_code == 404
-        assert outsider.post(SEARCH, {}, format="json").json() == []
-        assert outsider.post(NAMESPACES, {}, format="json").json() == []
+        assert outsider.post(SEARCH, {}, format="json").json() == {"items": []}
+        assert outsider.post(NAMESPACES, {}, format="json").json() == {"namespaces": []}
         outsider.delete(f"{ITEM}?namespace=memories.ada&key=city")
         assert StoreItem.objects.filter(workspace=self.workspace).count() == 1
         assert outsider.get("/api/v1/store/items/").json()["results"] == []
@@ -166,11 +166,13 @@ class StoreSearchApiTests(MemoryTestCase):
         hits = (
             self.api()
             .post(SEARCH, {"namespace_prefix": ["memories"], "query": "kitten"}, format="json")
-            .json()
+            .json()["items"]
         )
         assert hits[0]["key"] == "cat" and isinstance(hits[0]["score"], float)
         only = {"namespace_prefix": ["memories"], "filter": {"kind": {"$ne": "pet"}}, "query": "kitten"}
-        assert "cat" not in [hit["key"] for hit in self.api().post(SEARCH, only, format="json").json()]
+        assert "cat" not in [
+            hit["key"] for hit in self.api().post(SEARCH, only, format="json").json()["items"]
+        ]
 
     def test_namespaces(self):
         for namespace in (["a", "b"], ["a", "c", "d"], ["z"]):
@@ -180,7 +182,7 @@ class StoreSearchApiTests(MemoryTestCase):
             {"match_conditions": [{"match_type": "prefix", "path": ["a"]}], "max_depth": 2},
             format="json",
         )
-        assert listed.json() == [["a", "b"], ["a", "c"]]
+        assert listed.json() == {"namespaces": [["a", "b"], ["a", "c"]]}
 
 
 class StoreBatchApiTests(MemoryTestCase):
