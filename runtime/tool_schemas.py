@@ -215,6 +215,8 @@ def tool_input_schema(spec, settings=None) -> dict:
         from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 
         schema = func_metadata(spec.fn, skip_names=["principal"]).arg_model.model_json_schema(by_alias=True)
+        # An argument the function does not take must be a field error, never a TypeError.
+        schema["additionalProperties"] = False
     else:
         schema = copy.deepcopy(spec.parameters)
     if settings is not None:

@@ -262,15 +262,7 @@ def recall_memory(
     from core.memory_settings import memory_settings_for
     from episodic.selectors import entry_render_memory_block, entry_search_hybrid
 
-    context = _context(principal, agent=agent, memory_user=memory_user, thread=thread)
-    if context.agent is None:
-        from core.access import agent_resolve
-
-        agent_resolve(principal, None)
-    if context.memory_user is None:
-        raise ApplicationError(
-            RECALL_MEMORY_NEEDS_PERSON, fields={"memory_user": [RECALL_MEMORY_NEEDS_PERSON]}
-        )
+    context = _person_context(principal, agent=agent, memory_user=memory_user, thread=thread)
     top_k = _check_limit(top_k) if top_k is not None else memory_settings_for(context.agent).auto_inject_top_k
     result = entry_search_hybrid(
         agent=context.agent, memory_user=context.memory_user, query=_check_query(query), top_k=top_k

@@ -76,6 +76,18 @@ class ToolSchemaShapeTests(MemoryTestCase):
             assert set(schema.get("required", [])) == required, spec.name
             assert schema.get("additionalProperties") is False, spec.name
 
+    def test_a_spec_without_a_written_schema_gets_its_signatures(self):
+        """A new tool works before its schema is written out, and refuses unknown arguments."""
+        from runtime.tool_calls import _schema_fields
+        from runtime.tools import ToolSpec, remember
+
+        schema = tool_input_schema(ToolSpec("probe", remember, "Probe.", read_only=False))
+        assert schema["required"] == ["key", "value"]
+        assert schema["properties"]["scope"]["default"] == "global"
+        assert _schema_fields(schema, {"key": "k", "value": 1, "colour": "red"}) == {
+            "colour": ["Unknown field."]
+        }
+
     def test_the_mcp_server_lists_exactly_the_mcp_answer(self):
         """The MCP server's tools/list and ?schema=mcp are the same documents."""
         from runtime.mcp import build_server
