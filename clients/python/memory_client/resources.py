@@ -338,6 +338,57 @@ class MemoryUsers(CrudResource):
 class EpisodicEntries(CrudResource):
     prefix = "episodic-entries"
 
+    def create(
+        self,
+        *,
+        content: str,
+        memory_user: Any = None,
+        agent: str | None = None,
+        thread: Any = None,
+        source: str | None = None,
+        evidence: str | None = None,
+        source_message: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> JSON:
+        """Store one entry about a person directly; `evidence` is optional (source then
+        ``agent_direct``). A duplicate of a stored entry (same normal form, or as similar as
+        the agent's ``dedupe_threshold``) is not stored: the answer is that entry with
+        ``"created": False``, which also makes a retry harmless."""
+        body = _body(
+            agent=agent,
+            memory_user=_pk(memory_user) if memory_user is not None else None,
+            thread=_pk(thread) if thread is not None else None,
+            content=content,
+            source=source,
+            evidence=evidence,
+            source_message=_pk(source_message) if source_message is not None else None,
+            metadata=dict(metadata) if metadata is not None else None,
+            **extra,
+        )
+        return self._run(Request("POST", "episodic-entries/", json=body, idempotent=True))
+
+    def create_batch(
+        self,
+        items: Sequence[Mapping[str, Any]],
+        *,
+        memory_user: Any = None,
+        agent: str | None = None,
+        thread: Any = None,
+        **extra: Any,
+    ) -> JSON:
+        """Store several entries of one person, all or none: ``{"created", "duplicates",
+        "results"}`` with one result per item (``created`` or ``duplicate``). An invalid item
+        refuses the whole batch (`ValidationError` naming ``items[<index>].<field>``)."""
+        body = _body(
+            agent=agent,
+            memory_user=_pk(memory_user) if memory_user is not None else None,
+            thread=_pk(thread) if thread is not None else None,
+            items=[dict(item) for item in items],
+            **extra,
+        )
+        return self._run(Request("POST", "episodic-entries/batch/", json=body, idempotent=True))
+
     def search(self, *, query: str, **fields: Any) -> JSON:
         """``recall_memory(query)``: hybrid search over one (agent, person) scope."""
         body = {"query": query, **fields}
