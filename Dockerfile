@@ -55,4 +55,6 @@ EXPOSE 8000
 # Production redirects plain HTTP and checks the Host header: the probe says it came through
 # the TLS proxy and names the first allowed host, as the load balancer's request would.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 CMD ["python", "-c", "import os, urllib.request as r; h = os.environ.get('DJANGO_ALLOWED_HOSTS', 'localhost').split(',')[0].strip().lstrip('.').replace('*', '') or 'localhost'; r.urlopen(r.Request('http://127.0.0.1:' + os.environ.get('PORT', '8000') + '/healthz', headers={'Host': h, 'X-Forwarded-Proto': 'https'}), timeout=4)"]
-CMD ["gunicorn", "memory_project.wsgi:application"]
+# The config holds gunicorn's hooks, not its settings: each worker loads the embedding model
+# and warms its first-request paths at start, and /readyz answers 503 "warming" until then.
+CMD ["gunicorn", "memory_project.wsgi:application", "--config=/app/memory_project/gunicorn.conf.py"]

@@ -127,8 +127,15 @@ def healthz(request):
 
 @never_cache
 def readyz(request):
+    """200 when this process can serve; else 503 with each failing check's `reason` listed."""
     checks = readiness_check()
-    ready = all(check["ok"] for check in checks.values())
-    return JsonResponse(
-        {"status": "ready" if ready else "unready", "checks": checks}, status=200 if ready else 503
-    )
+    reasons = [check.get("reason", f"{name}_failed") for name, check in checks.items() if not check["ok"]]
+    body = {"status": "unready" if reasons else "ready", "reasons": reasons, "checks": checks}
+    warnings = [check["warning"] for check in checks.values() if check.get("warning")]
+    if warnings:
+        body["warnings"] = warnings
+    response = JsonResponse(body, status=503 if reasons else 200)
+    if reasons == ["warming"]:
+        # Expected for the first seconds of every process: not an error for django.request's log.
+        response._has_been_logged = True
+    return response

@@ -79,6 +79,8 @@ class OpenAIEmbeddingProvider:
     api_key: str = ""
     # Unknown until the endpoint answers; stored per vector anyway.
     dimensions: int | None = None
+    # Seconds per request; None: LLM_TIMEOUT_SECONDS.
+    timeout: float | None = None
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -93,7 +95,7 @@ class OpenAIEmbeddingProvider:
                     url,
                     json={"model": self.model_name, "input": chunk},
                     headers=headers,
-                    timeout=settings.LLM_TIMEOUT_SECONDS,
+                    timeout=self.timeout or settings.LLM_TIMEOUT_SECONDS,
                 )
                 response.raise_for_status()
                 data = sorted(response.json()["data"], key=lambda item: item["index"])
@@ -118,3 +120,32 @@ def embedding_provider_for(workspace=None):
             base_url=endpoint["base_url"], model_name=endpoint["model"], api_key=endpoint["api_key"] or ""
         )
     return LocalEmbeddingProvider()
+
+
+# A start-up probe waits this long at most for an endpoint: a process reports itself warm
+# rather than waiting out LLM_TIMEOUT_SECONDS on an endpoint that does not answer.
+WARM_UP_REMOTE_TIMEOUT_SECONDS = 5.0
+
+
+def embedding_warm(text: str) -> dict:
+    """Embed `text` once with the default provider, so that the first real query does not pay.
+
+    The local model is loaded and run once (an error propagates: the process cannot embed).
+    An OpenAI-compatible endpoint is called exactly once, and its failure is returned as
+    `reachable: False` instead of raised: a process must start while its endpoint is down.
+    """
+    provider = embedding_provider_for(None)
+    if isinstance(provider, LocalEmbeddingProvider):
+        provider.embed([text])
+        return {"provider": "local", "model": provider.model_name}
+    probe = OpenAIEmbeddingProvider(
+        base_url=provider.base_url,
+        model_name=provider.model_name,
+        api_key=provider.api_key,
+        timeout=min(WARM_UP_REMOTE_TIMEOUT_SECONDS, settings.LLM_TIMEOUT_SECONDS),
+    )
+    try:
+        probe.embed([text])
+    except EmbeddingError as exc:
+        return {"provider": "openai", "model": probe.model_name, "reachable": False, "error": str(exc)[:200]}
+    return {"provider": "openai", "model": probe.model_name, "reachable": True}

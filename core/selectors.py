@@ -150,14 +150,18 @@ def _provider_credential_read(*, workspace, purpose: str) -> dict | None:
 
 
 def readiness_check() -> dict:
-    """Database, broker and worker heartbeat status for /readyz."""
-    checks = {}
+    """Database, broker, worker heartbeat and this process's warm-up status for /readyz.
+
+    A check that fails carries a machine-readable `reason`; one that passes with a caveat (an
+    embedding endpoint that did not answer the start-up probe) carries a `warning`.
+    """
+    checks = {"warmup": _warmup_check()}
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         checks["database"] = {"ok": True}
     except Exception as exc:
-        checks["database"] = {"ok": False, "error": str(exc)[:200]}
+        checks["database"] = {"ok": False, "reason": "database_unavailable", "error": str(exc)[:200]}
 
     try:
         # The project's app: memory_project/__init__.py makes it current at start-up.
@@ -167,9 +171,9 @@ def readiness_check() -> dict:
             conn.ensure_connection(max_retries=1, timeout=2)
         checks["broker"] = {"ok": True}
     except Exception as exc:
-        checks["broker"] = {"ok": False, "error": str(exc)[:200]}
+        checks["broker"] = {"ok": False, "reason": "broker_unavailable", "error": str(exc)[:200]}
 
-    checks["worker"] = {"ok": False}
+    checks["worker"] = {"ok": False, "reason": "no_worker_heartbeat"}
     if checks["database"]["ok"]:
         latest = WorkerHeartbeat.objects.order_by("-beat_at").first()
         if latest is not None:
@@ -179,4 +183,26 @@ def readiness_check() -> dict:
                 "worker": latest.worker,
                 "last_heartbeat_seconds_ago": round(age, 1),
             }
+            if not checks["worker"]["ok"]:
+                checks["worker"]["reason"] = "worker_heartbeat_stale"
     return checks
+
+
+def _warmup_check() -> dict:
+    """Ready once this process has loaded its models (core/lib/warmup.py).
+
+    A process that never started a warm-up (runserver, tests, gunicorn without
+    memory_project/gunicorn.conf.py) is not held back: it loads on first use, as before.
+    """
+    from core.lib.warmup import FAILED, WARMING, warmup_status
+
+    state = warmup_status()
+    check = {"ok": state["status"] not in (WARMING, FAILED), **state}
+    if state["status"] == WARMING:
+        check["reason"] = "warming"
+    elif state["status"] == FAILED:
+        check["reason"] = "warmup_failed"
+    embeddings = state.get("embeddings") or {}
+    if embeddings.get("reachable") is False:
+        check["warning"] = "embedding_endpoint_unreachable"
+    return check
