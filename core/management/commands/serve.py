@@ -1,5 +1,11 @@
 """Run everything the service needs in the foreground; Ctrl-C stops what it started.
 
+Everything an instance listens on is its own, so a second checkout (or another
+MEMORY_VAR_DIR) serves beside the first: the embedded PostgreSQL and Valkey listen on unix
+sockets in the var dir, gunicorn's control socket is off, the web port is checked before
+anything starts (`--port 0` picks a free one) and the MCP port follows the web port. Every
+port and socket is printed at start and saved in `<var dir>/serve.json`.
+
 The worker, beat, MCP server and gunicorn run under a `core.lib.supervisor.Supervisor`: one
 that dies is logged and restarted with backoff while the others keep serving. The embedded
 Valkey and PostgreSQL, when they are used, are started again if they die (checked every 2 s;
@@ -8,14 +14,20 @@ stops them (web first, the worker last), then Valkey, then the embedded PostgreS
 this was the last process using it).
 """
 
+import contextlib
 import fcntl
+import json
 import logging
 import os
 import secrets
 import signal
+import socket
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
+from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.core.management import call_command
@@ -31,6 +43,10 @@ logger = logging.getLogger(__name__)
 
 DEMO_WORKSPACE = "demo"
 DEMO_OPERATOR = "demo"
+# The MCP port is the web port plus this (8000 -> 8765, its long-standing default).
+MCP_PORT_OFFSET = 765
+# How long serve waits for /readyz before saying the start is slow (printed, not fatal).
+READY_WAIT_SECONDS = 300
 
 
 class Command(BaseCommand):
@@ -38,9 +54,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000)
         parser.add_argument(
-            "--mcp-port", type=int, default=8765, help="MCP server port (0: do not start it)."
+            "--port", type=int, default=8000, help="Web port (0: a free port, printed at start)."
+        )
+        parser.add_argument(
+            "--mcp-port",
+            type=int,
+            default=None,
+            help=f"MCP server port (default: the web port + {MCP_PORT_OFFSET}, or a free port when "
+            "that one is taken; 0: do not start it).",
         )
         parser.add_argument("--web-workers", type=int, default=2)
         parser.add_argument("--worker-concurrency", type=int, default=2)
@@ -59,6 +81,9 @@ class Command(BaseCommand):
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             raise CommandError(f"serve is already running on {settings.VAR_DIR}.") from exc
+        options["port"], options["mcp_port"] = ports_choose(
+            options["host"], web=options["port"], mcp=options["mcp_port"]
+        )
 
         env = os.environ.copy()
         valkey = None
@@ -66,12 +91,14 @@ class Command(BaseCommand):
             valkey = EmbeddedValkey(settings.EMBEDDED_VALKEY_DIR, settings.EMBEDDED_VALKEY_SOCKET)
             valkey.start()
             env["CELERY_BROKER_URL"] = valkey.url
-            self.stdout.write(f"Embedded Valkey on {valkey.socket_path}")
         embedded_postgres = None
         if str(settings.EMBEDDED_POSTGRES_DIR) in env["DATABASE_URL"]:
             embedded_postgres = settings.EMBEDDED_POSTGRES_DIR / "data"
-            self.stdout.write(f"Embedded PostgreSQL at {embedded_postgres}")
 
+        listening = self._listening(options, env, valkey=valkey, embedded_postgres=embedded_postgres)
+        for line in _listening_lines(listening):
+            self.stdout.write(line)
+        state_path = settings.VAR_DIR / "serve.json"
         supervisor = None
         try:
             call_command("migrate", interactive=False, verbosity=0)
@@ -79,12 +106,13 @@ class Command(BaseCommand):
                 self._demo(options)
             supervisor = Supervisor(self._children(options, env))
             supervisor.start()
+            state_path.write_text(json.dumps(listening, indent=2) + "\n")
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"Serving on http://{options['host']}:{options['port']}/  (admin: /admin/, "
+                    f"Serving on http://{_client_host(options['host'])}:{options['port']}/  (admin: /admin/, "
                     f"browser: /memories/, API docs: /api/docs/"
                     + (
-                        f", MCP: http://{options['host']}:{options['mcp_port']}/mcp"
+                        f", MCP: http://{_client_host(options['host'])}:{options['mcp_port']}/mcp"
                         if options["mcp_port"]
                         else ""
                     )
@@ -94,6 +122,9 @@ class Command(BaseCommand):
             stopping = threading.Event()
             signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
             signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+            threading.Thread(
+                target=self._announce_ready, args=(listening["web_url"], stopping), daemon=True
+            ).start()
             supervisor.run(stopping, on_poll=EmbeddedServersWatch(valkey=valkey, postgres=embedded_postgres))
             self.stdout.write("Stopping…")
         finally:
@@ -101,7 +132,57 @@ class Command(BaseCommand):
                 supervisor.stop()
             if valkey is not None:
                 valkey.stop()
+            with contextlib.suppress(FileNotFoundError):
+                state_path.unlink()
             lock.close()
+
+    def _listening(self, options, env, *, valkey, embedded_postgres) -> dict:
+        """Every port and socket this instance uses, as printed at start and saved in serve.json."""
+        host = options["host"]
+        client_host = _client_host(host)
+        database = urlsplit(env["DATABASE_URL"])
+        database_socket = parse_qs(database.query).get("host", [None])[0]
+        return {
+            "pid": os.getpid(),
+            "var_dir": str(settings.VAR_DIR),
+            "host": host,
+            "web_port": options["port"],
+            "web_url": f"http://{client_host}:{options['port']}/",
+            "mcp_port": options["mcp_port"] or None,
+            "mcp_url": f"http://{client_host}:{options['mcp_port']}/mcp" if options["mcp_port"] else None,
+            "valkey_socket": str(valkey.socket_path) if valkey is not None else None,
+            "broker": "embedded" if valkey is not None else "configured (CELERY_BROKER_URL)",
+            # Where the embedded server's socket is (its data directory, unless that path is too
+            # long for a unix socket).
+            "postgres_socket_dir": (database_socket or str(embedded_postgres)) if embedded_postgres else None,
+            "database": (
+                "embedded"
+                if embedded_postgres is not None
+                else f"configured ({database_socket or database.hostname}:{database.port or 5432})"
+            ),
+            # Its default is one path per user, which a second instance would share.
+            "gunicorn_control_socket": None,
+        }
+
+    def _announce_ready(self, web_url: str, stopping: threading.Event) -> None:
+        """Print once /readyz answers 200: every web process checked has loaded its models."""
+        started = time.monotonic()
+        last_reasons = None
+        while not stopping.wait(1.0):
+            try:
+                with urllib.request.urlopen(web_url + "readyz", timeout=5) as response:
+                    if response.status == 200:
+                        elapsed = f"{time.monotonic() - started:.1f}"
+                        self.stdout.write(self.style.SUCCESS(f"Ready after {elapsed} s ({web_url}readyz)."))
+                        return
+            except urllib.error.HTTPError as exc:
+                with contextlib.suppress(ValueError, OSError):
+                    last_reasons = json.loads(exc.read()).get("reasons")
+            except OSError:
+                pass
+            if time.monotonic() - started > READY_WAIT_SECONDS:
+                self.stderr.write(f"Not ready after {READY_WAIT_SECONDS} s: {last_reasons or 'no answer'}.")
+                return
 
     def _children(self, options, env) -> list[ChildSpec]:
         """The supervised processes, in start order; they stop in the reverse order."""
@@ -168,7 +249,9 @@ class Command(BaseCommand):
                     "-m",
                     "gunicorn",
                     "memory_project.wsgi:application",
-                    f"--bind={options['host']}:{options['port']}",
+                    # Its post_worker_init warms each worker (models, database, token counter).
+                    f"--config={settings.BASE_DIR / 'memory_project' / 'gunicorn.conf.py'}",
+                    f"--bind={_bind_address(options['host'], options['port'])}",
                     f"--workers={options['web_workers']}",
                     "--threads=4",
                     # Agents' HTTP clients keep idle connections for seconds (httpx: 5 s). With
@@ -227,6 +310,88 @@ class Command(BaseCommand):
         credentials.write_text(text)
         credentials.chmod(0o600)
         self.stdout.write(self.style.WARNING(text))
+
+
+def ports_choose(host: str, *, web: int, mcp: int | None) -> tuple[int, int]:
+    """The web and MCP ports to listen on, checked free now; CommandError names a taken one.
+
+    Web: `web`, or a free port when 0. MCP: `mcp` when given (0: none), else the web port
+    plus MCP_PORT_OFFSET, or a free port when that one is taken or out of range.
+    """
+    if web == 0:
+        web = _free_port(host)
+    elif not _port_free(host, web):
+        raise CommandError(
+            f"Port {web} on {host} is in use (another serve, or another program). "
+            "Stop it, or pass --port N, or --port 0 for a free port."
+        )
+    if mcp is None:
+        derived = web + MCP_PORT_OFFSET
+        mcp = derived if derived <= 65535 and _port_free(host, derived) else _free_port(host, exclude={web})
+    elif mcp and not _port_free(host, mcp):
+        raise CommandError(
+            f"MCP port {mcp} on {host} is in use. Pass another --mcp-port, or omit it for one "
+            f"derived from the web port, or --mcp-port 0 to run without the MCP server."
+        )
+    return web, mcp
+
+
+def _family(host: str) -> socket.AddressFamily:
+    try:
+        return socket.getaddrinfo(host or None, 0, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror as exc:
+        raise CommandError(f"Cannot listen on host {host!r}: {exc}") from exc
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether a listening socket could bind host:port now (as gunicorn does, with SO_REUSEADDR)."""
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port(host: str, exclude: set[int] = frozenset()) -> int:
+    """A port the system hands out as free now; another program could still take it first."""
+    while True:
+        with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        if port not in exclude:
+            return port
+
+
+def _bind_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _client_host(host: str) -> str:
+    """Where a client on this machine reaches a server bound to `host`."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _listening_lines(listening: dict) -> list[str]:
+    lines = [
+        f"Var dir:    {listening['var_dir']}  (ports and sockets saved in serve.json)",
+        f"Web:        {listening['web_url']}",
+        f"MCP:        {listening['mcp_url'] or 'off (--mcp-port 0)'}",
+    ]
+    if listening["valkey_socket"]:
+        lines.append(f"Valkey:     unix socket {listening['valkey_socket']}")
+    else:
+        lines.append(f"Broker:     {listening['broker']}")
+    if listening["postgres_socket_dir"]:
+        lines.append(f"PostgreSQL: unix socket in {listening['postgres_socket_dir']} (no TCP port)")
+    else:
+        lines.append(f"PostgreSQL: {listening['database']}")
+    return lines
 
 
 class EmbeddedServersWatch:
