@@ -14,6 +14,8 @@ from facts.tests.factories import FactFactory
 from identities.services import memory_user_create
 from identities.tests.factories import ChannelIdentityFactory
 from procedures.services import procedure_create
+from store.models import StoreItemEmbedding
+from store.services import store_item_put
 from threads.models import IterationLog, MessageEmbedding, RunSnapshot, ThreadPlan
 from threads.tests.factories import append, make_thread
 
@@ -52,6 +54,12 @@ def seed_workspace(*, workspace, agent, tag: str) -> dict:
         checkpoint=checkpoint,
         task_id=f"t-{tag}",
         writes=[{"idx": 0, "channel": "c", "type": "json", "data": b"1"}],
+    )
+    item, _ = store_item_put(
+        workspace=workspace, agent=agent, namespace=("memories", tag), key=f"k-{tag}", value={"text": tag}
+    )
+    StoreItemEmbedding.objects.create(
+        item=item, workspace=workspace, agent=agent, model="test", dimensions=3, embedding=[1.0, 0.0, 0.0]
     )
     provider_credential_set(
         workspace=workspace,
