@@ -33,6 +33,12 @@ def membership_set(*, workspace: Workspace, user, role: str) -> Membership:
     membership, _ = Membership.objects.update_or_create(
         workspace=workspace, user=user, defaults={"role": role}
     )
+    if role == Membership.Role.ADMIN and not user.is_staff:
+        # A workspace admin curates its rows in /admin/ too, whichever way they became one
+        # (create_operator, the Members page, a role change); the admin itself shows them
+        # only their admin workspaces (core.lib.admin), so staff is never taken away here.
+        type(user).objects.filter(pk=user.pk).update(is_staff=True)
+        user.is_staff = True
     return membership
 
 

@@ -51,6 +51,8 @@ class DemoOperatorTests(TestCase):
         operator_create(
             workspace=workspace, username=DEMO_OPERATOR, password=OLD_PASSWORD, role=Membership.Role.ADMIN
         )
+        # As an earlier release left it: an admin member who is not staff.
+        get_user_model().objects.filter(username=DEMO_OPERATOR).update(is_staff=False)
         self.credentials.write_text(f"Operator login: {DEMO_OPERATOR} / {OLD_PASSWORD}\n")
 
         output = self.demo()
@@ -111,3 +113,38 @@ class CreateOperatorTests(TestCase):
         help_text = CreateOperator().create_parser("manage.py", "create_operator").format_help()
         assert "/admin/" in help_text
         assert "createsuperuser" in help_text
+
+
+class MembersPageAdminTests(TestCase):
+    """However someone becomes a workspace admin, the admin opens for them (one rule, in
+    core.services.membership_set)."""
+
+    def setUp(self):
+        self.workspace = workspace_create(name="Acme")
+        operator_create(
+            workspace=self.workspace, username="root", password="a-long-pass-phrase", role="admin"
+        )
+
+    def test_an_admin_added_or_promoted_on_the_members_page_is_staff(self):
+        from browser.services import member_add, member_role_change
+
+        added = member_add(
+            workspace=self.workspace,
+            actor="test",
+            username="ann",
+            role="admin",
+            password="a-long-pass-phrase",
+        )
+        assert added.user.is_staff
+        viewer = member_add(
+            workspace=self.workspace,
+            actor="test",
+            username="vic",
+            role="viewer",
+            password="a-long-pass-phrase",
+        )
+        assert not get_user_model().objects.get(username="vic").is_staff
+        member_role_change(membership=viewer, actor="test", role="admin")
+        assert get_user_model().objects.get(username="vic").is_staff
+        assert self.client.login(username="vic", password="a-long-pass-phrase")
+        assert self.client.get("/admin/core/workspace/").status_code == 200
