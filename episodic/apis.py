@@ -209,6 +209,39 @@ class EntryListApi(ListApi):
                 CreateOutputSerializer, description="A duplicate: the stored entry it duplicates, not stored."
             ),
         },
+        examples=[
+            OpenApiExample(
+                "What the agent learnt about Ada",
+                value={
+                    "agent": "support-bot",
+                    "memory_user": ADA_ID,
+                    "content": "Ada adopted a cat named Miso.",
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Stored",
+                value={
+                    **ENTRY_EXAMPLE,
+                    "source": "agent_direct",
+                    "evidence": "",
+                    "source_thread": None,
+                    "source_message_ids": [],
+                    "metadata": {"origin": "direct"},
+                    "created": True,
+                    "reason": None,
+                    "similarity": None,
+                },
+                response_only=True,
+                status_codes=[201],
+            ),
+            OpenApiExample(
+                "Already known",
+                value={**ENTRY_EXAMPLE, "created": False, "reason": "duplicate_similar", "similarity": 0.91},
+                response_only=True,
+                status_codes=[200],
+            ),
+        ],
     )
     def post(self, request):
         principal = request.user
@@ -281,6 +314,9 @@ class EntryCreateBatchApi(APIView):
             help_text="The entries, each as in POST /api/v1/episodic-entries/.",
         )
 
+        # The person the entries are about: named, or the thread's (core.schema).
+        required_any_of = (("memory_user",), ("thread",))
+
     class OutputSerializer(serializers.Serializer):
         created = serializers.IntegerField(help_text="Entries stored.")
         duplicates = serializers.IntegerField(help_text="Items not stored as duplicates.")
@@ -292,6 +328,55 @@ class EntryCreateBatchApi(APIView):
             201: OpenApiResponse(OutputSerializer, description="At least one entry stored."),
             200: OpenApiResponse(OutputSerializer, description="Every item was a duplicate."),
         },
+        summary="Store several entries directly, all or none",
+        examples=[
+            OpenApiExample(
+                "Two notes about Ada",
+                value={
+                    "agent": "support-bot",
+                    "memory_user": ADA_ID,
+                    "items": [
+                        {"content": "Ada adopted a cat named Miso."},
+                        {"content": "Ada prefers window seats."},
+                    ],
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "One stored, one already known",
+                value={
+                    "created": 1,
+                    "duplicates": 1,
+                    "results": [
+                        {
+                            "index": 0,
+                            "status": "duplicate",
+                            "reason": "duplicate_exact",
+                            "similarity": None,
+                            "entry": ENTRY_EXAMPLE,
+                        },
+                        {
+                            "index": 1,
+                            "status": "created",
+                            "reason": None,
+                            "similarity": None,
+                            "entry": {
+                                **ENTRY_EXAMPLE,
+                                "id": "3e4f5a6b-7c8d-4e9f-a0b1-c2d3e4f5a6b7",
+                                "content": "Ada prefers window seats.",
+                                "source": "agent_direct",
+                                "evidence": "",
+                                "source_thread": None,
+                                "source_message_ids": [],
+                                "metadata": {"origin": "direct"},
+                            },
+                        },
+                    ],
+                },
+                response_only=True,
+                status_codes=[201],
+            ),
+        ],
     )
     def post(self, request):
         principal = request.user

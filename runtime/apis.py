@@ -524,7 +524,42 @@ class ToolCallApi(APIView):
         many=False,
     )
 
-    @extend_schema(request=CallRequest, responses={200: CallResponse})
+    @extend_schema(
+        summary="Run tool calls as a model wrote them (OpenAI, Anthropic or MCP)",
+        request=CallRequest,
+        responses={200: CallResponse},
+        examples=[
+            OpenApiExample(
+                "An OpenAI tool call",
+                value={
+                    "id": "call_7Qx2",
+                    "type": "function",
+                    "function": {
+                        "name": "remember",
+                        "arguments": '{"key": "city", "value": "Lisbon", "scope": "user", "memory_user": "'
+                        + ADA_ID
+                        + '"}',
+                    },
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "An Anthropic tool_use block",
+                value={"type": "tool_use", "id": "toolu_01A9", "name": "recall", "input": {"key": "city"}},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "The OpenAI tool message to send back",
+                value={
+                    "role": "tool",
+                    "tool_call_id": "call_7Qx2",
+                    "content": '{"outcome": "created", "fact": {"key": "city", "value": "Lisbon"}, '
+                    '"previous": null}',
+                },
+                response_only=True,
+            ),
+        ],
+    )
     def post(self, request):
         body = request.data
         items = body if isinstance(body, list) else [body]

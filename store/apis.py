@@ -8,7 +8,9 @@ from django.conf import settings
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
+    PolymorphicProxySerializer,
     extend_schema,
+    extend_schema_field,
     extend_schema_serializer,
     extend_schema_view,
 )
@@ -463,6 +465,23 @@ def _result(op, result):
     return None
 
 
+@extend_schema_field(
+    PolymorphicProxySerializer(
+        component_name="StoreBatchOp",
+        serializers={
+            "get": GetOpSerializer,
+            "put": PutOpSerializer,
+            "search": SearchOpSerializer,
+            "list_namespaces": ListNamespacesOpSerializer,
+        },
+        resource_type_field_name="op",
+    )
+)
+class BatchOpField(serializers.DictField):
+    """One op of a batch: a JSON object here, checked by its op's serializer in the view; the
+    schema documents each op's own fields."""
+
+
 class StoreBatchApi(APIView):
     """LangGraph's `batch`: get, put, search and list_namespaces ops in one request.
 
@@ -475,7 +494,7 @@ class StoreBatchApi(APIView):
     @extend_schema_serializer(component_name="StoreBatchInput")
     class InputSerializer(PartitionInputSerializer):
         ops = serializers.ListField(
-            child=serializers.DictField(),
+            child=BatchOpField(),
             max_length=settings.STORE_BATCH_MAX_OPS,
             help_text='Each {"op": "get" | "put" | "search" | "list_namespaces", ...} with that '
             "operation's fields (those of the single-operation endpoints, without `agent`).",

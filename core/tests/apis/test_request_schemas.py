@@ -56,7 +56,10 @@ class Schemas:
         """The smallest value of `schema`, taking values from `valid` where it has them."""
         schema = self.resolve(schema)
         if "oneOf" in schema:
-            return [self.minimal(branch, valid) for branch in schema["oneOf"]]
+            # A field of several shapes: the one the valid value has, else the first.
+            keys = set(valid) if isinstance(valid, dict) else set()
+            fits = [b for b in schema["oneOf"] if set(self.required(b)) <= keys] or schema["oneOf"]
+            return self.minimal(fits[0], valid)
         kind = schema.get("type", "object" if "properties" in schema else None)
         if kind == "object":
             valid = valid if isinstance(valid, dict) else {}
