@@ -11,6 +11,7 @@ from core.embeddings import EmbeddingError
 from episodic.services import entry_embed_batch, entry_embed_sweep
 from facts.services import fact_embed_batch, fact_embed_sweep
 from procedures.services import procedure_embed_batch, procedure_embed_sweep
+from store.services import store_items_embed, store_items_embed_sweep
 from threads.services import message_embed_batch, message_embed_sweep
 
 logger = logging.getLogger(__name__)
@@ -22,6 +23,7 @@ SWEEPS = (
     ("procedures", procedure_embed_sweep, lambda ids: procedure_embed_batch(procedure_ids=ids)),
     ("entries", entry_embed_sweep, lambda ids: entry_embed_batch(entry_ids=ids)),
     ("messages", message_embed_sweep, lambda ids: message_embed_batch(message_ids=ids)),
+    ("store_items", store_items_embed_sweep, lambda ids: store_items_embed(item_ids=ids)),
 )
 # 256 rows per tier and run: about 8 s of local MiniLM on 2 cores for messages (two vectors
 # each), less for the others, so a run stays far under the soft time limit (240 s).

@@ -503,6 +503,23 @@ def store_items_embed(*, item_ids, provider=None) -> int:
     return written
 
 
+def store_items_embed_sweep(*, limit: int, before) -> list[tuple[str, object]]:
+    """Up to `limit` (id, workspace id) of indexed items last written before `before` with no
+    vector (core.lib.sweep.sweep_take's order): what a lost or failed task left behind."""
+    from django.db.models import Exists, OuterRef
+
+    from core.lib.sweep import sweep_take
+
+    has_vector = StoreItemEmbedding.objects.filter(item=OuterRef("pk"))
+    missing = (
+        StoreItem.objects.exclude(search_text="")
+        .filter(updated_at__lt=before)
+        .filter(~Exists(has_vector))
+        .defer("search_vector")
+    )
+    return sweep_take(missing, limit=limit)
+
+
 def store_items_sweep_expired(*, now: datetime | None = None) -> int:
     """Delete items whose TTL ran out, in batches of STORE_SWEEP_BATCH; returns how many."""
     now = now or timezone.now()

@@ -134,3 +134,15 @@ class StoreItemPutTests(MemoryTestCase):
         with self.captureOnCommitCallbacks() as callbacks:
             make_item(workspace=self.workspace, index=False)
         assert callbacks == []
+
+
+class StoreEmbedSweepTests(MemoryTestCase):
+    def test_the_periodic_sweep_embeds_items_a_lost_task_left(self):
+        from runtime.tasks import embeddings_sweep_task
+
+        indexed = make_item(workspace=self.workspace, key="indexed")
+        make_item(workspace=self.workspace, key="off", index=False)
+        written = embeddings_sweep_task.apply(kwargs={"grace_seconds": 0}).get()
+        assert written.get("store_items") == 1
+        assert StoreItemEmbedding.objects.get().item_id == indexed.pk
+        assert embeddings_sweep_task.apply(kwargs={"grace_seconds": 0}).get().get("store_items") is None
