@@ -28,6 +28,7 @@ workspace_urls = [
     path("episodes/<uuid:pk>/feedback/", episodes.episode_edit, name="episode-edit"),
     path("entries/", entries.entries_tab, name="entries"),
     path("entries/delete/", entries.entries_delete, name="entries-delete"),
+    path("entries/new/", entries.entry_new, name="entry-create"),
     path("entries/<uuid:pk>/", entries.entry_detail, name="entry"),
     path("entries/<uuid:pk>/edit/", entries.entry_edit, name="entry-edit"),
     path("threads/", threads.threads_tab, name="threads"),

@@ -419,6 +419,20 @@ def _episode_body(w, **extra):
     }
 
 
+def _entry_item(w, **extra):
+    return {
+        "content": "Ada's timezone is WET.",
+        "source": "user_assertion",
+        "evidence": "My timezone is WET",
+        "metadata": {"k": "v"},
+        **extra,
+    }
+
+
+def _entry_create_body(w, **extra):
+    return {**_ctx(w), **_entry_item(w), **extra}
+
+
 def _extract_body(w, **extra):
     return {
         **_ctx(w),
@@ -597,7 +611,27 @@ API_CASES: dict[str, ApiCase] = {
         path=lambda w: {"episode_id": w.episode.pk},
         bodies={"post": lambda w: {"rating": 4, "comment": "Good."}},
     ),
-    "api:episodic_entries:list": ApiCase(path=_none),
+    "api:episodic_entries:list": ApiCase(
+        path=_none,
+        bodies={"post": _entry_create_body},
+        refs=(
+            Ref("post", lambda w: _entry_create_body(w, source_message=str(w.m_user.pk))),
+            Ref("post", lambda w: _entry_create_body(w, thread=str(w.thread.pk))),
+        ),
+    ),
+    "api:episodic_entries:batch": ApiCase(
+        path=_none,
+        bodies={
+            "post": lambda w: {
+                **_ctx(w),
+                "items": [_entry_item(w), _entry_item(w, content="Ada keeps bees.")],
+            }
+        },
+        refs=(
+            Ref("post", lambda w: {**_ctx(w), "items": [_entry_item(w, source_message=str(w.m_user.pk))]}),
+            Ref("post", lambda w: {**_ctx(w), "thread": str(w.thread.pk), "items": [_entry_item(w)]}),
+        ),
+    ),
     "api:episodic_entries:extract": ApiCase(
         path=_none,
         bodies={"post": _extract_body},
@@ -852,6 +886,19 @@ BROWSER_CASES: dict[str, BrowserCase] = {
         },
     ),
     **_tab("user", "p1", lambda w: {"display_name": "Ada", "canonical_id": "telegram:1001"}),
+    "memories:entry-create": BrowserCase(
+        path=_none,
+        levels={"get": "edit", "post": "edit"},
+        data={
+            "post": lambda w: {
+                "agent": A1_SLUG,
+                "memory_user": str(w.p1.pk),
+                "content": "Ada keeps bees on her roof.",
+                "evidence": "",
+                "source": "agent_direct",
+            }
+        },
+    ),
     "memories:user-merge": BrowserCase(
         path=_pk("p1"), levels={"post": "edit"}, data={"post": lambda w: {"target": str(w.p2.pk)}}
     ),
