@@ -70,7 +70,9 @@ class OpenApiDocumentTests(MemoryTestCase):
                 assert page["properties"]["next"]["nullable"] is True
         assert "/api/v1/facts/" in paged
         assert "/api/v1/threads/{thread_id}/messages/" in paged
-        assert len(paged) == 13
+        assert "/api/v1/store/items/" in paged
+        assert "/api/v1/webhooks/{subscription_id}/deliveries/" in paged
+        assert len(paged) == 16
 
     def test_no_operation_answers_a_bare_array_except_the_tool_schemas(self):
         bare = [
