@@ -30,6 +30,7 @@ REPLICA_READS = {
     ("api:procedures:detail", "get"),
     ("api:procedures:match", "post"),
     ("api:checkpoints:list", "get"),
+    ("api:store:list", "get"),
 }
 
 
