@@ -142,6 +142,11 @@ class AutoSchema(openapi.AutoSchema):
             schema["additionalProperties"] = False
         # Fields of which at least one set is needed (a procedure's `name`, or the `parent` it
         # takes the name from): the server refuses a body without any, and the schema says so.
+        # drf-spectacular falls back to a base class's docstring: StrictSerializer's own
+        # (how it refuses unknown fields) would describe every request body. Only a
+        # serializer's own docstring describes it.
+        if "description" in schema and not type(instance).__dict__.get("__doc__"):
+            del schema["description"]
         any_of = getattr(instance, "required_any_of", ())
         if direction == "request" and any_of:
             schema["anyOf"] = [{"required": list(fields)} for fields in any_of]

@@ -160,3 +160,17 @@ class ApiReferenceTests(MemoryTestCase):
         assert any("required" in error for error in errors), errors
         assert validate(None, {"type": "string", "nullable": True}, {}) == []
         assert validate(None, {"type": "string"}, {}) != []
+
+    def test_a_component_is_described_by_its_own_docstring_only(self):
+        """drf-spectacular falls back to a base's docstring: StrictSerializer's described 50 bodies."""
+        from core.serializers import StrictSerializer
+
+        inherited = StrictSerializer.__doc__.strip().splitlines()[0]
+        described = [
+            name
+            for name, component in self.components.items()
+            if inherited in component.get("description", "")
+        ]
+        assert not described, described
+        message = self.components["MessageInputRequest"]["description"]
+        assert message.startswith("One message to append."), message
