@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from browser.forms import BatchDeleteForm
 from browser.lib.listing import Sort, paginate_sorted
+from browser.lib.pickers import PICKERS, picker_hints, picker_url, pickers_resolve
 from browser.lib.rendering import render_page, toast
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
@@ -60,8 +61,11 @@ def _get_or_404(spec: TabSpec, principal, pk):
         raise Http404(f"No such {spec.noun}.")
 
 
-def _filter_fields(spec: TabSpec, request):
-    """The FilterSet's form (the API's own filters), described for the filter bar template."""
+def _filter_fields(spec: TabSpec, request, hints: dict):
+    """The FilterSet's form (the API's own filters), described for the filter bar template.
+
+    `hints` holds the line under each picker field (see browser.lib.pickers).
+    """
     filterset = spec.filterset(filter_params(request.GET))
     form = filterset.form
     fields = []
@@ -91,7 +95,16 @@ def _filter_fields(spec: TabSpec, request):
             entry.update(
                 kind=kind, input_type="number" if numeric else "text", value=data.get(bound.name, "")
             )
-            if isinstance(formfield, forms.DateTimeField):
+            if bound.name in PICKERS:
+                picker = PICKERS[bound.name]
+                entry.update(
+                    kind="picker",
+                    picker=picker,
+                    pick_url=picker_url(picker, request.operator.workspace.pk),
+                    placeholder=picker.placeholder,
+                    hint=hints.get(bound.name, ""),
+                )
+            elif isinstance(formfield, forms.DateTimeField):
                 entry["placeholder"] = "2025-01-31T09:00Z"
             elif isinstance(formfield, forms.UUIDField):
                 entry["placeholder"] = "id"
@@ -100,7 +113,7 @@ def _filter_fields(spec: TabSpec, request):
     return fields
 
 
-def _base_context(spec: TabSpec, request) -> dict:
+def base_context(spec: TabSpec, request) -> dict:
     principal = request.operator.principal
     return {
         "spec": spec,
@@ -127,9 +140,20 @@ def filter_params(query):
 
 def _results_context(spec: TabSpec, request) -> dict:
     principal = request.operator.principal
-    context = _base_context(spec, request)
+    context = base_context(spec, request)
+    params, context["picked"] = pickers_resolve(principal, spec.filterset, filter_params(request.GET))
+    context["picker_hints"] = picker_hints(spec.filterset, filter_params(request.GET), context["picked"])
+    unresolved = {
+        name.replace("_", " ").capitalize(): [result.error]
+        for name, result in context["picked"].items()
+        if result.error
+    }
+    if unresolved:
+        context["filter_errors"] = unresolved
+        context["listing"] = None
+        return context
     try:
-        queryset = spec.list(principal, filter_params(request.GET))
+        queryset = spec.list(principal, params)
     except ApplicationError as exc:
         context["filter_errors"] = exc.fields or {"": [exc.message]}
         context["listing"] = None
@@ -143,7 +167,7 @@ def _results_context(spec: TabSpec, request) -> dict:
 
 def tab_list(request, spec: TabSpec):
     context = _results_context(spec, request)
-    context["filters"] = _filter_fields(spec, request)
+    context["filters"] = _filter_fields(spec, request, context["picker_hints"])
     # Filters other than the search box that the URL sets, so their panel opens itself.
     names = {entry["name"] for entry in context["filters"] if entry["kind"] != "search"}
     context["filters_active"] = sum(1 for name in names if any(request.GET.getlist(name)))
@@ -159,7 +183,7 @@ def tab_detail(request, spec: TabSpec, pk):
     """The row's page; with HX-Target `row-<id>` (cancel of an inline edit) just its row."""
     principal = request.operator.principal
     obj = _get_or_404(spec, principal, pk)
-    context = {**_base_context(spec, request), spec.name: obj, "page": "detail"}
+    context = {**base_context(spec, request), spec.name: obj, "page": "detail"}
     if spec.detail_context and request.htmx.target != f"row-{obj.pk}":
         context.update(spec.detail_context(principal, obj))
     return render_page(
@@ -194,12 +218,12 @@ def tab_edit(request, spec: TabSpec, pk):
                 if not request.htmx:
                     toast(request, None, message)
                     return redirect(_detail_url(spec, request, updated))
-                context = {**_base_context(spec, request), spec.name: updated, "page": "detail"}
+                context = {**base_context(spec, request), spec.name: updated, "page": "detail"}
                 response = render(request, f"{spec.template}#{spec.item}-row", context)
                 return toast(request, response, message)
     else:
         form = Form(initial=Form.initial_for(obj), auto_id=auto_id)
-    context = {**_base_context(spec, request), spec.name: obj, "form": form, "page": "edit"}
+    context = {**base_context(spec, request), spec.name: obj, "form": form, "page": "edit"}
     return render_page(
         request,
         spec.template,
@@ -246,7 +270,7 @@ def tab_delete(request, spec: TabSpec):
         return toast(request, _render_results(spec, request), message, level="error")
     ids = form.cleaned_data["ids"]
     if not request.htmx and not form.cleaned_data["confirmed"]:
-        context = {**_base_context(spec, request), "ids": ids, "back": back, "query": query}
+        context = {**base_context(spec, request), "ids": ids, "back": back, "query": query}
         return render(request, "memories/confirm_delete.html", context)
     try:
         counts = spec.batch_delete(principal, ids)

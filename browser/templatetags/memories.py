@@ -173,3 +173,44 @@ def child(base, pk):
     if not pk or not base:
         return ""
     return f"{base}{pk}/"
+
+
+# Inline icons instead of glyphs: a star or an emoji is missing from many system fonts and
+# shows as an empty box. The icons are decorative; the text next to them says it.
+_STAR = (
+    '<svg class="icon" viewBox="0 0 20 20" width="14" height="14" aria-hidden="true" focusable="false">'
+    '<path fill="currentColor" d="M10 1.5l2.6 5.3 5.9.9-4.3 4.1 1 5.8L10 14.9l-5.2 2.7 1-5.8L1.5 7.7'
+    'l5.9-.9z"/></svg>'
+)
+_COMMENT = (
+    '<svg class="icon" viewBox="0 0 20 20" width="14" height="14" aria-hidden="true" focusable="false">'
+    '<path fill="currentColor" d="M3 3h14a1 1 0 0 1 1 1v9a1 1 0 0 1-1 1H8l-4 3.5V14H3a1 1 0 0 1-1-1V4'
+    'a1 1 0 0 1 1-1z"/></svg>'
+)
+
+
+@register.filter
+def rating(value):
+    """An episode's rating as "4/5" with a star icon; screen readers hear "Rated 4 out of 5"."""
+    if not value:
+        return mark_safe('<span class="muted">—<span class="visually-hidden"> not rated</span></span>')
+    return format_html(
+        '<span class="rating">{}<span aria-hidden="true">{}/5</span>'
+        '<span class="visually-hidden">Rated {} out of 5</span></span>',
+        mark_safe(_STAR),
+        value,
+        value,
+    )
+
+
+@register.filter
+def comment_icon(text):
+    """A feedback comment as an icon whose tooltip and accessible text are the comment."""
+    if not text:
+        return ""
+    return format_html(
+        '<span class="comment-icon" title="{}">{}<span class="visually-hidden">Comment: {}</span></span>',
+        text,
+        mark_safe(_COMMENT),
+        text,
+    )

@@ -1,13 +1,15 @@
 """The Threads tab: conversations, their message tree, summary and current history window."""
 
+from django.http import Http404
 from django.views.decorators.http import require_POST
 
 from browser.access import EDIT, workspace_view
 from browser.forms import ThreadEditForm
 from browser.lib.listing import Sort
-from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
-from browser.selectors import THREAD_TREE_LIMIT, thread_message_tree
-from core.errors import ApplicationError
+from browser.lib.rendering import render_page
+from browser.lib.tabs import TabSpec, base_context, tab_delete, tab_detail, tab_edit, tab_list
+from browser.selectors import THREAD_TREE_LIMIT, thread_message_tree, thread_tool_result
+from core.errors import ApplicationError, NotFoundError
 from core.lib.replica import read_replica
 from threads.filters import ThreadFilter
 from threads.selectors import message_history_window, thread_get, thread_list
@@ -66,3 +68,25 @@ def thread_edit(request, pk):
 @workspace_view(EDIT)
 def threads_delete(request):
     return tab_delete(request, THREADS)
+
+
+@read_replica
+@workspace_view()
+def thread_tool_result_view(request, pk, message_id):
+    """A tool result whole: the long ones the thread page and the history window only preview.
+
+    htmx asks for `result-<id>` to open it in place; otherwise it is a page of its own.
+    """
+    try:
+        thread, message = thread_tool_result(
+            principal=request.operator.principal, thread_id=pk, message_id=message_id
+        )
+    except NotFoundError:
+        raise Http404("No such tool result.")
+    context = {**base_context(THREADS, request), "thread": thread, "message": message, "page": "tool-result"}
+    return render_page(
+        request,
+        THREADS.template,
+        context,
+        partials={f"result-{message.pk}": "tool-result-text", "main": "tool-result"},
+    )

@@ -39,9 +39,16 @@
   });
 
   // Filter forms send only the fields in use, so pushed URLs stay short and shareable.
+  // A picker asks for suggestions with its text as `q`.
   document.addEventListener("htmx:configRequest", function (evt) {
     if (evt.detail.verb !== "get") return;
     var params = evt.detail.parameters;
+    var elt = evt.detail.elt;
+    if (elt.matches && elt.matches("input[data-picker]")) {
+      params.delete(elt.name);
+      params.set("q", elt.value);
+      return;
+    }
     var keys = params instanceof FormData ? Array.from(params.keys()) : Object.keys(params);
     keys.forEach(function (key) {
       var values = params instanceof FormData ? params.getAll(key) : [].concat(params[key]);
@@ -126,6 +133,117 @@
       d.removeAttribute("open");
       d.querySelector("summary").focus();
     });
+  });
+
+  // The phone layout names each cell after its column (data-label); a template that did not
+  // label its cells gets the names from the table's header row.
+  function labelCells() {
+    document.querySelectorAll("table.table").forEach(function (table) {
+      var heads = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {
+        return th.textContent.trim();
+      });
+      table.querySelectorAll("tbody tr").forEach(function (row) {
+        Array.prototype.forEach.call(row.children, function (cell, index) {
+          if (cell.hasAttribute("data-label") || cell.hasAttribute("colspan")) return;
+          if (cell.matches(".check, .actions") || !heads[index]) return;
+          cell.setAttribute("data-label", heads[index]);
+        });
+      });
+    });
+  }
+  document.addEventListener("DOMContentLoaded", labelCells);
+  document.addEventListener("htmx:afterSettle", labelCells);
+
+  // Filter pickers: an ARIA 1.2 combobox over the suggestions htmx swaps into its listbox.
+  // Arrows move, Enter or a click picks (the id goes into the box, the name under it, and the
+  // filter form applies it), Escape closes. Without JavaScript the box takes a name or an id.
+  function pickerParts(input) {
+    var root = input.closest(".picker");
+    return {
+      list: document.getElementById(input.getAttribute("aria-controls")),
+      hint: root.querySelector("[data-picker-hint]"),
+      status: root.querySelector("[data-picker-status]")
+    };
+  }
+
+  function pickerOptions(list) {
+    return Array.prototype.slice.call(list.querySelectorAll('[role="option"]:not([aria-disabled="true"])'));
+  }
+
+  function pickerActivate(input, option) {
+    var list = pickerParts(input).list;
+    list.querySelectorAll('[aria-selected="true"]').forEach(function (o) {
+      o.setAttribute("aria-selected", "false");
+    });
+    if (option) {
+      option.setAttribute("aria-selected", "true");
+      input.setAttribute("aria-activedescendant", option.id);
+      option.scrollIntoView({ block: "nearest" });
+    } else {
+      input.removeAttribute("aria-activedescendant");
+    }
+  }
+
+  function pickerOpen(input, open) {
+    var list = pickerParts(input).list;
+    list.hidden = !open;
+    input.setAttribute("aria-expanded", open ? "true" : "false");
+    if (!open) pickerActivate(input, null);
+  }
+
+  function pickerChoose(input, option) {
+    var parts = pickerParts(input);
+    input.value = option.getAttribute("data-value");
+    parts.hint.textContent = option.getAttribute("data-label");
+    pickerOpen(input, false);
+    input.dispatchEvent(new Event("change", { bubbles: true }));
+  }
+
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var list = evt.detail.target;
+    if (!list || list.getAttribute("role") !== "listbox") return;
+    var input = document.querySelector('input[data-picker][aria-controls="' + list.id + '"]');
+    if (!input) return;
+    var count = pickerOptions(list).length;
+    pickerOpen(input, document.activeElement === input);
+    pickerParts(input).status.textContent = count === 0 ? "No suggestions." :
+      count + (count === 1 ? " suggestion" : " suggestions") + ", use the arrow keys.";
+  });
+
+  document.addEventListener("keydown", function (evt) {
+    var input = evt.target;
+    if (!input.matches || !input.matches("input[data-picker]")) return;
+    var list = pickerParts(input).list;
+    var open = input.getAttribute("aria-expanded") === "true";
+    var options = pickerOptions(list);
+    var current = document.getElementById(input.getAttribute("aria-activedescendant") || "");
+    var index = options.indexOf(current);
+    if ((evt.key === "ArrowDown" || evt.key === "ArrowUp") && open && options.length) {
+      evt.preventDefault();
+      var step = evt.key === "ArrowDown" ? 1 : -1;
+      index = index < 0 ? (step > 0 ? 0 : options.length - 1) : (index + step + options.length) % options.length;
+      pickerActivate(input, options[index]);
+    } else if (evt.key === "Enter" && open && current) {
+      evt.preventDefault();
+      pickerChoose(input, current);
+    } else if (evt.key === "Escape" && open) {
+      evt.preventDefault();
+      evt.stopPropagation();
+      pickerOpen(input, false);
+    }
+  });
+
+  // mousedown, not click: the box keeps its focus, so no stray change event fires first.
+  document.addEventListener("mousedown", function (evt) {
+    var option = evt.target.closest && evt.target.closest('.picker-list [role="option"]');
+    if (!option || option.getAttribute("aria-disabled") === "true") return;
+    evt.preventDefault();
+    var input = document.querySelector('input[data-picker][aria-controls="' + option.parentElement.id + '"]');
+    if (input) pickerChoose(input, option);
+  });
+
+  document.addEventListener("focusout", function (evt) {
+    if (evt.target.matches && evt.target.matches("input[data-picker]")) pickerOpen(evt.target, false);
   });
 
   // After htmx swaps in a new panel, move focus to it so keyboard and screen reader users follow.

@@ -862,6 +862,12 @@ BROWSER_CASES: dict[str, BrowserCase] = {
     **_tab("episode", "episode", lambda w: {"rating": "4", "comment": "Good."}),
     **_tab("entry", "entry", lambda w: {"content": "Ada lives in Lisbon.", "status": "active"}),
     **_tab("thread", "thread", lambda w: {"title": "Renamed"}),
+    "memories:thread-tool-result": BrowserCase(
+        path=lambda w: {"pk": w.thread.pk, "message_id": w.m_tool.pk}, levels={"get": "read"}
+    ),
+    # The filter pickers' suggestions; with no query, the newest rows of the workspace.
+    "memories:user-pick": BrowserCase(path=_none, levels={"get": "read"}),
+    "memories:thread-pick": BrowserCase(path=_none, levels={"get": "read"}),
     **_tab("checkpoint", "checkpoint"),
     "memories:store": BrowserCase(path=_none, levels={"get": "read"}),
     "memories:store-item": BrowserCase(path=_pk("store_item"), levels={"get": "read"}),
