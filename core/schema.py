@@ -152,6 +152,16 @@ class AutoSchema(openapi.AutoSchema):
             schema["anyOf"] = [{"required": list(fields)} for fields in any_of]
         return schema
 
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        # `allow_empty=False` refuses [] with a 400; drf-spectacular documents only min_length.
+        empty_refused = isinstance(field, serializers.ListField | serializers.ListSerializer) and not getattr(
+            field, "allow_empty", True
+        )
+        if direction == "request" and empty_refused and schema.get("type") == "array":
+            schema["minItems"] = max(schema.get("minItems", 0), 1)
+        return schema
+
     def get_tags(self):
         tag = route_tag(type(self.view))
         known = {entry["name"] for entry in settings.SPECTACULAR_SETTINGS.get("TAGS", [])}

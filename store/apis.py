@@ -543,7 +543,8 @@ class StoreBatchApi(APIView):
         data = serializer.validated_data
         ops, errors = [], {}
         for index, op in enumerate(data["ops"]):
-            if op.get("op") not in _OP_SERIALIZERS:
+            # An op named by anything but a string (`"op": {}`) is unknown, not a 500.
+            if not isinstance(op.get("op"), str) or op["op"] not in _OP_SERIALIZERS:
                 errors[str(index)] = {"op": [OP_UNKNOWN]}
                 continue
             try:
