@@ -139,13 +139,15 @@ def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
         .union(base.exclude(fact_type=preference).values(*FACT_COLUMNS)[:limit], all=True)
     )
     facts = sorted(rows, key=lambda f: (f["fact_type"] != preference, -f["effective_confidence"]))
-    header = USER_PROFILE_HEADER
-    if context.memory_user.display_name:
-        header += f"\n- name: {escape_text(context.memory_user.display_name, limit=200)}"
-    lines = (_fact_line(f) for f in facts)
-    section.text, section.tokens, kept = fit_block("user-profile", header, lines, cap)
-    section.items = [_fact_item(f) for f in facts[:kept]]
-    section.omitted = len(facts) - kept
+    # The name is the block's first line, not part of its header: a person known only by
+    # name still gets a profile (an empty block renders as nothing).
+    name = context.memory_user.display_name
+    named = [f"- name: {escape_text(name, limit=200)}"] if name else []
+    lines = itertools.chain(named, (_fact_line(f) for f in facts))
+    section.text, section.tokens, kept = fit_block("user-profile", USER_PROFILE_HEADER, lines, cap)
+    kept_facts = max(kept - len(named), 0)
+    section.items = [_fact_item(f) for f in facts[:kept_facts]]
+    section.omitted = len(facts) - kept_facts
     return section
 
 

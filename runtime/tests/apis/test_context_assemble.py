@@ -271,3 +271,12 @@ class ContextAssembleTests(MemoryTestCase):
             ).json()
         assert embed.call_count == 1
         assert any("golden retriever" in hit["content"] for hit in body["history"]["recalled"])
+
+    def test_a_person_known_only_by_name_still_has_a_profile(self):
+        """Regression: the name sat in the block's header, and a block with no fact line
+        rendered as nothing, so the name was lost until a first fact was stored."""
+        newcomer = person(self.workspace, external_id="4004", display_name="Grace")
+        body = self.post(memory_user=str(newcomer.pk), message="Hi!").json()
+        profile = body["user_profile"]
+        assert "- name: Grace" in profile["text"], profile
+        assert (profile["items"], profile["omitted"]) == ([], 0)
