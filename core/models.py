@@ -181,7 +181,9 @@ class AuditEvent(models.Model):
         null=True,
         blank=True,
         editable=False,
-        db_default=Cast(Cast(Func(function="pg_current_xact_id"), models.TextField()), models.BigIntegerField()),
+        db_default=Cast(
+            Cast(Func(function="pg_current_xact_id"), models.TextField()), models.BigIntegerField()
+        ),
     )
 
     class Meta:
