@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 
 
@@ -8,3 +10,13 @@ def _clear_cache():
 
     cache.clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _close_context_pool():
+    """A test that read a context on the pool (outside a transaction) leaves no pool thread
+    holding a database session: the test database could not be dropped at the end."""
+    yield
+    build = sys.modules.get("runtime.selectors.build")
+    if build is not None:
+        build.context_pool_close()

@@ -230,11 +230,12 @@ def _parallel_enabled() -> bool:
 
 _executor = None
 _executor_slots = None
+_executor_workers = 0
 _executor_lock = threading.Lock()
 
 
 def _pool() -> tuple[ThreadPoolExecutor, threading.Semaphore]:
-    global _executor, _executor_slots
+    global _executor, _executor_slots, _executor_workers
     from django.conf import settings
 
     with _executor_lock:
@@ -242,7 +243,39 @@ def _pool() -> tuple[ThreadPoolExecutor, threading.Semaphore]:
             workers = settings.CONTEXT_PARALLEL_WORKERS
             _executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="context-part")
             _executor_slots = threading.Semaphore(workers)
+            _executor_workers = workers
     return _executor, _executor_slots
+
+
+def context_pool_close() -> None:
+    """End the pool, each thread closing its database connection first.
+
+    Pool threads keep their connection between requests; a test run that used the pool
+    calls this before the test database is dropped, which fails while a session is open.
+    """
+    global _executor, _executor_slots
+    with _executor_lock:
+        executor, workers = _executor, _executor_workers
+        _executor, _executor_slots = None, None
+    if executor is None:
+        return
+    # One task per thread: each waits at the barrier until all are running, so no thread
+    # takes two and every thread closes its own connection (a connection is per thread).
+    barrier = threading.Barrier(workers)
+
+    def close():
+        from django.db import connections
+
+        try:
+            barrier.wait(timeout=10)
+        except threading.BrokenBarrierError:
+            pass
+        finally:
+            connections.close_all()
+
+    for _ in range(workers):
+        executor.submit(close)
+    executor.shutdown(wait=True)
 
 
 def _submit(fn, kwargs):

@@ -1,7 +1,9 @@
 """The context read with the background pool equals the one read in the calling thread."""
 
 import threading
+import time
 
+from django.db import connection
 from django.test import TransactionTestCase, override_settings
 
 from core.services import agent_get_or_create, workspace_create
@@ -66,6 +68,36 @@ class ParallelContextBuildTests(TransactionTestCase):
                     slots.release()
         assert taken >= 1 and seen == []
         self.assert_same(busy, sequential)
+
+    def test_closing_the_pool_closes_its_connections(self):
+        """Pool threads keep a connection between requests; closing the pool ends those
+        sessions, so the test database can be dropped at the end of a run."""
+        with override_settings(CONTEXT_PARALLEL_WORKERS=2):
+            self.build()
+        assert self.other_sessions(settle=0) >= 1
+        selectors.context_pool_close()
+        assert not any(thread.name.startswith("context-part") for thread in threading.enumerate())
+        assert self.other_sessions() == 0
+        # The next request starts a new pool.
+        with override_settings(CONTEXT_PARALLEL_WORKERS=2):
+            self.build()
+        selectors.context_pool_close()
+        assert self.other_sessions() == 0
+
+    def other_sessions(self, settle: float = 5) -> int:
+        """Sessions on the test database besides this one, waiting up to `settle` seconds for
+        none: a closed one leaves pg_stat_activity a moment after its client hung up."""
+        deadline = time.monotonic() + settle
+        while True:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+                count = cursor.fetchone()[0]
+            if count == 0 or time.monotonic() > deadline:
+                return count
+            time.sleep(0.05)
 
     def record_pool_parts(self):
         seen = []
