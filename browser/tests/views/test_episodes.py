@@ -102,3 +102,19 @@ class EpisodesTabTests(BrowserTestCase):
         response = self.client.post(delete, {"ids": [self.failed.pk], "confirmed": "on"})
         assert Episode.objects.filter(pk=self.failed.pk).exists()
         assert response.status_code == 302
+
+    def test_rating_and_comment_are_icons_with_text(self):
+        """Issue 18: a star or emoji glyph is missing from common fonts; inline SVG icons are
+        drawn anyway, and screen readers hear the rating and the comment as text."""
+        Episode.objects.filter(pk=self.failed.pk).update(rating=4, feedback_comment="Too slow <b>")
+        self.login(self.viewer)
+        content = self.client.get(self.url("memories:episodes")).content.decode()
+        assert "💬" not in content and "★" not in content
+        assert '<span class="rating"><svg class="icon"' in content
+        assert '<span class="visually-hidden">Rated 4 out of 5</span>' in content
+        assert '<span class="visually-hidden">Comment: Too slow &lt;b&gt;</span>' in content
+        assert 'title="Too slow &lt;b&gt;"' in content
+        # Cells name their column for the stacked phone layout.
+        assert '<td data-label="Rating" class="num">' in content
+        detail = self.client.get(self.url("memories:episode", pk=self.failed.pk)).content.decode()
+        assert "Rated 4 out of 5" in detail
