@@ -13,12 +13,17 @@ READS = {
     "entry",
     "threads",
     "thread",
+    "thread-tool-result",
+    "thread-pick",
     "checkpoints",
     "checkpoint",
     "procedures",
     "procedure",
     "users",
     "user",
+    "user-pick",
+    "store",
+    "store-item",
 }
 
 
