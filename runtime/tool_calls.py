@@ -120,6 +120,23 @@ def _schema_fields(schema: dict, arguments: dict) -> dict:
     return fields
 
 
+def _json_strings_parsed(schema: dict, arguments: dict) -> dict:
+    """Some MCP hosts send an object or list argument as a JSON string (the SDK's own
+    argument model parsed those); such a string becomes its value when it parses to the
+    type the schema asks for."""
+    parsed = dict(arguments)
+    for name, value in arguments.items():
+        expected = schema.get("properties", {}).get(name, {}).get("type")
+        if isinstance(value, str) and expected in ("object", "array"):
+            try:
+                candidate = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(candidate, dict if expected == "object" else list):
+                parsed[name] = candidate
+    return parsed
+
+
 def tool_execute(*, principal: Principal, name: str, arguments: dict[str, Any]) -> dict:
     """Run tool `name` as `principal`; return its result or raise `ToolFailed`.
 
@@ -138,8 +155,11 @@ def tool_execute(*, principal: Principal, name: str, arguments: dict[str, Any]) 
         json_check(arguments)
     except JSONRefused as exc:
         raise ToolFailed(tool_error_body(exc)) from exc
-    arguments = {key: value for key, value in arguments.items() if value is not None}
-    fields = _schema_fields(tool_input_schema(spec), arguments)
+    schema = tool_input_schema(spec)
+    arguments = _json_strings_parsed(
+        schema, {key: value for key, value in arguments.items() if value is not None}
+    )
+    fields = _schema_fields(schema, arguments)
     if fields:
         raise ToolFailed(error_body("invalid", "Invalid input.", fields))
     try:

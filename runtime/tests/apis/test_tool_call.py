@@ -97,6 +97,18 @@ class ToolCallShapesTests(ToolCallTestCase):
         result = self.post(openai_call("recall", {"key": None, "query": None, "agent": "assistant"}))
         assert self.content(result)["mode"] == "list"
 
+    def test_an_object_argument_sent_as_a_json_string_is_read(self):
+        """MCP hosts that stringify object arguments still work; other strings stay strings."""
+        result = self.post(
+            mcp_call("identify_user", {"channel": "web", "external_id": "7", "profile": '{"name": "Ada"}'})
+        )
+        assert result["isError"] is False
+        assert result["structuredContent"]["memory_user"]["display_name"] == "Ada"
+        result = self.post(
+            mcp_call("identify_user", {"channel": "web", "external_id": "8", "profile": "Ada"})
+        )
+        assert self.error(result)["fields"] == {"profile": ["Must be of type object."]}
+
     def test_a_sdk_dumped_anthropic_block_is_accepted(self):
         """ToolUseBlock.model_dump() carries caller and toolset_name."""
         block = {**anthropic_call("recall", {"agent": "assistant"}), "caller": None, "toolset_name": None}
