@@ -16,6 +16,15 @@ IDS_REQUIRED = "Select at least one row."
 MAX_BATCH = 500
 
 
+def form_add_service_errors(form: forms.Form, exc) -> None:
+    """Show a service's ApplicationError on `form`: under each field it names, or above all."""
+    for field, errors in exc.fields.items():
+        for error in errors:
+            form.add_error(field if field in form.fields else None, error)
+    if not exc.fields:
+        form.add_error(None, exc.message)
+
+
 class BatchDeleteForm(forms.Form):
     """The ids ticked on a page. `confirmed` is set by the no-JavaScript confirmation page."""
 

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from browser.access import ADMIN, workspace_view
-from browser.forms import DeliveryFilterForm, WebhookCreateForm
+from browser.forms import DeliveryFilterForm, WebhookCreateForm, form_add_service_errors
 from browser.lib.rendering import render_page, toast
 from core.errors import ApplicationError
 from webhooks.selectors import webhook_delivery_list, webhook_subscription_get, webhook_subscription_list
@@ -65,11 +65,7 @@ def webhook_create(request):
     try:
         subscription, secret = webhook_subscription_create(principal=operator.principal, **form.cleaned_data)
     except ApplicationError as exc:
-        for field, errors in exc.fields.items():
-            for error in errors:
-                form.add_error(field if field in form.fields else None, error)
-        if not exc.fields:
-            form.add_error(None, exc.message)
+        form_add_service_errors(form, exc)
         return _list_page(request, form=form, status=400)
     response = _list_page(request, created={"subscription": subscription, "secret": secret})
     return toast(request, response, "Webhook created. Copy its signing secret now.")

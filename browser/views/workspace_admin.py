@@ -5,7 +5,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from browser.access import ADMIN, workspace_view
-from browser.forms import ApiKeyCreateForm, MemberAddForm, MemberRoleForm
+from browser.forms import ApiKeyCreateForm, MemberAddForm, MemberRoleForm, form_add_service_errors
 from browser.lib.rendering import render_page, toast
 from browser.selectors import api_key_get, member_get
 from browser.services import member_add, member_remove, member_role_change
@@ -28,14 +28,6 @@ def _members_page(request, *, form=None, status=200):
     return render_page(request, "memories/members.html", context, partials=MEMBERS_PARTIALS, status=status)
 
 
-def _add_errors(form, exc: ApplicationError):
-    for field, errors in exc.fields.items():
-        for error in errors:
-            form.add_error(field if field in form.fields else None, error)
-    if not exc.fields:
-        form.add_error(None, exc.message)
-
-
 @workspace_view(ADMIN)
 def members(request):
     return _members_page(request)
@@ -52,7 +44,7 @@ def member_create(request):
                 workspace=operator.workspace, actor=operator.principal.actor, **form.cleaned_data
             )
         except ApplicationError as exc:
-            _add_errors(form, exc)
+            form_add_service_errors(form, exc)
         else:
             message = f"{membership.user.get_username()} is now a {membership.get_role_display().lower()}."
             if not request.htmx:
@@ -141,7 +133,7 @@ def api_key_new(request):
             created_by=request.user,
         )
     except ApplicationError as exc:
-        _add_errors(form, exc)
+        form_add_service_errors(form, exc)
         return _keys_page(request, form=form)
     response = _keys_page(request, created={"api_key": api_key, "secret": secret})
     # The secret must never sit in a shared or back/forward cache.

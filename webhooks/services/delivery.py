@@ -17,10 +17,9 @@ from django.utils import timezone
 
 from core.lib.crypto import decrypt
 from core.models import AuditEvent
-from core.services import audit_record
 from webhooks.models import WebhookDelivery, WebhookSubscription
 from webhooks.services.dispatch import webhook_active_cache_clear
-from webhooks.services.subscriptions import ENTITY_TYPE, WebhookUrlRefused, webhook_url_check
+from webhooks.services.subscriptions import WebhookUrlRefused, _audit, webhook_url_check
 from webhooks.signing import SIGNATURE_HEADER, signature_header
 
 logger = logging.getLogger(__name__)
@@ -121,12 +120,10 @@ def _subscription_disable(subscription: WebhookSubscription, *, now) -> None:
         subscription=subscription,
         status__in=(WebhookDelivery.Status.PENDING, WebhookDelivery.Status.RETRYING),
     ).update(status=WebhookDelivery.Status.CANCELLED, next_attempt_at=None)
-    audit_record(
-        workspace=subscription.workspace,
+    _audit(
+        subscription,
         actor=SYSTEM_ACTOR,
         action=AuditEvent.Action.UPDATE,
-        entity_type=ENTITY_TYPE,
-        entity_id=subscription.pk,
         changes={"is_active": {"from": True, "to": False}, "reason": reason, "cancelled": cancelled},
     )
     logger.warning("Webhook subscription %s disabled: %s", subscription.pk, reason)

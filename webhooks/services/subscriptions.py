@@ -79,6 +79,17 @@ def _events_validate(events) -> list[str]:
     return events
 
 
+def _audit(subscription: WebhookSubscription, *, actor: str, action: str, changes: dict) -> None:
+    audit_record(
+        workspace=subscription.workspace,
+        actor=actor,
+        action=action,
+        entity_type=ENTITY_TYPE,
+        entity_id=subscription.pk,
+        changes=changes,
+    )
+
+
 def _require_admin(principal: Principal) -> None:
     """Subscriptions send every agent's events: a workspace-wide key, or an admin operator."""
     require_workspace_key(principal)
@@ -108,12 +119,10 @@ def webhook_subscription_create(
         )
         subscription.full_clean()
         subscription.save()
-        audit_record(
-            workspace=principal.workspace,
+        _audit(
+            subscription,
             actor=principal.actor,
             action=AuditEvent.Action.CREATE,
-            entity_type=ENTITY_TYPE,
-            entity_id=subscription.pk,
             changes={"url": subscription.url, "events": subscription.events},
         )
     webhook_active_cache_clear()
@@ -149,14 +158,7 @@ def webhook_subscription_update(
         if changes:
             subscription.full_clean()
             subscription.save()
-            audit_record(
-                workspace=subscription.workspace,
-                actor=principal.actor,
-                action=AuditEvent.Action.UPDATE,
-                entity_type=ENTITY_TYPE,
-                entity_id=subscription.pk,
-                changes=changes,
-            )
+            _audit(subscription, actor=principal.actor, action=AuditEvent.Action.UPDATE, changes=changes)
     webhook_active_cache_clear()
     return subscription
 
@@ -169,12 +171,10 @@ def webhook_secret_rotate(*, principal: Principal, subscription: WebhookSubscrip
         WebhookSubscription.objects.filter(pk=subscription.pk).update(
             secret_encrypted=encrypt(secret), updated_at=timezone.now()
         )
-        audit_record(
-            workspace=subscription.workspace,
+        _audit(
+            subscription,
             actor=principal.actor,
             action=AuditEvent.Action.UPDATE,
-            entity_type=ENTITY_TYPE,
-            entity_id=subscription.pk,
             changes={"secret": "rotated"},
         )
     return secret
@@ -183,12 +183,10 @@ def webhook_secret_rotate(*, principal: Principal, subscription: WebhookSubscrip
 def webhook_subscription_delete(*, principal: Principal, subscription: WebhookSubscription) -> None:
     _require_admin(principal)
     with transaction.atomic():
-        audit_record(
-            workspace=subscription.workspace,
+        _audit(
+            subscription,
             actor=principal.actor,
             action=AuditEvent.Action.DELETE,
-            entity_type=ENTITY_TYPE,
-            entity_id=subscription.pk,
             changes={"url": subscription.url},
         )
         subscription.delete()
