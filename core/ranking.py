@@ -23,6 +23,7 @@ z-score fusion of the same two channels (docs/episodic.md).
 
 import logging
 import math
+import re
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -118,6 +119,14 @@ def _zscores(values: list[float | None]) -> list[float] | None:
     return [(v - mean) / std for v in filled]
 
 
+def recency_term(created_at: datetime | None, *, now: datetime | None, weights: RankingWeights) -> float:
+    """The recency part of a fused score: `recency * 2^(-age / half_life)`."""
+    if weights.recency <= 0 or now is None or created_at is None:
+        return 0.0
+    age_days = max(0.0, (now - created_at).total_seconds() / 86400)
+    return weights.recency * 2 ** (-age_days / weights.half_life_days)
+
+
 def fuse(
     candidates: list[Candidate], *, weights: RankingWeights = DEFAULT_WEIGHTS, now: datetime | None = None
 ) -> list[tuple[Candidate, float]]:
@@ -157,9 +166,7 @@ def fuse(
             for neighbour in (candidate.prev2_id, candidate.next2_id):
                 if neighbour is not None and weights.neighbor2 > 0:
                     score += weights.neighbor2 * by_id.get(neighbour, floor)
-        if weights.recency > 0 and now is not None and candidate.created_at is not None:
-            age_days = max(0.0, (now - candidate.created_at).total_seconds() / 86400)
-            score += weights.recency * 2 ** (-age_days / weights.half_life_days)
+        score += recency_term(candidate.created_at, now=now, weights=weights)
         ranked.append((candidate, score))
     ranked.sort(key=lambda pair: pair[1], reverse=True)
     return ranked
@@ -251,6 +258,15 @@ def vector_sql(*, table: str, id_column: str, scope_where: str, plan: str, colum
         ORDER BY {distance}
         LIMIT %(limit)s
     """
+
+
+def queryset_scope_sql(queryset, *, prefix: str = "scope") -> tuple[str, dict]:
+    """The ids of `queryset` as SQL with named parameters, for a Corpus whose scope is
+    built with the ORM (scoping, FilterSets) rather than written by hand."""
+    sql, params = queryset.order_by().values("id").query.sql_with_params()
+    counter = iter(range(len(params)))
+    named = re.sub(r"(?<!%)%s", lambda _match: f"%({prefix}_{next(counter)})s", sql)
+    return named, {f"{prefix}_{i}": value for i, value in enumerate(params)}
 
 
 def vector_literal(vector: list[float]) -> str:

@@ -8,7 +8,7 @@ from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
 from core.serializers import StrictSerializer
 from episodes.filters import EpisodeFilter
 from episodes.models import Episode
-from episodes.selectors import episode_get, episode_list
+from episodes.selectors import episode_get, episode_list, episode_search_hybrid
 from episodes.services import (
     episode_batch_delete,
     episode_close,
@@ -251,3 +251,104 @@ class EpisodeFeedbackApi(APIView):
 class EpisodeBatchDeleteApi(BatchDeleteApi):
     service = episode_batch_delete
     OutputSerializer = EpisodeDeleteOutputSerializer
+
+
+class EpisodeHitSerializer(serializers.Serializer):
+    score = serializers.FloatField(help_text="The fused score the hits are ordered by.")
+    lexical = serializers.FloatField(help_text="BM25 of the query's terms in the episode's text (0: none).")
+    vector = serializers.FloatField(
+        allow_null=True,
+        help_text="Cosine similarity of the episode's vector (null: none yet, or lexical mode).",
+    )
+    recency = serializers.FloatField(help_text="The recency term added to the score.")
+    episode = EpisodeOutputSerializer()
+
+
+class EpisodeSearchApi(APIView):
+    """Episodes most related to a query: full-text, by meaning, or both (hybrid)."""
+
+    read_only_safe = True
+
+    class InputSerializer(StrictSerializer):
+        query = serializers.CharField(allow_blank=True, trim_whitespace=False)
+        mode = serializers.ChoiceField(
+            choices=["hybrid", "lexical", "vector", "semantic"],
+            default="hybrid",
+            help_text="hybrid (default), lexical (full-text only), vector or semantic (by meaning only).",
+        )
+        top_k = serializers.IntegerField(required=False, default=10, min_value=1, max_value=100)
+        agent = serializers.SlugField(max_length=100, required=False, allow_blank=True)
+        memory_user = serializers.UUIDField(required=False, allow_null=True)
+        outcome = serializers.ChoiceField(
+            choices=[*Episode.Outcome.choices, ("open", "Open (not closed)")],
+            required=False,
+            allow_blank=True,
+        )
+        trigger_type = serializers.CharField(max_length=50, required=False, allow_blank=True)
+        started_after = serializers.DateTimeField(required=False, allow_null=True)
+        started_before = serializers.DateTimeField(required=False, allow_null=True)
+
+    class OutputSerializer(serializers.Serializer):
+        results = serializers.ListField(child=EpisodeHitSerializer())
+        plan = serializers.CharField(allow_null=True, help_text="Vector plan used: exact, hnsw, or null.")
+
+    FILTERS = ("agent", "memory_user", "outcome", "trigger_type", "started_after", "started_before")
+
+    @extend_schema(
+        summary="Search episodes by meaning and text",
+        request=InputSerializer,
+        responses=OutputSerializer,
+        examples=[
+            OpenApiExample(
+                "Refunds that went wrong",
+                value={"query": "customer wanted money back", "agent": "support-bot", "outcome": "failure"},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "One hit",
+                value={
+                    "results": [
+                        {
+                            "score": 1.12,
+                            "lexical": 0.0,
+                            "vector": 0.61,
+                            "recency": 0.1,
+                            "episode": EPISODE_EXAMPLE,
+                        }
+                    ],
+                    "plan": "exact",
+                },
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        filters = {}
+        for name in self.FILTERS:
+            value = data.get(name)
+            if value not in (None, ""):
+                filters[name] = value.isoformat() if hasattr(value, "isoformat") else str(value)
+        result = episode_search_hybrid(
+            principal=request.user,
+            query=data["query"],
+            filters=filters,
+            top_k=data["top_k"],
+            mode="vector" if data["mode"] == "semantic" else data["mode"],
+        )
+        body = {
+            "results": [
+                {
+                    "score": round(hit.score, 6),
+                    "lexical": round(hit.lexical, 6),
+                    "vector": None if hit.vector is None else round(hit.vector, 6),
+                    "recency": round(hit.recency, 6),
+                    "episode": EpisodeOutputSerializer(hit.episode).data,
+                }
+                for hit in result.hits
+            ],
+            "plan": result.plan,
+        }
+        return Response(body)

@@ -1,6 +1,8 @@
 from django.db import models
 from django.utils import timezone
+from pgvector.django import VectorField
 
+from core.lib.vectors import hnsw_index
 from core.models import Agent, TimeStampedModel, Workspace
 
 
@@ -44,3 +46,37 @@ class Episode(TimeStampedModel):
 
     def __str__(self):
         return f"{self.trigger_type or 'episode'} {self.started_at:%Y-%m-%d %H:%M}"
+
+
+class EpisodeEmbedding(models.Model):
+    """The vector of an episode's rendered text (episodes.services.episode_embedding_text)
+    under one embedding model, for searching episodes by meaning.
+
+    One row per (episode, model): a provider change re-embeds in the background while the
+    old vectors keep serving. An edit of the rendered text drops the episode's vectors and
+    queues a new one. Scope is read through the episode (agent, memory user, outcome, time),
+    so a merge that moves episodes to another person needs no vector update. Never
+    serialized by the API.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="embeddings")
+    # Copied from the episode (episodes never change workspace): the search's scope filter
+    # and "does this workspace have vectors of this model" then read this table alone.
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    embedding = VectorField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["episode", "model"], name="episodes_episode_embedding_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "model"], name="episodes_episode_emb_scope"),
+            hnsw_index("episodes_episode_embedding_hnsw", "embedding"),
+        ]
+
+    def __str__(self):
+        return f"{self.episode_id} ({self.model})"

@@ -8,6 +8,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from core.embeddings import EmbeddingError
+from episodes.services import episode_embed_batch, episode_embed_sweep
 from episodic.services import entry_embed_batch, entry_embed_sweep
 from facts.services import fact_embed_batch, fact_embed_sweep
 from procedures.services import procedure_embed_batch, procedure_embed_sweep
@@ -24,6 +25,7 @@ SWEEPS = (
     ("entries", entry_embed_sweep, lambda ids: entry_embed_batch(entry_ids=ids)),
     ("messages", message_embed_sweep, lambda ids: message_embed_batch(message_ids=ids)),
     ("store_items", store_items_embed_sweep, lambda ids: store_items_embed(item_ids=ids)),
+    ("episodes", episode_embed_sweep, lambda ids: episode_embed_batch(episode_ids=ids)),
 )
 # 256 rows per tier and run: about 8 s of local MiniLM on 2 cores for messages (two vectors
 # each), less for the others, so a run stays far under the soft time limit (240 s).

@@ -1,5 +1,8 @@
 """The Episodes tab: records of past agent runs, with human feedback edited inline."""
 
+from dataclasses import replace
+
+from django.db.models import Case, FloatField, Value, When
 from django.views.decorators.http import require_POST
 
 from browser.access import EDIT, workspace_view
@@ -8,8 +11,37 @@ from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from core.lib.replica import read_replica
 from episodes.filters import EpisodeFilter
-from episodes.selectors import episode_get, episode_list
+from episodes.selectors import episode_get, episode_list, episode_search_hybrid
 from episodes.services import episode_batch_delete
+
+# Episodes the search box ranks (hybrid search, as POST /api/v1/episodes/search/ does).
+SEARCH_TOP_K = 100
+
+
+def _search_query(filters) -> str:
+    query = (filters or {}).get("q") or ""
+    return query.strip() if isinstance(query, str) else ""
+
+
+def episodes_list(principal, filters):
+    """The tab's rows; with text in the search box, the best SEARCH_TOP_K episodes of the
+    hybrid search (by meaning and full text) under the other filters, with their score."""
+    query = _search_query(filters)
+    if not query:
+        return episode_list(principal=principal, filters=filters)
+    # The FilterSet checks every value first, the search box's too (a NUL is a filter error).
+    episode_list(principal=principal, filters=filters)
+    rest = filters.copy()
+    rest.pop("q", None)
+    result = episode_search_hybrid(principal=principal, query=query, filters=rest, top_k=SEARCH_TOP_K)
+    scores = {hit.episode.pk: hit.score for hit in result.hits}
+    relevance = Case(
+        *[When(pk=pk, then=Value(score)) for pk, score in scores.items()],
+        default=Value(0.0),
+        output_field=FloatField(),
+    )
+    return episode_list(principal=principal, filters=rest).filter(pk__in=scores).annotate(relevance=relevance)
+
 
 EPISODES = TabSpec(
     slug="episodes",
@@ -18,7 +50,7 @@ EPISODES = TabSpec(
     noun_plural="episodes",
     template="memories/episodes.html",
     filterset=EpisodeFilter,
-    list=lambda principal, filters: episode_list(principal=principal, filters=filters),
+    list=episodes_list,
     get=lambda principal, pk: episode_get(principal=principal, episode_id=pk),
     sorts=[
         Sort("started", "Started", "started_at"),
@@ -34,6 +66,10 @@ EPISODES = TabSpec(
 @read_replica
 @workspace_view()
 def episodes_tab(request):
+    if _search_query(request.GET):
+        # Search results come best first unless a column header asks otherwise.
+        spec = replace(EPISODES, sorts=[Sort("relevance", "Relevance", "relevance"), *EPISODES.sorts])
+        return tab_list(request, replace(spec, default_sort="-relevance"))
     return tab_list(request, EPISODES)
 
 

@@ -333,6 +333,7 @@ CELERY_TASK_ROUTES = {
     "facts.tasks.fact_embed_task": {"queue": "embeddings"},
     "procedures.tasks.procedure_embed_task": {"queue": "embeddings"},
     "store.tasks.store_item_embed_task": {"queue": "embeddings"},
+    "episodes.tasks.episode_embed_task": {"queue": "embeddings"},
     "runtime.tasks.embeddings_sweep_task": {"queue": "embeddings"},
     "episodes.tasks.entry_extract_task": {"queue": "llm"},
     # Deliveries wait on subscribers' servers: a slow one never delays maintenance.

@@ -11,6 +11,7 @@ from core.errors import ApplicationError, ConflictError, NotFoundError
 from core.models import AuditEvent
 from core.services import audit_record, audit_record_deletes
 from episodes.models import Episode
+from episodes.services.embeddings import episode_embedding_text, episode_vectors_reset
 
 EPISODE_OUTCOME_UNKNOWN = "outcome must be success or failure."
 EPISODE_ALREADY_CLOSED = "This episode is already closed."
@@ -90,6 +91,10 @@ def episode_create(
     episode.full_clean(validate_unique=False, validate_constraints=False)
     with transaction.atomic():
         episode.save()
+        # Its vector is computed once the record commits (episodes.services.embeddings).
+        from episodes.tasks import episode_embed_task
+
+        episode_embed_task.delay_on_commit([str(episode.pk)])
         audit_record(
             workspace=workspace,
             actor=actor,
@@ -123,6 +128,7 @@ def episode_close(
         locked = Episode.objects.select_for_update().get(pk=episode.pk)
         if locked.ended_at is not None:
             raise ConflictError(EPISODE_ALREADY_CLOSED)
+        before_text = episode_embedding_text(locked)
         locked.outcome = outcome
         locked.final_output = final_output
         locked.error = error or ""
@@ -130,6 +136,7 @@ def episode_close(
         locked.ended_at = ended_at
         locked.duration_ms = duration
         locked.save()
+        episode_vectors_reset(episode=locked, before_text=before_text)
         audit_record(
             workspace=locked.workspace,
             actor=actor,
@@ -150,9 +157,11 @@ def episode_feedback(
     ):
         raise _invalid("rating", EPISODE_RATING_RANGE)
     with transaction.atomic():
+        before_text = episode_embedding_text(episode)
         episode.rating = rating
         episode.feedback_comment = comment or ""
         episode.save(update_fields=["rating", "feedback_comment", "updated_at"])
+        episode_vectors_reset(episode=episode, before_text=before_text)
         audit_record(
             workspace=episode.workspace,
             actor=actor,
@@ -188,11 +197,13 @@ def episode_update(*, episode: Episode, actor: str, **fields) -> Episode:
     changed = [name for name, value in fields.items() if getattr(episode, name) != value]
     if not changed:
         return episode
+    before_text = episode_embedding_text(episode)
     for name in changed:
         setattr(episode, name, fields[name] if fields[name] is not None or name == "final_output" else "")
     episode.full_clean(validate_unique=False, validate_constraints=False)
     with transaction.atomic():
         episode.save(update_fields=[*changed, "updated_at"])
+        episode_vectors_reset(episode=episode, before_text=before_text)
         audit_record(
             workspace=episode.workspace,
             actor=actor,
