@@ -1,0 +1,60 @@
+"""Writes of the episodes app: records (create, close, edit, feedback, delete), their vectors,
+and facts proposed from a record (stored by facts.services, the tier above)."""
+
+from episodes.services.embeddings import (
+    EMBEDDED_FIELDS,
+    episode_embed_batch,
+    episode_embed_sweep,
+    episode_embedding_text,
+    episode_vectors_reset,
+    episodes_reembed,
+)
+from episodes.services.facts_proposal import (
+    EpisodeFactCandidate,
+    episode_evidence_find,
+    episode_facts_propose,
+)
+from episodes.services.records import (
+    EPISODE_ALREADY_CLOSED,
+    EPISODE_EDITABLE,
+    EPISODE_ENDS_BEFORE_START,
+    EPISODE_LIST_EXPECTED,
+    EPISODE_OUTCOME_UNKNOWN,
+    EPISODE_RATING_RANGE,
+    EPISODE_REFERENCE_WORKSPACE,
+    EPISODE_THREAD_OTHER_AGENT,
+    EPISODES_NOT_FOUND,
+    episode_batch_delete,
+    episode_close,
+    episode_create,
+    episode_delete,
+    episode_feedback,
+    episode_update,
+)
+
+__all__ = [
+    "EMBEDDED_FIELDS",
+    "EPISODES_NOT_FOUND",
+    "EPISODE_ALREADY_CLOSED",
+    "EPISODE_EDITABLE",
+    "EPISODE_ENDS_BEFORE_START",
+    "EPISODE_LIST_EXPECTED",
+    "EPISODE_OUTCOME_UNKNOWN",
+    "EPISODE_RATING_RANGE",
+    "EPISODE_REFERENCE_WORKSPACE",
+    "EPISODE_THREAD_OTHER_AGENT",
+    "EpisodeFactCandidate",
+    "episode_batch_delete",
+    "episode_close",
+    "episode_create",
+    "episode_delete",
+    "episode_embed_batch",
+    "episode_embed_sweep",
+    "episode_embedding_text",
+    "episode_evidence_find",
+    "episode_facts_propose",
+    "episode_feedback",
+    "episode_update",
+    "episode_vectors_reset",
+    "episodes_reembed",
+]
