@@ -17,6 +17,9 @@ so a tool's schema, its validation and its execution cannot drift apart.
 import copy
 import inspect
 
+from django.conf import settings as django_settings
+
+from episodic.models import EpisodicEntry
 from facts.models import Fact
 
 SCHEMA_OPENAI = "openai"
@@ -150,6 +153,31 @@ FORGET = _object(
         "thread": THREAD,
         "agent": AGENT,
     }
+)
+
+STORE_MEMORY = _object(
+    {
+        "content": {
+            "type": "string",
+            "maxLength": django_settings.EPISODIC_MAX_ENTRY_LENGTH,
+            "description": "One short self-contained sentence about the person, in the third person.",
+        },
+        "evidence": {
+            "type": "string",
+            "maxLength": 100_000,
+            "description": "An exact quote that proves it (needed for every source but agent_direct).",
+        },
+        "source": {
+            "type": "string",
+            "enum": list(EpisodicEntry.Source.values),
+            "default": EpisodicEntry.Source.AGENT_DIRECT,
+        },
+        "memory_user": MEMORY_USER,
+        "thread": THREAD,
+        "source_message": {**_UUID, "description": "Id of the message the note comes from."},
+        "agent": AGENT,
+    },
+    ("content",),
 )
 
 HISTORY = _object(

@@ -712,5 +712,11 @@ TOOLS = [
         "record_turn", record_turn, record_turn.__doc__, read_only=False, parameters=tool_schemas.RECORD_TURN
     ),
     # Arguments derived from the signature (runtime.tool_schemas.tool_input_schema).
-    ToolSpec("store_memory", store_memory, store_memory.__doc__, read_only=False),
+    ToolSpec(
+        "store_memory",
+        store_memory,
+        store_memory.__doc__,
+        read_only=False,
+        parameters=tool_schemas.STORE_MEMORY,
+    ),
 ]
