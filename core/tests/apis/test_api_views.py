@@ -31,6 +31,9 @@ REPLICA_READS = {
     ("api:procedures:match", "post"),
     ("api:checkpoints:list", "get"),
     ("api:store:list", "get"),
+    ("api:webhooks:list", "get"),
+    ("api:webhooks:detail", "get"),
+    ("api:webhooks:deliveries", "get"),
 }
 
 
