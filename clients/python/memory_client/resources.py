@@ -400,13 +400,21 @@ class EpisodicEntries(CrudResource):
 
 
 class Memory(Resource):
-    """The agent tools that span tiers: recall and the OpenAI tool schemas."""
+    """The agent tools that span tiers: recall, the tool schemas, and running a tool call."""
 
     def recall(self, **fields: Any) -> JSON:
         return self._run(Request("POST", "recall/", json=fields, idempotent=True))
 
-    def tools(self) -> Any:
-        return self._run(Request("GET", "tools/"))
+    def tools(self, *, schema: str | None = None, agent: str | None = None) -> Any:
+        """The tools in one SDK's function-calling shape: `openai` (the default), `anthropic` or
+        `mcp`, with `agent`'s recall defaults in their schemas."""
+        return self._run(Request("GET", "tools/", params={"schema": schema, "agent": agent}))
+
+    def call_tool(self, call: Any) -> Any:
+        """Run a tool call as the model gave it (an OpenAI tool call, an Anthropic `tool_use`
+        block, an MCP call, or a list of them); answers the result(s) in the same shape, to
+        send back to the model as they are. Not retried: a tool may write (remember)."""
+        return self._run(Request("POST", "tools/call/", json=call, idempotent=False))
 
 
 class Context(Resource):

@@ -1,5 +1,7 @@
 """Every resource of the client against the live server: paths, bodies and responses agree."""
 
+import json
+
 import pytest
 
 from memory_client import ConflictError, MemoryClient, NotFoundError, RetryPolicy, ValidationError
@@ -71,6 +73,20 @@ def test_global_memory_resources(client):
     recalled = client.memory.recall(key="favourite tea", memory_user=user["id"])
     assert recalled["facts"][0]["value"] == "sencha"
     assert {t["function"]["name"] for t in client.memory.tools()} >= {"recall", "remember"}
+    assert {t["name"] for t in client.memory.tools(schema="anthropic")} >= {"recall", "forget"}
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {
+            "name": "remember",
+            "arguments": json.dumps(
+                {"key": "city", "value": "Porto", "scope": "user", "memory_user": user["id"]}
+            ),
+        },
+    }
+    result = client.memory.call_tool(call)
+    assert (result["role"], result["tool_call_id"]) == ("tool", "call_1")
+    assert client.facts.lookup("city", memory_user=user["id"])["value"] == "Porto"
 
     procedure = client.procedures.create(
         name="Refunds",
