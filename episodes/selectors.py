@@ -21,7 +21,7 @@ from core.ranking import (
     recency_term,
 )
 from episodes.filters import EpisodeFilter
-from episodes.models import Episode
+from episodes.models import Episode, EpisodeEmbedding
 
 EPISODE_NOT_FOUND = "Episode not found."
 
@@ -47,24 +47,59 @@ def episode_list(*, principal: Principal, filters=None):
     return filterset_apply(EpisodeFilter, filters, queryset)
 
 
-def episode_search(*, workspace, query: str, agent=None, memory_user=None, limit: int = 10) -> list:
+def episode_search(
+    *,
+    workspace,
+    query: str,
+    agent=None,
+    memory_user=None,
+    limit: int = 10,
+    query_vector: list[float] | None = None,
+    model: str = "",
+) -> list:
     """Episodes whose trigger, input, output, error or feedback match `query` (websearch
-    syntax), best rank first, then most recent.
+    syntax), best rank first, then most recent; then (when a query vector is given) those
+    whose vector is at least RECALL_SEMANTIC_MIN_SIMILARITY close to it, closest first,
+    each of those with a `similarity` attribute (as procedures.selectors.procedure_search).
 
     Matching and ranking read `episodes_episode.search_tsv` (episodes migration 0004: a
     stored, weighted tsvector with a GIN index; a column, not a model field)."""
+    from django.conf import settings
+    from pgvector.django import CosineDistance
+
     episodes = Episode.objects.filter(workspace=workspace)
     if agent is not None:
         episodes = episodes.filter(agent=agent)
     if memory_user is not None:
         episodes = episodes.filter(memory_user=memory_user)
     tsquery = "websearch_to_tsquery('english'::regconfig, %s)"
-    return list(
+    found = list(
         episodes.filter(RawSQL(f'"episodes_episode"."search_tsv" @@ {tsquery}', [query], BooleanField()))
         .annotate(rank=RawSQL(f'ts_rank("episodes_episode"."search_tsv", {tsquery})', [query], FloatField()))
         .select_related("agent", "memory_user", "thread")
         .order_by("-rank", "-started_at")[:limit]
     )
+    if query_vector is None or len(found) >= limit:
+        return found
+    # An exact scan of the scope's vectors (an agent's episodes with one person), as
+    # recall's fact and procedure vectors are read; hybrid ranking is episode_search_hybrid.
+    close = (
+        EpisodeEmbedding.objects.filter(
+            workspace=workspace, episode__in=episodes, model=model, dimensions=len(query_vector)
+        )
+        .exclude(episode__in=[e.pk for e in found])
+        .annotate(distance=CosineDistance("embedding", query_vector))
+        .filter(distance__lte=1 - settings.RECALL_SEMANTIC_MIN_SIMILARITY)
+        .order_by("distance")
+        .values_list("episode_id", "distance")[: limit - len(found)]
+    )
+    distances = dict(close)
+    by_id = Episode.objects.select_related("agent", "memory_user", "thread").in_bulk(list(distances))
+    for episode_id, distance in sorted(distances.items(), key=lambda item: item[1]):
+        episode = by_id[episode_id]
+        episode.similarity = round(1 - distance, 4)
+        found.append(episode)
+    return found
 
 
 @dataclass

@@ -24,26 +24,42 @@ EMBEDDED_FIELDS = (
 )
 
 
+def _flat(value) -> str:
+    # JSON read as prose: braces and quotes cost the model meaning. The local model rated
+    # "refund request" 0.26 against {"goal": "...money back for a broken kettle"} and 0.37
+    # against "goal: ...money back for a broken kettle".
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return "; ".join(
+            f"{key}: {_flat(item)}" for key, item in value.items() if item not in (None, "", {}, [])
+        )
+    if isinstance(value, list):
+        return "; ".join(_flat(item) for item in value if item not in (None, "", {}, []))
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _part(value) -> str:
     if value in (None, "", {}, []):
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return " ".join(text.split())[:EMBED_PART_MAX]
+    return " ".join(_flat(value).split())[:EMBED_PART_MAX]
 
 
 def episode_embedding_text(episode: Episode) -> str:
-    """A compact rendering of what the run was about and how it went, one labelled line per
-    part present: trigger (type and payload), input, outcome, output, error, feedback."""
-    trigger = " ".join(p for p in (_part(episode.trigger_type), _part(episode.trigger_payload)) if p)
+    """A compact rendering of what the run was about and how it went, one line per part
+    present: the trigger (type, then payload), the input, then labelled outcome, output,
+    error and feedback comment. JSON is flattened to `key: value` pairs."""
+    payload = _part(episode.trigger_payload)
+    trigger = " ".join(p for p in (_part(episode.trigger_type), f"({payload})" if payload else "") if p)
     parts = (
-        ("trigger", trigger),
-        ("input", _part(episode.input)),
-        ("outcome", _part(episode.outcome)),
-        ("output", _part(episode.final_output)),
-        ("error", _part(episode.error)),
-        ("feedback", _part(episode.feedback_comment)),
+        ("", trigger),
+        ("", _part(episode.input)),
+        ("outcome: ", _part(episode.outcome)),
+        ("output: ", _part(episode.final_output)),
+        ("error: ", _part(episode.error)),
+        ("feedback: ", _part(episode.feedback_comment)),
     )
-    return "\n".join(f"{label}: {text}" for label, text in parts if text)
+    return "\n".join(f"{label}{text}" for label, text in parts if text)
 
 
 def episode_vectors_reset(*, episode: Episode, before_text: str) -> bool:

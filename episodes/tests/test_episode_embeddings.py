@@ -56,10 +56,10 @@ class EpisodeEmbeddingTests(MemoryTestCase):
         text = self.embedded_texts()[-1]
         assert text == episode_embedding_text(episode)
         assert text.splitlines() == [
-            'trigger: chat {"chat_id": "c1"}',
-            'input: {"goal": "refund order 4411"}',
+            "chat (chat_id: c1)",
+            "goal: refund order 4411",
             "outcome: failure",
-            'output: {"text": "refund refused"}',
+            "output: text: refund refused",
             "error: card expired",
         ]
         assert "secret-message-text" not in text

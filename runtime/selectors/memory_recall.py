@@ -8,6 +8,7 @@ episodes.selectors.episode_search).
 from dataclasses import dataclass, field
 
 from core.errors import ApplicationError
+from episodes.models import EpisodeEmbedding
 from episodes.selectors import episode_search
 from facts.models import FactEmbedding
 from facts.selectors import fact_recall, query_embed
@@ -29,11 +30,12 @@ class RecallResult:
 
 
 def vectors_exist(*, workspace) -> bool:
-    """Whether any fact or procedure of the workspace has a vector: embedding the query
-    (and loading a local model) is skipped until one does."""
+    """Whether any fact, procedure or episode of the workspace has a vector: embedding the
+    query (and loading a local model) is skipped until one does."""
     return (
         FactEmbedding.objects.filter(workspace=workspace).exists()
         or ProcedureEmbedding.objects.filter(workspace=workspace).exists()
+        or EpisodeEmbedding.objects.filter(workspace=workspace).exists()
     )
 
 
@@ -53,7 +55,7 @@ def recall(
     - key: the exact lookup (most specific scope first, mode "key"); when there is none,
       fuzzy key matching (mode "fuzzy");
     - query: full-text search over facts, procedures and episodes per `memory_type`, plus
-      (with `semantic`) facts and procedures whose vectors are close to the query's under
+      (with `semantic`) facts, procedures and episodes whose vectors are close to the query's under
       the workspace's embedding provider (mode "query"; a fact found so carries
       `similarity`). A failing provider degrades to full-text search.
 
@@ -71,8 +73,8 @@ def recall(
     want = {"facts", "procedures", "episodes"} if memory_type == "all" else {memory_type}
     result = RecallResult(mode="query")
     query_vector, model = (None, "")
-    if semantic and want & {"facts", "procedures"} and vectors_exist(workspace=context.workspace):
-        # One embedding of the query serves both tiers' vector searches.
+    if semantic and vectors_exist(workspace=context.workspace):
+        # One embedding of the query serves every tier's vector search.
         query_vector, model = query_embed(workspace=context.workspace, query=query)
     if "facts" in want:
         _, result.facts = fact_recall(
@@ -99,5 +101,7 @@ def recall(
             memory_user=context.memory_user,
             query=query,
             limit=limit,
+            query_vector=query_vector,
+            model=model,
         )
     return result
