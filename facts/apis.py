@@ -355,3 +355,99 @@ class FactBatchDeleteApi(BatchDeleteApi):
 
     service = fact_batch_delete
     OutputSerializer = FactDeleteOutputSerializer
+
+
+class EpisodeFactCandidateSerializer(StrictSerializer):
+    key = serializers.CharField(max_length=255)
+    value = serializers.JSONField()
+    evidence = serializers.CharField(max_length=2000, help_text="An exact quote of the episode's record.")
+
+
+class EpisodeFactStoredSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    value = serializers.JSONField()
+    evidence = serializers.CharField()
+    outcome = serializers.CharField(help_text="created or confirmed.")
+    found_in = serializers.CharField(help_text="Where the quote is: messages[i], input or final_output.")
+    fact = FactOutputSerializer()
+
+
+class EpisodeFactRejectedSerializer(serializers.Serializer):
+    key = serializers.JSONField()
+    value = serializers.JSONField()
+    evidence = serializers.CharField(allow_blank=True)
+    reason = serializers.CharField(
+        help_text="key_missing, value_missing, evidence_missing, evidence_not_in_episode, "
+        "evidence_not_from_user, current_value_differs, over_max_facts, or fact validation's message."
+    )
+    fact = FactOutputSerializer(required=False, help_text="The current fact a different value met.")
+
+
+class EpisodeExtractFactsApi(APIView):
+    """Propose and store facts from an episode's record, each citing it with a quote."""
+
+    class InputSerializer(StrictSerializer):
+        candidates = EpisodeFactCandidateSerializer(
+            many=True,
+            required=False,
+            max_length=50,
+            help_text="Facts to check and store; without them the chat model (or patterns) proposes.",
+        )
+        use_llm = serializers.BooleanField(
+            default=True, help_text="false: propose with the deterministic patterns even with a chat model."
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        method = serializers.CharField(help_text="given, llm or patterns.")
+        llm_error = serializers.CharField(allow_blank=True, help_text="Why the chat model was not used.")
+        stored = EpisodeFactStoredSerializer(many=True)
+        rejected = EpisodeFactRejectedSerializer(many=True)
+
+    @extend_schema(
+        summary="Learn facts from an episode",
+        request=InputSerializer,
+        responses=OutputSerializer,
+        examples=[
+            OpenApiExample(
+                "A fact quoted from the run",
+                value={"candidates": [{"key": "city", "value": "Lisbon", "evidence": "I live in Lisbon"}]},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Stored",
+                value={
+                    "method": "given",
+                    "llm_error": "",
+                    "stored": [
+                        {
+                            "key": "city",
+                            "value": "Lisbon",
+                            "evidence": "I live in Lisbon",
+                            "outcome": "created",
+                            "found_in": "messages[0]",
+                            "fact": FACT_EXAMPLE,
+                        }
+                    ],
+                    "rejected": [],
+                },
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request, episode_id):
+        from episodes.selectors import episode_get
+        from facts.services.episode_extraction import episode_facts_extract
+
+        require_write(request.user)
+        episode = episode_get(principal=request.user, episode_id=episode_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        result = episode_facts_extract(
+            episode=episode,
+            candidates=data.get("candidates"),
+            use_llm=data["use_llm"],
+            actor=request.user.actor,
+        )
+        body = self.OutputSerializer(result).data
+        return Response(strip_invisible_json(body))

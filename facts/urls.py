@@ -11,4 +11,9 @@ urlpatterns = [
     path("facts/batch-delete/", apis.FactBatchDeleteApi.as_view(), name="batch-delete"),
     path("facts/<uuid:fact_id>/", apis.FactDetailApi.as_view(), name="detail"),
     path("facts/<uuid:fact_id>/history/", apis.FactHistoryApi.as_view(), name="history"),
+    path(
+        "episodes/<uuid:episode_id>/extract-facts/",
+        apis.EpisodeExtractFactsApi.as_view(),
+        name="episode-extract-facts",
+    ),
 ]
