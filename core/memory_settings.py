@@ -10,6 +10,9 @@ from django.core.exceptions import ValidationError
 
 # What `recall(query=...)` searches; runtime.selectors.MEMORY_TYPES is this tuple.
 RECALL_MEMORY_TYPES = ("facts", "procedures", "episodes", "all")
+# Which messages a request naming a node reads (threads.selectors.memory_scope): `node` its
+# own (Dify's node memory), `conversation` the thread's main conversation.
+MEMORY_MODES = ("conversation", "node")
 
 # name -> (type, minimum, maximum, help); a str setting names its choices in place of the range.
 SETTING_RULES = {
@@ -32,10 +35,28 @@ SETTING_RULES = {
     "recall_memory_type": (str, RECALL_MEMORY_TYPES, None, "What the recall tool searches when not told."),
     "recall_limit": (int, 1, 100, "Results of the recall tool when not told."),
     "recall_min_confidence": (float, 0.0, 1.0, "Least confidence of a fact the recall tool returns."),
+    "conversation_memory": (
+        bool,
+        None,
+        None,
+        "Send the thread's messages as history (off: none are sent; turns are still stored).",
+    ),
+    "memory_mode": (
+        str,
+        MEMORY_MODES,
+        None,
+        "What a request naming a node reads unless it says: its node's messages or the main conversation.",
+    ),
 }
 
 # Defaults of the settings the environment does not set (settings.MEMORY_DEFAULTS wins).
-CODE_DEFAULTS = {"recall_memory_type": "all", "recall_limit": 10, "recall_min_confidence": 0.5}
+CODE_DEFAULTS = {
+    "recall_memory_type": "all",
+    "recall_limit": 10,
+    "recall_min_confidence": 0.5,
+    "conversation_memory": True,
+    "memory_mode": "node",
+}
 
 
 @dataclass(frozen=True)
@@ -54,6 +75,8 @@ class MemorySettings:
     recall_memory_type: str
     recall_limit: int
     recall_min_confidence: float
+    conversation_memory: bool
+    memory_mode: str
 
     def as_dict(self) -> dict:
         return asdict(self)

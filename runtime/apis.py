@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from core.access import agent_resolve_optional
 from core.lib.escaping import strip_invisible_json
-from core.memory_settings import memory_settings_for
+from core.memory_settings import MEMORY_MODES, memory_settings_for
 from core.serializers import ContextInputSerializer, StrictSerializer
 from episodes.apis import EPISODE_EXAMPLE, EpisodeOutputSerializer
 from facts.apis import FACT_EXAMPLE, FactOutputSerializer
@@ -33,7 +33,7 @@ from runtime.tool_calls import (
     tool_calls_parse,
 )
 from runtime.tool_schemas import OUTPUT_SCHEMA, SCHEMA_OPENAI, SCHEMAS, tool_schemas
-from threads.selectors import memory_context_resolve
+from threads.selectors import CONVERSATION_MEMORY_OFF, SYSTEM_AS_MODES, memory_context_resolve
 
 # 2M tokens: the largest context window the memory settings accept.
 MAX_TOKEN_BUDGET = 2_000_000
@@ -61,6 +61,12 @@ class HistorySerializer(serializers.Serializer):
     cut_count = serializers.IntegerField()
     recalled = serializers.ListField(child=serializers.DictField())
     leaf_id = serializers.CharField(allow_null=True)
+    off_reason = serializers.ChoiceField(
+        choices=[CONVERSATION_MEMORY_OFF],
+        allow_null=True,
+        help_text="Why there is no history: conversation_memory_off when the agent's conversation_memory "
+        "setting is off (turns are still stored; the message is then reserved, not in the history).",
+    )
 
 
 class ContextMemoryUserSerializer(serializers.Serializer):
@@ -175,6 +181,7 @@ CONTEXT_EXAMPLE = {
         "cut_count": 0,
         "recalled": [],
         "leaf_id": "5e2aa517-0c8f-4315-9873-26c941fd364c",
+        "off_reason": None,
     },
     "timings_ms": {
         "user_profile": 3.3,
@@ -210,6 +217,18 @@ class ContextAssembleApi(APIView):
         append = serializers.BooleanField(required=False, default=False)
         idempotency_key = serializers.CharField(required=False, max_length=200)
         node = serializers.CharField(required=False, max_length=100)
+        memory_mode = serializers.ChoiceField(
+            choices=MEMORY_MODES,
+            required=False,
+            help_text="What a named node reads and appends to: its own messages (node) or the main "
+            "conversation. Default: the agent's memory_mode.",
+        )
+        system_as = serializers.ChoiceField(
+            choices=SYSTEM_AS_MODES,
+            default="system",
+            help_text="user: the blocks come as the history's first message, a user message with the "
+            "stable id context-<thread id>, and system_prompt is empty.",
+        )
         allocation = serializers.DictField(child=serializers.FloatField(), required=False)
         include = serializers.ListField(
             child=serializers.ChoiceField(choices=SECTIONS), required=False, allow_empty=False

@@ -13,7 +13,7 @@ from django.db import transaction
 from core.access import Principal, agent_resolve, require_write
 from core.errors import ApplicationError, NotFoundError
 from runtime.selectors import ContextResult, context_build
-from threads.selectors import MemoryContext
+from threads.selectors import MemoryContext, memory_scope
 
 PERSON_AMBIGUOUS = "Name the person by `memory_user` or by `channel` + `external_id`, not both."
 IDENTITY_INCOMPLETE = "`channel` and `external_id` go together."
@@ -38,8 +38,10 @@ class ContextRequest:
     append: bool = False
     idempotency_key: str = ""
     node: str | None = None
+    memory_mode: str | None = None
     allocation: dict | None = None
     include: tuple = ()
+    system_as: str = "system"
 
     @classmethod
     def from_validated(cls, data: dict) -> "ContextRequest":
@@ -57,8 +59,10 @@ class ContextRequest:
             append=data.get("append", False),
             idempotency_key=data.get("idempotency_key", ""),
             node=data.get("node"),
+            memory_mode=data.get("memory_mode"),
             allocation=data.get("allocation"),
             include=tuple(data.get("include") or ()),
+            system_as=data.get("system_as", "system"),
         )
 
 
@@ -174,6 +178,8 @@ def context_assemble(*, principal: Principal, request: ContextRequest) -> Contex
         agent, memory_user = thread.agent, thread.memory_user
     else:
         agent = agent_resolve(principal, request.agent, create=principal.can_write)
+    # The node a named node reads and appends to: none in `conversation` memory mode.
+    memory_mode, node = memory_scope(agent=agent, node=request.node, memory_mode=request.memory_mode)
     with transaction.atomic():
         if thread is None:
             memory_user = _memory_user(principal, request)
@@ -190,8 +196,8 @@ def context_assemble(*, principal: Principal, request: ContextRequest) -> Contex
             message = {"role": "user", "content": request.message}
             if request.idempotency_key:
                 message["idempotency_key"] = request.idempotency_key
-            if request.node:
-                message["node_id"] = request.node
+            if node:
+                message["node_id"] = node
             appended = thread_append_messages(thread=thread, messages=[message], actor=principal.actor)[0]
     context = MemoryContext(
         workspace=principal.workspace, agent=agent, memory_user=memory_user, thread=thread
@@ -203,7 +209,9 @@ def context_assemble(*, principal: Principal, request: ContextRequest) -> Contex
         message_in_history=appended is not None,
         appended=appended,
         channel=request.channel,
-        node=request.node,
+        node=node,
+        memory_mode=memory_mode,
         allocation=request.allocation,
         include=request.include,
+        system_as=request.system_as,
     )

@@ -15,12 +15,14 @@ from rest_framework.views import APIView
 from core.access import agent_resolve, reference_resolve, require_write
 from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
 from core.errors import NotFoundError
+from core.memory_settings import MEMORY_MODES
 from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import INT_MAX, StrictSerializer
 from identities.models import MemoryUser
 from threads.filters import ThreadFilter
 from threads.lib.validation import ROLES
 from threads.selectors import (
+    CONVERSATION_MEMORY_OFF,
     iteration_log_list,
     message_get,
     message_history_window,
@@ -533,6 +535,12 @@ class ThreadHistoryApi(APIView):
         delegation = serializers.CharField(max_length=100, required=False)
         files = serializers.ChoiceField(choices=["include", "omit"], default="include")
         system_as = serializers.ChoiceField(choices=["system", "user"], default="system")
+        memory_mode = serializers.ChoiceField(
+            choices=MEMORY_MODES,
+            required=False,
+            help_text="What a named node reads: its own messages (node) or the main conversation. "
+            "Default: the agent's memory_mode.",
+        )
         semantic_recall = serializers.BooleanField(
             required=False, allow_null=True, default=None, help_text="Default: the agent's setting."
         )
@@ -552,6 +560,14 @@ class ThreadHistoryApi(APIView):
         leaf_id = serializers.CharField(allow_null=True)
         max_tokens = serializers.IntegerField()
         max_messages = serializers.IntegerField()
+        memory_mode = serializers.ChoiceField(choices=MEMORY_MODES)
+        node = serializers.CharField(allow_null=True, help_text="The node read; null: the main conversation.")
+        off_reason = serializers.ChoiceField(
+            choices=[CONVERSATION_MEMORY_OFF],
+            allow_null=True,
+            help_text="Why there are no messages: conversation_memory_off when the agent's "
+            "conversation_memory setting is off (turns are still stored).",
+        )
 
     @extend_schema(
         summary="Read the history window that fits a token budget",
@@ -574,6 +590,9 @@ class ThreadHistoryApi(APIView):
                     "leaf_id": "7e6d5c4b-3a29-4817-9f6e-5d4c3b2a1f83",
                     "max_tokens": 2000,
                     "max_messages": 20,
+                    "memory_mode": "node",
+                    "node": None,
+                    "off_reason": None,
                 },
                 response_only=True,
             )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from core.errors import ApplicationError
 from core.lib.tokens import count_message_tokens
+from core.memory_settings import memory_settings_for
 from runtime.selectors.sections import (
     DEFAULT_ALLOCATION,
     SECTIONS,
@@ -23,7 +24,7 @@ from runtime.selectors.sections import (
     memory_query,
     message_tokens,
 )
-from threads.selectors import MemoryContext
+from threads.selectors import CONVERSATION_MEMORY_OFF, MemoryContext, chat_system_message, system_as_clean
 
 ALLOCATION_INVALID = (
     "allocation maps user_profile, session_memory, memory and procedures to shares that sum to at most 1."
@@ -56,16 +57,38 @@ class ContextResult:
     appended: object = None
     # Milliseconds per part; "query_embedding" is inside "memory".
     timings: dict = field(default_factory=dict)
+    # "user": the blocks travel as the first history message (context_message_id), not as
+    # system_prompt, for providers that ignore the system role.
+    system_as: str = "system"
 
     @property
     def tokens(self) -> int:
+        if self.system_as == "user":
+            # The blocks are inside the history's first message, counted there.
+            return self.message_tokens + self.history["tokens"]
         return self.message_tokens + sum(s.tokens for s in self.sections.values()) + self.history["tokens"]
 
     @property
-    def system_prompt(self) -> str:
-        """The blocks in prompt order, ready to prepend to the agent's own instructions."""
+    def blocks_text(self) -> str:
+        """The blocks in prompt order."""
         order = ("user_profile", "session_memory", "memory", "procedures")
         return "\n\n".join(self.sections[name].text for name in order if self.sections[name].text)
+
+    @property
+    def system_prompt(self) -> str:
+        """The blocks, ready to prepend to the agent's own instructions ("" with system_as=user:
+        they are the history's first message then)."""
+        return "" if self.system_as == "user" else self.blocks_text
+
+
+def context_message_id(context: MemoryContext) -> str:
+    """The stable id of the blocks sent as a user message: one per thread (or person, or
+    agent without one), the same every turn, so a client replaces it rather than adding one."""
+    if context.thread is not None:
+        return f"context-{context.thread.pk}"
+    if context.memory_user is not None:
+        return f"context-{context.memory_user.pk}"
+    return f"context-{context.agent.pk}"
 
 
 def _trim_history(history: dict, excess: int) -> dict:
@@ -109,8 +132,10 @@ def context_build(
     appended=None,
     channel: str = "",
     node: str | None = None,
+    memory_mode: str | None = None,
     allocation: dict | None = None,
     include=(),
+    system_as: str = "system",
 ) -> ContextResult:
     """The context for one turn, never over `token_budget` tokens in total.
 
@@ -119,9 +144,22 @@ def context_build(
     (`DEFAULT_ALLOCATION`); the history window gets everything the blocks left unused,
     capped by the agent's `recent_messages`. When the window applies the compaction summary
     it moves into `<session-memory>`, so it is sent once.
+
+    With the agent's `conversation_memory` off there is no history (`off_reason` says why)
+    and the message is reserved even when appended. With `system_as="user"` the blocks are
+    sent as the history's first message, a user message with a stable id.
     """
     shares = allocation_clean(allocation)
+    system_as_clean(system_as)
     wanted = set(include or SECTIONS)
+    history_off = (
+        "history" in wanted
+        and context.agent is not None
+        and not memory_settings_for(context.agent).conversation_memory
+    )
+    if history_off:
+        wanted.discard("history")
+        message_in_history = False
     reserved = 0 if message_in_history else message_tokens(message)
     if reserved > token_budget:
         raise ApplicationError(
@@ -151,7 +189,15 @@ def context_build(
         # unused, then cut from its oldest end to what they actually left (below).
         jobs["history"] = (
             _history,
-            {"context": context, "node": node, "max_tokens": available, "message": message, "query": query},
+            {
+                "context": context,
+                "node": node,
+                "memory_mode": memory_mode,
+                "max_tokens": available,
+                "message": message,
+                "query": query,
+                "system_as": system_as,
+            },
         )
     parts, timings = _run_parts(jobs, parallel=parallel)
     sections = {name: parts[name] for name in ("user_profile", "memory", "procedures", "session_memory")}
@@ -159,14 +205,22 @@ def context_build(
     timings["query_embedding"] = round(query.embedding_ms, 3) if query is not None else 0.0
     remaining = available - sum(s.tokens for s in sections.values())
     if "history" not in wanted:
-        history = _no_history()
+        history = _no_history(off_reason=CONVERSATION_MEMORY_OFF if history_off else None)
     elif parallel:
         history = parts["history"]
         if history["tokens"] > remaining:
             history = _trim_history(history, history["tokens"] - remaining)
     else:
         started = time.perf_counter()
-        history = _history(context=context, node=node, max_tokens=remaining, message=message, query=query)
+        history = _history(
+            context=context,
+            node=node,
+            memory_mode=memory_mode,
+            max_tokens=remaining,
+            message=message,
+            query=query,
+            system_as=system_as,
+        )
         timings["history"] = round((time.perf_counter() - started) * 1000, 3)
 
     if (
@@ -181,7 +235,12 @@ def context_build(
         session = sections["session_memory"]
         room = session.tokens + summary_tokens + max(0, remaining - history["tokens"])
         moved = context_session_memory(
-            context=context, cap=room, plan=plan, summary=context.thread.summary, facts=session.candidates
+            context=context,
+            cap=room,
+            plan=plan,
+            summary=context.thread.summary,
+            facts=session.candidates,
+            attempts=session.attempts,
         )
         if moved.summary_included:
             moved.cap = session.cap
@@ -204,6 +263,15 @@ def context_build(
         appended=appended,
         timings=timings,
     )
+    blocks = result.blocks_text
+    if system_as == "user" and blocks:
+        wrapped = chat_system_message(content=blocks, stable_id=context_message_id(context), system_as="user")
+        result.system_as = "user"
+        result.history = {
+            **history,
+            "messages": [wrapped, *history["messages"]],
+            "tokens": history["tokens"] + chat_message_tokens(wrapped),
+        }
     excess = result.tokens - token_budget
     if excess > 0:
         result.history = _trim_history(result.history, excess)
@@ -340,7 +408,7 @@ def _thread_plan(thread):
     return row["plan"] if row else None
 
 
-def _no_history() -> dict:
+def _no_history(*, off_reason: str | None = None) -> dict:
     return {
         "messages": [],
         "message_ids": [],
@@ -350,11 +418,19 @@ def _no_history() -> dict:
         "recalled": [],
         "leaf_id": None,
         "summary_in_session_memory": False,
+        "off_reason": off_reason,
     }
 
 
 def _history(
-    *, context: MemoryContext, node: str | None, max_tokens: int, message: str = "", query=None
+    *,
+    context: MemoryContext,
+    node: str | None,
+    max_tokens: int,
+    message: str = "",
+    query=None,
+    memory_mode: str | None = None,
+    system_as: str = "system",
 ) -> dict:
     """The history window; with semantic recall on, older messages related to the incoming
     `message` (reusing the `<memory>` query's vector when there is one)."""
@@ -367,11 +443,17 @@ def _history(
         recall = {"recall_query": query.text, "recall_vector": query.vector, "recall_model": query.model}
     elif message.strip():
         recall = {"recall_query": message}
-    window = message_history_window(thread=context.thread, node=node, max_tokens=max_tokens, **recall)
+    window = message_history_window(
+        thread=context.thread,
+        node=node,
+        memory_mode=memory_mode,
+        max_tokens=max_tokens,
+        system_as=system_as,
+        **recall,
+    )
     data = window.as_dict()
-    data.pop("summary_id", None)
-    data.pop("max_tokens", None)
-    data.pop("max_messages", None)
+    for key in ("summary_id", "max_tokens", "max_messages", "memory_mode", "node"):
+        data.pop(key, None)
     data["summary_in_session_memory"] = False
     # Counted again as sent (archived results become references, tool calls carry JSON), so
     # the reported total is what the model will actually be charged.

@@ -35,6 +35,11 @@ PROCEDURE_CANDIDATES = 5
 ITEM_VALUE_CHARS = 500
 PROCEDURE_CONTENT_CHARS = 800
 MIN_FACT_CONFIDENCE = 0.5
+# The retry history in <session-memory> (n8n appends it to a sub-agent's briefing): the newest
+# attempts, at most this many lines and this share of the block's cap, so facts keep room.
+ATTEMPT_LINES = 10
+ATTEMPT_SHARE = 0.5
+ATTEMPT_DETAIL_CHARS = 200
 
 USER_PROFILE_HEADER = "What is known about the person you are talking to (stored facts, most certain first):"
 SESSION_MEMORY_HEADER = "State of this conversation:"
@@ -52,6 +57,7 @@ class Section:
     embedding_ms: float = 0.0
     # Rows fetched for the block, kept so a re-render (summary moved in) needs no query.
     candidates: list = field(default_factory=list, repr=False)
+    attempts: list | None = field(default=None, repr=False)
     plan: object = None
 
     def as_dict(self) -> dict:
@@ -157,11 +163,58 @@ def _plan_lines(plan) -> list[str]:
     return [f"- plan: {escape_text(plan, limit=4 * ITEM_VALUE_CHARS)}"]
 
 
+def _attempt_line(row: dict) -> str:
+    if "line" not in row:
+        detail = row["error"] or (row["detail"] if row["detail"] not in (None, {}, [], "") else "")
+        task, outcome = escape_text(row["task_key"], limit=200), escape_text(row["outcome"], limit=20)
+        text = f"- attempt: {task} #{row['attempt']} {outcome}"
+        if detail:
+            text += f": {escape_text(detail, limit=ATTEMPT_DETAIL_CHARS)}"
+        row["line"] = text
+    return row["line"]
+
+
+def _attempt_item(row: dict) -> dict:
+    return {
+        "id": str(row["id"]),
+        "kind": "attempt",
+        "task_key": row["task_key"],
+        "attempt": row["attempt"],
+        "outcome": row["outcome"],
+        "error": row["error"],
+        "at": row["at"].isoformat(),
+    }
+
+
+def _attempt_lines(attempts: list[dict], cap: int) -> list[str]:
+    """The newest attempts' lines within ATTEMPT_SHARE of the cap (at least the newest one
+    when it fits the block at all: the last failure is what a retry needs most)."""
+    budget = int(cap * ATTEMPT_SHARE)
+    lines, used = [], 0
+    for row in attempts:
+        line = _attempt_line(row)
+        cost = count_tokens(line) + 1
+        if lines and used + cost > budget:
+            break
+        lines.append(line)
+        used += cost
+    return lines
+
+
 def context_session_memory(
-    *, context: MemoryContext, cap: int, plan=None, summary: str = "", facts: list | None = None
+    *,
+    context: MemoryContext,
+    cap: int,
+    plan=None,
+    summary: str = "",
+    facts: list | None = None,
+    attempts: list | None = None,
 ) -> Section:
-    """The thread's plan, its compaction summary (when the history window applied it) and
-    its session-scope facts, in that order of priority. `facts` reuses an earlier fetch."""
+    """The thread's plan, its compaction summary (when the history window applied it), its
+    retry history (the newest iteration logs, newest first) and its session-scope facts, in
+    that order of priority. `facts` and `attempts` reuse an earlier fetch."""
+    from threads.selectors import iteration_log_recent
+
     section = Section(cap=cap)
     if context.thread is None or cap <= 0:
         return section
@@ -171,18 +224,25 @@ def context_session_memory(
             .order_by("-effective_confidence", "-valid_from")
             .values(*FACT_COLUMNS)[: _candidate_limit(max(cap, SESSION_FACTS_TOKENS))]
         )
+    if attempts is None:
+        attempts = iteration_log_recent(thread=context.thread, limit=ATTEMPT_LINES)
     section.candidates = facts
+    section.attempts = attempts
     lines = _plan_lines(plan)
     fixed = len(lines)
     if summary:
         lines.append(f"- summary of earlier messages: {escape_text(summary)}")
         fixed += 1
-    all_lines = itertools.chain(lines, (_fact_line(f) for f in facts))
+    attempt_lines = _attempt_lines(attempts, cap)
+    all_lines = itertools.chain(lines, attempt_lines, (_fact_line(f) for f in facts))
     section.text, section.tokens, kept = fit_block("session-memory", SESSION_MEMORY_HEADER, all_lines, cap)
     section.summary_included = bool(summary) and kept >= fixed
-    kept_facts = max(0, kept - fixed)
-    section.items = [_fact_item(f) for f in facts[:kept_facts]]
-    section.omitted = fixed + len(facts) - kept
+    kept_attempts = min(len(attempt_lines), max(0, kept - fixed))
+    kept_facts = max(0, kept - fixed - len(attempt_lines))
+    section.items = [_attempt_item(a) for a in attempts[:kept_attempts]] + [
+        _fact_item(f) for f in facts[:kept_facts]
+    ]
+    section.omitted = fixed + len(attempts) + len(facts) - kept
     return section
 
 

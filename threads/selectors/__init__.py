@@ -2,9 +2,11 @@
 
 from threads.selectors.branch import WALK_MAX_STEPS, branch_walk
 from threads.selectors.branch import _window_sql as _window_sql  # bench/threads_window.py times it
+from threads.selectors.chat import SYSTEM_AS_MODES, chat_system_message, system_as_clean
 from threads.selectors.context import THREAD_OTHER_AGENT, MemoryContext, memory_context_resolve
 from threads.selectors.plans import (
     iteration_log_list,
+    iteration_log_recent,
     run_snapshot_get,
     thread_plan_get,
     thread_plan_versions,
@@ -27,18 +29,22 @@ from threads.selectors.threads import (
     thread_scoped_queryset,
 )
 from threads.selectors.window import (
+    CONVERSATION_MEMORY_OFF,
     FILES_MODES,
     LEAF_UNKNOWN,
+    MEMORY_MODE_INVALID,
     SUMMARY_PREFIX,
-    SYSTEM_AS_MODES,
     WINDOW_SLACK_ROWS,
     HistoryWindow,
+    memory_scope,
     message_history_window,
 )
 
 __all__ = [
+    "CONVERSATION_MEMORY_OFF",
     "FILES_MODES",
     "LEAF_UNKNOWN",
+    "MEMORY_MODE_INVALID",
     "MESSAGE_NOT_FOUND",
     "RECALLED_CLOSE",
     "RECALLED_HEADER",
@@ -54,13 +60,17 @@ __all__ = [
     "MessageHit",
     "MessageSearchResult",
     "branch_walk",
+    "chat_system_message",
     "iteration_log_list",
+    "iteration_log_recent",
     "memory_context_resolve",
+    "memory_scope",
     "message_get",
     "message_history_window",
     "message_list",
     "message_search_related",
     "run_snapshot_get",
+    "system_as_clean",
     "thread_get",
     "thread_list",
     "thread_plan_get",

@@ -27,3 +27,12 @@ def iteration_log_list(*, thread: Thread, task_key: str | None = None):
     if task_key:
         queryset = queryset.filter(task_key=task_key)
     return queryset.order_by("at", "id")
+
+
+def iteration_log_recent(*, thread: Thread, limit: int) -> list[dict]:
+    """The thread's newest `limit` attempts, newest first, as the columns a briefing renders."""
+    return list(
+        IterationLog.objects.filter(thread=thread)
+        .order_by("-at", "-id")
+        .values("id", "task_key", "attempt", "outcome", "error", "detail", "at")[:limit]
+    )

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from core.lib.escaping import strip_invisible
 from core.ranking import Corpus, RankingWeights, hybrid_search, mode_weights, query_clean, query_vector_for
+from threads.selectors.chat import chat_system_message
 
 RECALLED_OPEN = "<recalled-messages>"
 RECALLED_CLOSE = "</recalled-messages>"
@@ -69,10 +70,7 @@ def _recalled_section(
     if not hits:
         return [], None, 0
     content = "\n".join([RECALLED_OPEN, RECALLED_HEADER, *lines, RECALLED_CLOSE])
-    role = "user" if system_as == "user" else "system"
-    chat = {"role": role, "content": content}
-    if system_as == "user":
-        chat["id"] = f"recalled-{thread.pk}"
+    chat = chat_system_message(content=content, stable_id=f"recalled-{thread.pk}", system_as=system_as)
     return hits, chat, used
 
 

@@ -6,14 +6,20 @@ from django.conf import settings
 
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible
-from core.memory_settings import memory_settings_for
+from core.lib.tokens import MESSAGE_OVERHEAD_TOKENS, content_tokens
+from core.memory_settings import MEMORY_MODES, memory_settings_for
+from threads.lib.parts import CONTENT_FORMATS, content_parts, files_parts
 from threads.models import Thread
 from threads.selectors.branch import _window_rows
+from threads.selectors.chat import chat_system_message, system_as_clean
 from threads.selectors.recall import _recalled_section
 
 LEAF_UNKNOWN = "Unknown leaf message for this thread."
 FILES_MODES = ("include", "omit")
-SYSTEM_AS_MODES = ("system", "user")
+CONTENT_FORMAT_INVALID = "content_format must be plain, parts or anthropic."
+MEMORY_MODE_INVALID = "memory_mode must be conversation or node."
+# Why a window holds no messages although the thread has some (HistoryWindow.off_reason).
+CONVERSATION_MEMORY_OFF = "conversation_memory_off"
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 # Extra rows fetched past max_messages so a tool call whose results straddle the limit is whole.
 WINDOW_SLACK_ROWS = 32
@@ -38,12 +44,17 @@ class HistoryWindow:
     summary_id: str | None = None
     max_tokens: int = 0
     max_messages: int = 0
+    # The mode the scope was chosen by, and the node read (None: the main conversation).
+    memory_mode: str = "node"
+    node: str | None = None
+    # CONVERSATION_MEMORY_OFF when the agent's `conversation_memory` setting is off.
+    off_reason: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def _chat_message(row: dict, *, thread_id, files: str) -> dict:
+def _chat_message(row: dict, *, thread_id, files: str, content_format: str = "plain") -> dict:
     from threads.services import archived_reference
 
     content = row["content"] or ""
@@ -69,8 +80,25 @@ def _chat_message(row: dict, *, thread_id, files: str) -> dict:
     if row["name"]:
         message["name"] = row["name"]
     if files == "include" and row["files"]:
-        message["files"] = row["files"]
+        if content_format == "plain":
+            message["files"] = row["files"]
+        else:
+            # Rendered into content parts (threads.lib.parts): text first, then the files.
+            message["content"] = content_parts(
+                role=row["role"],
+                content=message["content"],
+                files=row["files"],
+                content_format=content_format,
+            )
     return message
+
+
+def _row_tokens(row: dict, *, files: str) -> int:
+    """The stored count (text, tool calls and files as parts), less the files when omitted."""
+    if files == "include" or not row["files"]:
+        return row["token_count"]
+    without = row["token_count"] - content_tokens(files_parts(row["files"], role=row["role"]))
+    return max(MESSAGE_OVERHEAD_TOKENS, without)
 
 
 def _units(rows: list[dict]) -> list[list[dict]]:
@@ -102,6 +130,20 @@ def _window_assemble(*, summary: dict | None, recalled: list[dict], recent: list
     return ([summary] if summary else []) + list(recalled) + list(recent)
 
 
+def memory_scope(*, agent, node: str | None, memory_mode: str | None = None) -> tuple[str, str | None]:
+    """(mode, node to read and append to) for a request naming `node` (or none).
+
+    `memory_mode` is the request's; without it the agent's `memory_mode` setting decides.
+    In `node` mode a named node reads its own messages (Dify's node memory); in
+    `conversation` mode it shares the thread's main conversation. Without a node both read
+    the main conversation.
+    """
+    if memory_mode is not None and memory_mode not in MEMORY_MODES:
+        raise ApplicationError(MEMORY_MODE_INVALID, fields={"memory_mode": [MEMORY_MODE_INVALID]})
+    mode = memory_mode or memory_settings_for(agent).memory_mode
+    return mode, (node or None) if mode == "node" else None
+
+
 def message_history_window(
     *,
     thread: Thread,
@@ -111,7 +153,9 @@ def message_history_window(
     max_messages: int | None = None,
     delegation: str | None = None,
     files: str = "include",
+    content_format: str = "plain",
     system_as: str = "system",
+    memory_mode: str | None = None,
     semantic_recall: bool | None = None,
     recall_query: str | None = None,
     recall_vector: list | None = None,
@@ -122,7 +166,9 @@ def message_history_window(
     1. The branch is found by walking parent links from `leaf` (default: the newest message
        of the scope), so regenerated answers on other branches are left out.
     2. `node` restricts the window to that node's messages (Dify's node memory); otherwise
-       only the main conversation (messages without a node) is used.
+       only the main conversation (messages without a node) is used. In `conversation`
+       memory mode (`memory_mode`, default the agent's setting) a named node reads the main
+       conversation too (`memory_scope`).
     3. The newest messages that fit both `max_tokens` and `max_messages` (defaults: the
        agent's `token_limit` and `recent_messages`) are kept; a tool call and its results
        stay together, and the newest unit is always included even when it alone is larger.
@@ -136,6 +182,15 @@ def message_history_window(
        `max_tokens` too (at most a quarter of it). `recall_vector` / `recall_model`, the
        query's embedding when the caller already has it, save embedding it again.
 
+    A message's files (`files="include"`) come as stored references in `files`
+    (`content_format="plain"`) or rendered into its content parts (`parts`: OpenAI's shape,
+    `anthropic`; threads.lib.parts); either way they count against `max_tokens` (images at
+    core.lib.tokens.IMAGE_TOKENS, documents by their text), so a message whose files do not
+    fit is cut like any other.
+
+    With the agent's `conversation_memory` off the window is empty and says so
+    (`off_reason`); the messages stay stored.
+
     Reads a handful of rows, never the whole thread: one query for the leaf, one
     O(log n) ancestor lookup for the summary, one bounded walk.
     """
@@ -143,14 +198,25 @@ def message_history_window(
         raise ApplicationError(
             "files must be include or omit.", fields={"files": ["Must be include or omit."]}
         )
-    if system_as not in SYSTEM_AS_MODES:
-        raise ApplicationError(
-            "system_as must be system or user.", fields={"system_as": ["Must be system or user."]}
-        )
+    if content_format not in CONTENT_FORMATS:
+        raise ApplicationError(CONTENT_FORMAT_INVALID, fields={"content_format": [CONTENT_FORMAT_INVALID]})
+    system_as_clean(system_as)
     agent_settings = memory_settings_for(thread.agent)
     max_tokens = agent_settings.token_limit if max_tokens is None else max_tokens
     max_messages = agent_settings.recent_messages if max_messages is None else max_messages
+    memory_mode, node = memory_scope(agent=thread.agent, node=node, memory_mode=memory_mode)
     scope = node or ""
+    shape = {"max_tokens": max_tokens, "max_messages": max_messages, "memory_mode": memory_mode, "node": node}
+    if not agent_settings.conversation_memory:
+        return HistoryWindow(
+            messages=[],
+            message_ids=[],
+            tokens=0,
+            summary_applied=False,
+            cut_count=0,
+            off_reason=CONVERSATION_MEMORY_OFF,
+            **shape,
+        )
 
     has_summary = bool(
         not scope and thread.summary and thread.summary_upto_id and thread.summary_upto_depth is not None
@@ -173,22 +239,18 @@ def message_history_window(
             tokens=0,
             summary_applied=False,
             cut_count=0,
-            max_tokens=max_tokens,
-            max_messages=max_messages,
+            **shape,
         )
 
     summary_message, summary_tokens, summary_id = None, 0, None
     if has_summary and stop_depth == thread.summary_upto_depth:
         summary_tokens = thread.summary_tokens
         summary_id = f"summary-{thread.pk}"
-        if system_as == "user":
-            summary_message = {
-                "id": summary_id,
-                "role": "user",
-                "content": SUMMARY_PREFIX + strip_invisible(thread.summary),
-            }
-        else:
-            summary_message = {"role": "system", "content": SUMMARY_PREFIX + strip_invisible(thread.summary)}
+        summary_message = chat_system_message(
+            content=SUMMARY_PREFIX + strip_invisible(thread.summary),
+            stable_id=summary_id,
+            system_as=system_as,
+        )
 
     recalled: list[dict] = []
     recalled_message, recalled_tokens = None, 0
@@ -212,7 +274,7 @@ def message_history_window(
     chosen: list[dict] = []
     used = 0
     for unit in _units(rows):
-        unit_tokens = sum(r["token_count"] for r in unit)
+        unit_tokens = sum(_row_tokens(r, files=files) for r in unit)
         if chosen and (len(chosen) + len(unit) > max_messages or used + unit_tokens > budget):
             break
         chosen.extend(unit)
@@ -226,13 +288,14 @@ def message_history_window(
             cut_count=0,
             leaf_id=str(leaf_id),
             summary_id=summary_id,
-            max_tokens=max_tokens,
-            max_messages=max_messages,
+            **shape,
         )
     chosen.reverse()
     oldest_depth = chosen[0]["depth"]
     cut_count = max(0, oldest_depth - (stop_depth + 1))
-    recent = [_chat_message(row, thread_id=thread.pk, files=files) for row in chosen]
+    recent = [
+        _chat_message(row, thread_id=thread.pk, files=files, content_format=content_format) for row in chosen
+    ]
     return HistoryWindow(
         messages=_window_assemble(
             summary=summary_message, recalled=[recalled_message] if recalled_message else [], recent=recent
@@ -244,6 +307,5 @@ def message_history_window(
         recalled=recalled,
         leaf_id=str(leaf_id),
         summary_id=summary_id,
-        max_tokens=max_tokens,
-        max_messages=max_messages,
+        **shape,
     )
