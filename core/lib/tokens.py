@@ -16,6 +16,10 @@ from django.utils.module_loading import import_string
 
 # OpenAI's chat format spends about this many tokens per message on role and separators.
 MESSAGE_OVERHEAD_TOKENS = 4
+# An image costs a fixed estimate by detail level: OpenAI's 85 tokens at low detail, and at
+# high (or auto) detail its tile rule for a 1024x1024 image, 85 + 4 tiles x 170 = 765. The
+# server never fetches or decodes an image, so its real size is unknown.
+IMAGE_TOKENS = {"low": 85, "high": 765, "auto": 765}
 
 
 class BpeTokenCounter:
@@ -99,12 +103,43 @@ def count_tokens(text: str, *, model: str | None = None) -> int:
     return token_counter().count(text, model=model)
 
 
-def count_message_tokens(
-    *, content: str = "", tool_calls: list | None = None, name: str = "", model: str | None = None
-) -> int:
-    """Tokens one chat message costs: its text, its tool calls' names and arguments, overhead."""
+def image_tokens(detail: str | None = None) -> int:
+    """The estimate for one image at `detail` (low, high, auto; default auto)."""
+    return IMAGE_TOKENS.get(detail or "auto", IMAGE_TOKENS["auto"])
+
+
+def content_tokens(content, *, model: str | None = None) -> int:
+    """Tokens of a message's content: a string, or a list of content parts (OpenAI's `text` and
+    `image_url`, Anthropic's `text` and `image`), each image at its `IMAGE_TOKENS` estimate."""
     counter = token_counter()
-    total = MESSAGE_OVERHEAD_TOKENS + counter.count(content or "", model=model)
+    if isinstance(content, str) or content is None:
+        return counter.count(content or "", model=model)
+    total = 0
+    for part in content:
+        kind = part.get("type")
+        if kind == "text":
+            total += counter.count(part.get("text") or "", model=model)
+        elif kind == "image_url":
+            total += image_tokens((part.get("image_url") or {}).get("detail"))
+        elif kind == "image":
+            # Anthropic's image blocks carry no detail level.
+            total += image_tokens("auto")
+        else:
+            total += counter.count(json.dumps(part, ensure_ascii=False), model=model)
+    return total
+
+
+def count_message_tokens(
+    *,
+    content: str | list = "",
+    tool_calls: list | None = None,
+    name: str = "",
+    model: str | None = None,
+) -> int:
+    """Tokens one chat message costs: its text (or content parts: text, images), its tool
+    calls' names and arguments, overhead."""
+    counter = token_counter()
+    total = MESSAGE_OVERHEAD_TOKENS + content_tokens(content, model=model)
     if name:
         total += counter.count(name, model=model)
     for call in tool_calls or ():

@@ -4,9 +4,13 @@ Pure functions: no queries. Parent existence, tool-call pairing and idempotency 
 database and live in `threads.services`.
 """
 
+import binascii
 import json
+import re
+import unicodedata
 import uuid
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.utils import timezone
@@ -14,9 +18,25 @@ from django.utils.dateparse import parse_datetime
 
 ROLES = ("system", "user", "assistant", "tool")
 FILE_TYPES = ("image", "audio", "video", "document", "custom")
-FILE_TRANSFER_METHODS = ("local_file", "remote_url", "tool_file")
+# Dify's three, and `inline` for an image's base64 `data` or a document's extracted `text`.
+FILE_TRANSFER_METHODS = ("local_file", "remote_url", "tool_file", "inline")
 FILE_OWNERS = ("user", "assistant")
-FILE_KEYS = {"type", "transfer_method", "file_id", "url", "belongs_to", "filename", "mime_type", "size"}
+FILE_KEYS = {
+    "type",
+    "transfer_method",
+    "file_id",
+    "url",
+    "belongs_to",
+    "filename",
+    "mime_type",
+    "size",
+    "data",
+    "detail",
+    "name",
+    "text",
+}
+IMAGE_DETAILS = ("low", "high", "auto")
+IMAGE_MIME_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 MESSAGE_KEYS = {
     "id",
     "role",
@@ -50,17 +70,45 @@ TOOL_CALL_ID_ONLY_FOR_TOOL = "Only tool results carry `tool_call_id`."
 TOOL_CALLS_ONLY_FOR_ASSISTANT = "Only assistant messages carry `tool_calls`."
 TOOL_CALL_INVALID = "Each tool call needs a string `id` and `name`, and `arguments` (string or object)."
 TOOL_CALL_DUPLICATE = "Tool call ids must be unique within a message."
-FILE_INVALID = (
-    "Each file needs `type` (image, audio, video, document, custom), `transfer_method` "
-    "(local_file, remote_url, tool_file), and `file_id`, or `url` for remote_url; "
-    "only references, never bytes."
+FILES_TOO_MANY = "At most {limit} files per message."
+FILE_NOT_OBJECT = "Each file is an object."
+FILE_TYPE_INVALID = "Must be one of: image, audio, video, document, custom."
+FILE_OWNER_INVALID = "Must be user or assistant."
+FILE_TRANSFER_METHOD_INVALID = "Must be one of: local_file, remote_url, tool_file, inline."
+FILE_REFERENCE_REQUIRED = (
+    "A file needs `url` (http or https), `data` (base64, images), `text` (documents) or `file_id`."
 )
+FILE_REMOTE_NEEDS_URL = "A remote_url file needs `url`."
+FILE_URL_INVALID = (
+    "Must be an http(s) URL of at most 2000 characters, or a base64 data: URL of an image; "
+    "it is passed on to the model, never fetched."
+)
+FILE_URL_AND_DATA = "Send `url` or `data`, not both."
+FILE_DATA_INVALID = "Must be base64 (standard alphabet, padded)."
+FILE_DATA_TOO_LARGE = "Larger than {limit} bytes once decoded."
+FILE_DATA_ONLY_FOR_IMAGES = "Only images carry `data`; send a document's extracted `text`."
+FILE_IMAGE_MIME_INVALID = "An inline image needs `mime_type` image/png, image/jpeg, image/gif or image/webp."
+FILE_MIME_INVALID = "Must be a media type such as image/png."
+FILE_MIME_MISMATCH = "Differs from the media type of the data: URL."
+FILE_DETAIL_INVALID = "Must be low, high or auto, on images only."
+FILE_TEXT_ONLY_FOR_DOCUMENTS = "Only documents carry `text`."
+FILE_TEXT_INVALID = "Must be non-empty UTF-8 text without NUL characters."
+FILE_TEXT_TOO_LONG = "Longer than {limit} characters."
+FILE_NAME_INVALID = "Must be one line of text of at most 255 characters."
+FILE_ID_INVALID = "Must be a string of at most 2000 characters."
+FILE_URL_MAX_CHARS = 2000
+FILE_NAME_MAX_CHARS = 255
+MAX_FILES = 32
+_DATA_URL = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.*)$", re.IGNORECASE | re.DOTALL)
+_MIME = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,99}$", re.IGNORECASE)
 
 
 class MessageErrors(Exception):
-    def __init__(self, fields: dict):
+    def __init__(self, fields: dict, *, too_large: bool = False):
         super().__init__("Invalid message.")
         self.fields = fields
+        # A file over THREADS_FILE_DATA_MAX_BYTES or THREADS_FILE_TEXT_MAX_CHARS: 413.
+        self.too_large = too_large
 
 
 def _text_ok(value: str) -> bool:
@@ -127,32 +175,156 @@ def tool_calls_clean(errors, value) -> list[dict]:
     return calls
 
 
-def files_clean(errors, value, *, role: str) -> list[dict]:
+def _file_url(errors, key, value) -> tuple[str, str, str]:
+    """(url, mime type, base64 data) of a file's `url`: an http(s) URL is kept as given, a
+    base64 `data:` URL is split into its type and data. Nothing is fetched."""
+    if not isinstance(value, str) or not value:
+        errors[key] = [FILE_URL_INVALID]
+        return "", "", ""
+    match = _DATA_URL.match(value)
+    if match:
+        return "", match.group(1).lower(), match.group(2)
+    if len(value) > FILE_URL_MAX_CHARS or not _text_ok(value) or any(c.isspace() for c in value):
+        errors[key] = [FILE_URL_INVALID]
+        return "", "", ""
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        errors[key] = [FILE_URL_INVALID]
+        return "", "", ""
+    return value, "", ""
+
+
+def _file_data(errors, key, value) -> bool:
+    """Whether `value` is base64 within THREADS_FILE_DATA_MAX_BYTES; True when too large."""
+    limit = settings.THREADS_FILE_DATA_MAX_BYTES
+    if not isinstance(value, str) or not value:
+        errors[key] = [FILE_DATA_INVALID]
+        return False
+    # Measured before decoding: a huge string is refused without work.
+    if len(value) // 4 * 3 - value[-2:].count("=") > limit:
+        errors[key] = [FILE_DATA_TOO_LARGE.format(limit=limit)]
+        return True
+    if not value.isascii():
+        errors[key] = [FILE_DATA_INVALID]
+        return False
+    try:
+        binascii.a2b_base64(value, strict_mode=True)
+    except (binascii.Error, ValueError):
+        errors[key] = [FILE_DATA_INVALID]
+    return False
+
+
+def _file_clean(errors, prefix: str, item, *, role: str) -> tuple[dict | None, bool]:
+    """One file reference, normalized (docs/threads.md, "Files"); (None, too_large) when invalid."""
+    if not isinstance(item, dict):
+        errors[prefix] = [FILE_NOT_OBJECT]
+        return None, False
+    before = len(errors)
+    too_large = False
+    for key in sorted(set(item) - FILE_KEYS):
+        errors[f"{prefix}.{key}"] = [UNKNOWN_FIELD]
+    kind = item.get("type")
+    if kind not in FILE_TYPES:
+        errors[f"{prefix}.type"] = [FILE_TYPE_INVALID]
+    if item.get("belongs_to", "user") not in FILE_OWNERS:
+        errors[f"{prefix}.belongs_to"] = [FILE_OWNER_INVALID]
+    clean = dict(item)
+    url, data_mime, data = "", "", ""
+    if "url" in item:
+        url, data_mime, data = _file_url(errors, f"{prefix}.url", item["url"])
+        if data:
+            # A data: URL is stored as `data` and `mime_type`, the one inline shape.
+            if "data" in item:
+                errors[f"{prefix}.data"] = [FILE_URL_AND_DATA]
+            clean.pop("url")
+            clean["data"] = data
+            if item.get("mime_type", data_mime) != data_mime:
+                errors[f"{prefix}.mime_type"] = [FILE_MIME_MISMATCH]
+            clean["mime_type"] = data_mime
+    if "data" in item:
+        if url:
+            errors[f"{prefix}.data"] = [FILE_URL_AND_DATA]
+        data = item["data"]
+    if data:
+        too_large = _file_data(errors, f"{prefix}.data", data) or too_large
+        if kind != "image":
+            errors[f"{prefix}.data"] = [FILE_DATA_ONLY_FOR_IMAGES]
+        elif clean.get("mime_type") not in IMAGE_MIME_TYPES:
+            errors[f"{prefix}.mime_type"] = [FILE_IMAGE_MIME_INVALID]
+    elif "data" in item:
+        errors[f"{prefix}.data"] = [FILE_DATA_INVALID]
+    mime = item.get("mime_type")
+    if mime is not None and (not isinstance(mime, str) or not _MIME.match(mime)):
+        errors[f"{prefix}.mime_type"] = [FILE_MIME_INVALID]
+    if "detail" in item and (kind != "image" or item["detail"] not in IMAGE_DETAILS):
+        errors[f"{prefix}.detail"] = [FILE_DETAIL_INVALID]
+    if "text" in item:
+        text = item["text"]
+        limit = settings.THREADS_FILE_TEXT_MAX_CHARS
+        if kind != "document":
+            errors[f"{prefix}.text"] = [FILE_TEXT_ONLY_FOR_DOCUMENTS]
+        elif not isinstance(text, str) or not text or not _text_ok(text):
+            errors[f"{prefix}.text"] = [FILE_TEXT_INVALID]
+        elif len(text) > limit:
+            errors[f"{prefix}.text"] = [FILE_TEXT_TOO_LONG.format(limit=limit)]
+            too_large = True
+    for key in ("name", "filename"):
+        if key in item:
+            value = item[key]
+            if (
+                not isinstance(value, str)
+                or not value
+                or len(value) > FILE_NAME_MAX_CHARS
+                or not _text_ok(value)
+                or any(unicodedata.category(c) == "Cc" for c in value)
+            ):
+                errors[f"{prefix}.{key}"] = [FILE_NAME_INVALID]
+    if "file_id" in item:
+        file_id = item["file_id"]
+        if not isinstance(file_id, str) or not file_id or len(file_id) > 2000 or not _text_ok(file_id):
+            errors[f"{prefix}.file_id"] = [FILE_ID_INVALID]
+    # Dify's transfer methods; without one it follows from what the file carries.
+    method = item.get("transfer_method")
+    if method is None:
+        method = "remote_url" if url else "inline" if data or "text" in item else "local_file"
+        clean["transfer_method"] = method
+    elif method == "remote_url" and data and "data" not in item:
+        # A data: URL sent as Dify's remote_url is inline once split.
+        method = clean["transfer_method"] = "inline"
+    if method not in FILE_TRANSFER_METHODS:
+        errors[f"{prefix}.transfer_method"] = [FILE_TRANSFER_METHOD_INVALID]
+    elif method == "remote_url" and not url:
+        errors.setdefault(f"{prefix}.url", [FILE_REMOTE_NEEDS_URL])
+    elif method in ("local_file", "tool_file") and "file_id" not in item:
+        errors.setdefault(f"{prefix}.file_id", [FILE_REFERENCE_REQUIRED])
+    elif method == "inline" and not data and "text" not in item:
+        errors.setdefault(prefix, [FILE_REFERENCE_REQUIRED])
+    if not _json_text_ok(item):
+        errors.setdefault(prefix, [TEXT_INVALID])
+    if len(errors) > before:
+        return None, too_large
+    clean.setdefault("belongs_to", "assistant" if role == "assistant" else "user")
+    return clean, False
+
+
+def files_clean(errors, value, *, role: str) -> tuple[list[dict], bool]:
+    """The message's file references, each checked (errors name `files[i].key`), and whether
+    one was refused for its size (the append then answers 413)."""
     if value in (None, []):
-        return []
+        return [], False
     if not isinstance(value, list):
         errors["files"] = [MUST_BE_LIST]
-        return []
-    files = []
-    for item in value:
-        if (
-            not isinstance(item, dict)
-            or set(item) - FILE_KEYS
-            or item.get("type") not in FILE_TYPES
-            or item.get("transfer_method") not in FILE_TRANSFER_METHODS
-            or item.get("belongs_to", "user") not in FILE_OWNERS
-            or not _json_text_ok(item)
-        ):
-            errors["files"] = [FILE_INVALID]
-            return []
-        reference = item.get("url") if item["transfer_method"] == "remote_url" else item.get("file_id")
-        if not isinstance(reference, str) or not reference or len(reference) > 2000:
-            errors["files"] = [FILE_INVALID]
-            return []
-        clean = dict(item)
-        clean.setdefault("belongs_to", "assistant" if role == "assistant" else "user")
-        files.append(clean)
-    return files
+        return [], False
+    if len(value) > MAX_FILES:
+        errors["files"] = [FILES_TOO_MANY.format(limit=MAX_FILES)]
+        return [], False
+    files, too_large = [], False
+    for index, item in enumerate(value):
+        clean, large = _file_clean(errors, f"files[{index}]", item, role=role)
+        too_large = too_large or large
+        if clean is not None:
+            files.append(clean)
+    return files, too_large
 
 
 def created_at_clean(errors, value):
@@ -223,7 +395,7 @@ def message_clean(raw) -> dict:
         errors["tool_call_id"] = [TOOL_CALL_ID_REQUIRED]
     if role != "tool" and tool_call_id:
         errors["tool_call_id"] = [TOOL_CALL_ID_ONLY_FOR_TOOL]
-    files = files_clean(errors, raw.get("files"), role=role)
+    files, files_too_large = files_clean(errors, raw.get("files"), role=role)
     if not content and not tool_calls and not files and "content" not in errors:
         errors["content"] = [CONTENT_REQUIRED]
     cleaned = {
@@ -244,5 +416,5 @@ def message_clean(raw) -> dict:
         "name": _string(errors, "name", raw.get("name"), limit=100),
     }
     if errors:
-        raise MessageErrors(errors)
+        raise MessageErrors(errors, too_large=files_too_large)
     return cleaned

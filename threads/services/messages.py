@@ -12,6 +12,7 @@ from core.errors import ApplicationError
 from core.lib.tokens import count_message_tokens
 from core.memory_settings import memory_settings_for
 from core.services import audit_record
+from threads.lib.parts import content_parts
 from threads.lib.tree import TreeNode, child_position
 from threads.lib.validation import MessageErrors, message_clean
 from threads.models import Message, Thread
@@ -20,6 +21,7 @@ from threads.services.compaction import _compaction_request_if_needed
 MESSAGES_REQUIRED = "Send at least one message."
 BATCH_TOO_LARGE = "At most {limit} messages per request."
 MESSAGES_INVALID = "Some messages are invalid; nothing was stored."
+FILES_TOO_LARGE = "A file is over the size limit; nothing was stored."
 PARENT_UNKNOWN = "Unknown parent message."
 ID_TAKEN = "A message with this id already exists."
 IDEMPOTENCY_DUPLICATE = "This idempotency key is used twice in the batch."
@@ -198,12 +200,18 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
 
     errors: dict[str, list[str]] = {}
     cleaned = []
+    too_large = False
     for index, raw in enumerate(messages):
         try:
             cleaned.append(message_clean(raw))
         except MessageErrors as exc:
             errors.update({f"messages[{index}].{key}": value for key, value in exc.fields.items()})
+            too_large = too_large or exc.too_large
             cleaned.append(None)
+    if too_large:
+        # A file's data or text over its configured cap (THREADS_FILE_DATA_MAX_BYTES,
+        # THREADS_FILE_TEXT_MAX_CHARS) is a payload problem, as a body over the limit is.
+        raise ApplicationError(FILES_TOO_LARGE, code="payload_too_large", fields=errors, status_code=413)
     if errors:
         raise ApplicationError(MESSAGES_INVALID, fields=errors)
 
@@ -310,8 +318,17 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
                 if archived
                 else m["content"]
             )
+            # Files count as the window renders them (threads.lib.parts): images at their
+            # fixed estimate, documents by their text.
             tokens = count_message_tokens(
-                content=window_text, tool_calls=m["tool_calls"], name=m["name"], model=model
+                content=(
+                    content_parts(role=m["role"], content=window_text, files=m["files"])
+                    if m["files"]
+                    else window_text
+                ),
+                tool_calls=m["tool_calls"],
+                name=m["name"],
+                model=model,
             )
             parent = nodes.get(parent_id) if parent_id else None
             parent_jump = None

@@ -71,7 +71,11 @@ class MessageAppendApiTests(MemoryTestCase):
             ({"role": "user", "content": "bad \ud800 surrogate"}, "content"),
             ({"role": "user", "content": "nul \x00 byte"}, "content"),
             ({"role": "user", "content": "x", "colour": "red"}, "colour"),
-            ({"role": "user", "content": "x", "files": [{"type": "image", "data": "AAAA"}]}, "files"),
+            # Base64 images are accepted (docs/threads.md, "Files"), with their media type.
+            (
+                {"role": "user", "content": "x", "files": [{"type": "image", "data": "AAAA"}]},
+                "files[0].mime_type",
+            ),
             ({"role": "user", "content": "x", "created_at": "not a date"}, "created_at"),
         ]
         client = self.api()
