@@ -72,32 +72,40 @@ class ParallelContextBuildTests(TransactionTestCase):
     def test_closing_the_pool_closes_its_connections(self):
         """Pool threads keep a connection between requests; closing the pool ends those
         sessions, so the test database can be dropped at the end of a run."""
+        before = self.sessions()
         with override_settings(CONTEXT_PARALLEL_WORKERS=2):
             self.build()
-        assert self.other_sessions(settle=0) >= 1
+        pool_sessions = self.sessions() - before
+        assert pool_sessions
         selectors.context_pool_close()
         assert not any(thread.name.startswith("context-part") for thread in threading.enumerate())
-        assert self.other_sessions() == 0
+        assert self.sessions_gone(pool_sessions)
         # The next request starts a new pool.
         with override_settings(CONTEXT_PARALLEL_WORKERS=2):
             self.build()
+        pool_sessions = self.sessions() - before
         selectors.context_pool_close()
-        assert self.other_sessions() == 0
+        assert self.sessions_gone(pool_sessions)
 
-    def other_sessions(self, settle: float = 5) -> int:
-        """Sessions on the test database besides this one, waiting up to `settle` seconds for
-        none: a closed one leaves pg_stat_activity a moment after its client hung up."""
-        deadline = time.monotonic() + settle
-        while True:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT count(*) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
-                count = cursor.fetchone()[0]
-            if count == 0 or time.monotonic() > deadline:
-                return count
+    def sessions(self) -> set[int]:
+        """Backend pids of the other sessions on the test database (a live server of another
+        test module may hold some)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return {pid for (pid,) in cursor.fetchall()}
+
+    def sessions_gone(self, pids: set[int]) -> bool:
+        """Whether the sessions `pids` end within 5 s: a closed one leaves pg_stat_activity
+        a moment after its client hung up."""
+        deadline = time.monotonic() + 5
+        while self.sessions() & pids:
+            if time.monotonic() > deadline:
+                return False
             time.sleep(0.05)
+        return True
 
     def record_pool_parts(self):
         seen = []
