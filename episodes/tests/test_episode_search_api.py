@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+from django.test import override_settings
 from django.utils import timezone
 
 from core.testing import MemoryTestCase
@@ -67,6 +68,14 @@ class EpisodeSearchApiTests(MemoryTestCase):
         assert self.ids(self.search(query="refund request", mode="semantic", agent="assistant"))[0] == str(
             self.kettle.pk
         )
+
+    @override_settings(EPISODIC_EXACT_SCOPE_MAX=2)
+    def test_a_large_scope_searches_the_hnsw_index(self):
+        """Above the exact-scan threshold the filtered HNSW scan (iterative) still finds it."""
+        response = self.search(query="money back for a broken appliance", mode="vector")
+        assert response.json()["plan"] == "hnsw"
+        assert self.ids(response)[0] == str(self.kettle.pk)
+        assert len(self.ids(response)) == 4
 
     def test_lexical_hits_carry_their_bm25_part(self):
         response = self.search(query="dentist appointment", mode="lexical")
