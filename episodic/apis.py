@@ -12,9 +12,14 @@ from core.lib.escaping import strip_invisible_json
 from core.serializers import ContextInputSerializer, StrictSerializer
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
-from episodic.selectors import entry_get, entry_list, entry_render_memory_block, entry_search_hybrid
+from episodic.selectors import (
+    entry_get,
+    entry_list,
+    entry_render_memory_block,
+    entry_search_hybrid,
+    episodic_memory_required,
+)
 from episodic.services import (
-    EPISODIC_DISABLED,
     REJECT_DUPLICATE_HASH,
     REJECT_DUPLICATE_SIMILAR,
     entries_create,
@@ -76,13 +81,8 @@ def _context(principal, data, *, create_agent: bool):
 
 
 def _episodic_memory_required(agent) -> None:
-    """The agent's `episodic_memory` switch, answered as the services answer a create or an
-    extraction (409 `episodic_disabled`): a search, or an extraction queued for later, must
-    not look like it worked."""
-    from core.memory_settings import memory_settings_for
-
-    if not memory_settings_for(agent).episodic_memory:
-        raise ApplicationError(EPISODIC_DISABLED, code="episodic_disabled", status_code=409)
+    """A search, or an extraction queued for later, must not look like it worked."""
+    episodic_memory_required(agent)
 
 
 class EntryCreateItemSerializer(StrictSerializer):

@@ -10,7 +10,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from core.access import Principal, scope_to_principal
-from core.errors import NotFoundError
+from core.errors import ApplicationError, NotFoundError
 from core.lib.escaping import escape_text
 from core.ranking import Corpus, RankingWeights, hybrid_search, mode_weights, query_clean, query_vector_for
 from episodic.filters import EpisodicEntryFilter
@@ -62,6 +62,17 @@ class EntrySearchResult:
     scope_size: int | None
 
 
+def episodic_memory_required(agent) -> None:
+    """The agent's `episodic_memory` switch, answered as a create or an extraction answers it
+    (409 `episodic_disabled`): every search (the API, the agent tools, the MCP server) goes
+    through here, so none of them can read entries the agent switched off."""
+    from core.memory_settings import memory_settings_for
+    from episodic.services.extraction import EPISODIC_DISABLED
+
+    if not memory_settings_for(agent).episodic_memory:
+        raise ApplicationError(EPISODIC_DISABLED, code="episodic_disabled", status_code=409)
+
+
 def entry_search_hybrid(
     *,
     agent,
@@ -81,6 +92,7 @@ def entry_search_hybrid(
     embedding model, plan routed by scope size) and recency, fused by core.ranking. An
     entry whose vector has not landed yet is still found lexically.
     """
+    episodic_memory_required(agent)
     query = query_clean(query)
     weights = mode_weights(mode, weights)
     if query_vector is None:

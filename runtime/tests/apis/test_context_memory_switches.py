@@ -10,6 +10,8 @@
   message whose id is the same every turn, built by the function /history/ uses.
 """
 
+import json
+
 from django.urls import reverse
 
 from core.testing import MemoryTestCase
@@ -273,3 +275,15 @@ class EpisodicMemoryOffTests(MemorySwitchTestCase):
         assert response.status_code == 404
         response = self.api().patch(AGENT, {"memory_settings": {"episodic_memory": "off"}}, format="json")
         assert response.status_code == 400 and set(response.json()["error"]["fields"]) == {"episodic_memory"}
+
+    def test_off_the_agent_tools_cannot_search_either(self):
+        """The switch lives in the episodic search itself, so the tools (REST tool calls and the
+        MCP server, which share them) answer it too, as an error the model can read."""
+        self.settings(episodic_memory=False)
+        for name in ("search", "recall_memory"):
+            call = {"name": name, "arguments": {"query": "cat", "memory_user": str(self.person.pk)}}
+            response = self.api(self.agent_key).post("/api/v1/tools/call/", call, format="json")
+            assert response.status_code == 200, response.json()
+            result = response.json()
+            assert result["isError"] is True, (name, result)
+            assert "switched off" in json.dumps(result), (name, result)
