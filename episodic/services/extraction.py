@@ -27,12 +27,17 @@ from episodic.services.candidates import (
     REJECT_EVIDENCE_NOT_USER,
     REJECT_KNOWN,
     REJECT_NO_EVIDENCE,
+    REJECT_PREFERENCE,
     REJECT_SOURCE,
     USER_SOURCES,
     _evidence_messages,
+    _preference_fact,
+    _relevance_reason,
+    _sentence_around,
 )
 from episodic.services.facts_handoff import _facts_remember
 from episodic.services.normalize import _truncate, entry_content_hash, entry_normalize
+from episodic.services.offline import offline_candidates
 from episodic.services.storing import _dedupe_exact, _dedupe_similar, _entries_insert
 
 logger = logging.getLogger(__name__)
@@ -43,16 +48,35 @@ MEMORY_USER_OTHER_WORKSPACE = "Unknown memory user."
 EPISODIC_DISABLED = "Episodic memory is switched off for this agent."
 
 # The documented extraction prompt (docs/episodic.md explains each rule).
-EXTRACTION_PROMPT = """You maintain the episodic memory of an AI agent about one person.
-Read the conversation turn below and propose what is worth remembering about this person
-for future conversations.
+EXTRACTION_PROMPT = """You keep the episodic memory of an AI agent about one person: notes that let
+the agent handle the next similar situation with this person without starting from zero.
+Read the conversation turn below and propose what is worth keeping.
 
-Store (episodic entries): concrete events, plans, decisions, experiences, situations and
-commitments of the person, each as one short self-contained sentence in the third person,
-with a date when the conversation gives one.
-Do NOT store: greetings, small talk, the assistant's own suggestions that the person did
-not accept, questions, instructions about the current task only, anything already listed
-in <memory> or <user-profile>, secrets (passwords, keys, card numbers), or guesses.
+Keep the mechanism of a situation, not a diary of small talk:
+- the symptoms and the environment (what failed, where, versions, accounts, dates);
+- causal links and their direction: which record or system held the state and which one was
+  checked or read (e.g. "the billing service read the old card; the new card was only on
+  the profile");
+- mismatched identifiers or values, naming both sides (what the producer sent versus what
+  the matcher expected);
+- diagnostic findings, each marked as confirmed or still open;
+- a resolution only once the person confirmed it worked; otherwise the open state of the
+  case (what was tried, what is still unknown, what is pending);
+- concrete events, plans, decisions and commitments of the person, dated when the
+  conversation gives a date.
+Write each note as one self-contained sentence in the third person. Keep uncertainty
+explicit ("suspected", "not yet confirmed") instead of turning a guess into a fact.
+
+Leave out:
+- stable preferences, traits and relationships (likes, dislikes, diet, family, employer):
+  they are profile facts, put them under "facts" (below), never under "entries";
+- instructions about how the agent should behave or answer (tone, language, format);
+- what the person asks for in this conversation only (the current task or question);
+- generic advice or how-to knowledge that names nothing specific to this person's case;
+- anything already in <memory> or <user-profile>, even reworded;
+- branches the conversation abandoned or the person contradicted, and the assistant's
+  guesses or suggestions the person did not confirm or accept;
+- greetings, thanks, small talk, secrets (passwords, keys, card numbers).
 
 Each entry needs:
 - "content": the note;
@@ -62,9 +86,8 @@ Each entry needs:
 - "evidence": an EXACT quote copied character for character from one message that proves
   it (from a user message for the first two sources).
 
-Stable preferences and relationships of the person (likes, dislikes, family, employer)
-are profile facts, not episodic entries: put them under "facts" as
-{"key": "snake_case_key", "value": "...", "evidence": "exact quote from a user message"}.
+Profile facts: {"key": "snake_case_key", "value": "...", "evidence": "exact quote from a user
+message"}.
 
 Answer with JSON only: {"entries": [...], "facts": [...]}. Empty lists are fine."""
 
@@ -76,6 +99,8 @@ class ExtractionResult:
     facts: list = field(default_factory=list)
     llm_used: bool = False
     llm_error: str = ""
+    # True when no chat endpoint was configured and the offline method proposed candidates.
+    offline_used: bool = False
 
 
 def _llm_candidates(*, workspace, transcript, known_memory, known_profile) -> tuple[list, list]:
@@ -118,10 +143,13 @@ def entry_extract(
     """Validate, dedupe and store episodic entries for one turn (module docstring).
 
     `transcript` items are `{"role", "content", "id"?}`. Candidates come from the
-    workspace's chat endpoint (when `use_llm` and one is configured) followed by the
-    client's. Every candidate is either stored or listed in `rejected` with a reason. The
-    LLM's proposed profile facts go to `facts.services.fact_remember` with source
-    "extraction". All entries of one call are written in one transaction.
+    workspace's chat endpoint when `use_llm` (or, with no endpoint configured, from the
+    offline method of `episodic.services.offline`), followed by the client's. Every
+    candidate is either stored or listed in `rejected` with a reason; the model's and the
+    offline method's also pass the relevance checks (`candidates._relevance_reason`). Proposed
+    profile facts, and stated preferences routed away from entries, go to
+    `facts.services.fact_remember` with source "extraction". All entries of one call are
+    written in one transaction.
     """
     workspace = agent.workspace
     if memory_user.workspace_id != workspace.pk:
@@ -131,10 +159,10 @@ def entry_extract(
         raise ApplicationError(EPISODIC_DISABLED, code="episodic_disabled", status_code=409)
     result = ExtractionResult()
     proposed: list[tuple[str, dict]] = []
-    llm_facts: list[dict] = []
+    proposed_facts: list[dict] = []
     if use_llm:
         try:
-            llm_entries, llm_facts = _llm_candidates(
+            llm_entries, proposed_facts = _llm_candidates(
                 workspace=workspace,
                 transcript=transcript,
                 known_memory=known_memory,
@@ -143,61 +171,24 @@ def entry_extract(
             result.llm_used = True
             proposed.extend(("llm", c) for c in llm_entries)
         except LLMUnavailable:
-            pass
+            offline_entries, proposed_facts = offline_candidates(transcript)
+            result.offline_used = True
+            proposed.extend(("offline", c) for c in offline_entries)
         except LLMError as exc:
             result.llm_error = str(exc)
             logger.warning("episodic extraction: LLM failed: %s", exc)
     proposed.extend(("client", c) for c in candidates or [])
 
-    max_length = settings.EPISODIC_MAX_ENTRY_LENGTH
-    valid: list[dict] = []
-    for origin, raw in proposed:
-        content = entry_normalize(str(raw.get("content") or ""))
-        source = str(raw.get("source") or "")
-        evidence = strip_invisible(str(raw.get("evidence") or "")).strip()
-        item = {"content": content, "source": source, "evidence": evidence, "origin": origin}
-
-        def reject(reason, item=item, **extra):
-            result.rejected.append({**item, "reason": reason, **extra})
-
-        if not content:
-            reject(REJECT_EMPTY)
-            continue
-        if source not in EXTRACTED_SOURCES:
-            reject(REJECT_SOURCE)
-            continue
-        if not evidence:
-            reject(REJECT_NO_EVIDENCE)
-            continue
-        matches = _evidence_messages(evidence, transcript)
-        if not matches:
-            reject(REJECT_EVIDENCE_NOT_FOUND)
-            continue
-        if source in USER_SOURCES:
-            matches = [m for m in matches if m["role"] == "user"]
-            if not matches:
-                reject(REJECT_EVIDENCE_NOT_USER)
-                continue
-        else:
-            matches = [m for m in matches if m["role"] in ("user", "assistant")]
-            if not matches:
-                reject(REJECT_EVIDENCE_NOT_FOUND)
-                continue
-        if len(content) > max_length:
-            item["content"] = content = _truncate(content, max_length)
-            item["truncated"] = True
-        item["hash"] = entry_content_hash(content)
-        item["message_ids"] = [str(m["id"]) for m in matches if m.get("id")]
-        item["metadata"] = {"origin": origin, **({"truncated": True} if item.get("truncated") else {})}
-        valid.append(item)
+    known_lines = _context_lines(known_memory + "\n" + known_profile)
+    valid, rejected, routed = _candidates_validate(proposed, transcript=transcript, known_lines=known_lines)
+    result.rejected.extend(rejected)
+    proposed_facts = proposed_facts + routed
 
     def reject_dropped(item, reason, *, twin=None, **extra):
         result.rejected.append({**_public(item), "reason": reason, **extra})
 
     # Exact dedupe: against the known context, stored entries and within the turn.
-    known = {
-        entry_content_hash(line): REJECT_KNOWN for line in _context_lines(known_memory + "\n" + known_profile)
-    }
+    known = {entry_content_hash(line): REJECT_KNOWN for line in known_lines}
     unique = _dedupe_exact(
         valid, agent=agent, memory_user=memory_user, reject=reject_dropped, known_hashes=known
     )
@@ -226,10 +217,72 @@ def entry_extract(
             reject=reject_dropped,
         )
         result.facts = _facts_remember(
-            agent=agent, memory_user=memory_user, facts=llm_facts, transcript=transcript, actor=actor
+            agent=agent, memory_user=memory_user, facts=proposed_facts, transcript=transcript, actor=actor
         )
     result.stored = entries
     return result
+
+
+def _candidates_validate(
+    proposed: list[tuple[str, dict]], *, transcript: list[dict], known_lines: list[str]
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """(valid items, rejected candidates with reasons, facts routed from entries) of `proposed`
+    ((origin, raw candidate) pairs); reads nothing from the database, so benches run it alone."""
+    max_length = settings.EPISODIC_MAX_ENTRY_LENGTH
+    valid: list[dict] = []
+    rejected: list[dict] = []
+    routed_facts: list[dict] = []
+    for origin, raw in proposed:
+        content = entry_normalize(str(raw.get("content") or ""))
+        source = str(raw.get("source") or "")
+        evidence = strip_invisible(str(raw.get("evidence") or "")).strip()
+        item = {"content": content, "source": source, "evidence": evidence, "origin": origin}
+
+        def reject(reason, item=item, **extra):
+            rejected.append({**item, "reason": reason, **extra})
+
+        if not content:
+            reject(REJECT_EMPTY)
+            continue
+        if source not in EXTRACTED_SOURCES:
+            reject(REJECT_SOURCE)
+            continue
+        if not evidence:
+            reject(REJECT_NO_EVIDENCE)
+            continue
+        matches = _evidence_messages(evidence, transcript)
+        if not matches:
+            reject(REJECT_EVIDENCE_NOT_FOUND)
+            continue
+        if source in USER_SOURCES:
+            matches = [m for m in matches if m["role"] == "user"]
+            if not matches:
+                reject(REJECT_EVIDENCE_NOT_USER)
+                continue
+        else:
+            matches = [m for m in matches if m["role"] in ("user", "assistant")]
+            if not matches:
+                reject(REJECT_EVIDENCE_NOT_FOUND)
+                continue
+        # The client decided what its own candidates are worth; the model and the offline
+        # method are held to the prompt's rules where a rule can be checked without a model.
+        reason = _relevance_reason(item, matches, transcript, known_lines) if origin != "client" else None
+        if reason == REJECT_PREFERENCE:
+            sentence = _sentence_around(evidence, matches[0]["content"])
+            routed_facts.append(_preference_fact(sentence, evidence=evidence))
+            reject(reason, routed_to="facts")
+            continue
+        if reason:
+            reject(reason)
+            continue
+        if len(content) > max_length:
+            item["content"] = content = _truncate(content, max_length)
+            item["truncated"] = True
+        item["hash"] = entry_content_hash(content)
+        item["message_ids"] = [str(m["id"]) for m in matches if m.get("id")]
+        item["metadata"] = {"origin": origin, **({"truncated": True} if item.get("truncated") else {})}
+        valid.append(item)
+    return valid, rejected, routed_facts
 
 
 def _public(item: dict) -> dict:
