@@ -33,6 +33,7 @@ from runtime.tool_calls import (
     tool_calls_parse,
 )
 from runtime.tool_schemas import OUTPUT_SCHEMA, SCHEMA_OPENAI, SCHEMAS, tool_schemas
+from threads.lib.parts import CONTENT_FORMATS
 from threads.selectors import CONVERSATION_MEMORY_OFF, SYSTEM_AS_MODES, memory_context_resolve
 
 # 2M tokens: the largest context window the memory settings accept.
@@ -228,6 +229,13 @@ class ContextAssembleApi(APIView):
             default="system",
             help_text="user: the blocks come as the history's first message, a user message with the "
             "stable id context-<thread id>, and system_prompt is empty.",
+        )
+        content_format = serializers.ChoiceField(
+            choices=CONTENT_FORMATS,
+            default="plain",
+            help_text="How history messages with files come: plain (content a string, references in "
+            "`files`), parts (OpenAI content parts: text, image_url, documents inlined as text) or "
+            "anthropic (text and image blocks). Their tokens count against the budget either way.",
         )
         allocation = serializers.DictField(child=serializers.FloatField(), required=False)
         include = serializers.ListField(

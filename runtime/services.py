@@ -42,6 +42,7 @@ class ContextRequest:
     allocation: dict | None = None
     include: tuple = ()
     system_as: str = "system"
+    content_format: str = "plain"
 
     @classmethod
     def from_validated(cls, data: dict) -> "ContextRequest":
@@ -63,6 +64,7 @@ class ContextRequest:
             allocation=data.get("allocation"),
             include=tuple(data.get("include") or ()),
             system_as=data.get("system_as", "system"),
+            content_format=data.get("content_format", "plain"),
         )
 
 
@@ -214,4 +216,5 @@ def context_assemble(*, principal: Principal, request: ContextRequest) -> Contex
         allocation=request.allocation,
         include=request.include,
         system_as=request.system_as,
+        content_format=request.content_format,
     )

@@ -20,7 +20,15 @@ from core.pagination import LimitOffsetPagination, paginate
 from core.serializers import INT_MAX, StrictSerializer
 from identities.models import MemoryUser
 from threads.filters import ThreadFilter
-from threads.lib.validation import ROLES
+from threads.lib.parts import CONTENT_FORMATS
+from threads.lib.validation import (
+    FILE_OWNERS,
+    FILE_TRANSFER_METHODS,
+    FILE_TYPES,
+    IMAGE_DETAILS,
+    IMAGE_MIME_TYPES,
+    ROLES,
+)
 from threads.selectors import (
     CONVERSATION_MEMORY_OFF,
     iteration_log_list,
@@ -320,13 +328,48 @@ class ThreadBatchDeleteApi(BatchDeleteApi):
         checkpoints = serializers.IntegerField()
 
 
+@extend_schema_serializer(component_name="MessageFile")
+class MessageFileSerializer(StrictSerializer):
+    """One file reference (docs/threads.md, "Files"). An image carries an http(s) `url` (passed
+    on to the model, never fetched) or base64 `data` with its `mime_type`; a document carries
+    its extracted `text` (or a `url`); Dify's `transfer_method` / `file_id` references are kept
+    as they are. The history's `content_format=parts` renders them as content parts."""
+
+    # Documents the body only, like MessageInputSerializer: threads.lib.validation checks it.
+    type = serializers.ChoiceField(choices=FILE_TYPES)
+    transfer_method = serializers.ChoiceField(
+        choices=FILE_TRANSFER_METHODS,
+        required=False,
+        help_text="Default: remote_url with `url`, inline with `data` or `text`, else local_file.",
+    )
+    url = serializers.CharField(
+        required=False, help_text="http(s), at most 2000 characters; or a base64 data: URL of an image."
+    )
+    data = serializers.CharField(
+        required=False,
+        help_text="An image's bytes in base64 (THREADS_FILE_DATA_MAX_BYTES decoded; over: 413).",
+    )
+    mime_type = serializers.CharField(
+        required=False, help_text=f"Required with `data`: one of {', '.join(IMAGE_MIME_TYPES)}."
+    )
+    detail = serializers.ChoiceField(choices=IMAGE_DETAILS, required=False, help_text="Images; default auto.")
+    name = serializers.CharField(required=False, max_length=255)
+    filename = serializers.CharField(required=False, max_length=255)
+    text = serializers.CharField(
+        required=False, help_text="A document's extracted text (THREADS_FILE_TEXT_MAX_CHARS; over: 413)."
+    )
+    file_id = serializers.CharField(required=False, max_length=2000)
+    belongs_to = serializers.ChoiceField(choices=FILE_OWNERS, required=False)
+    size = serializers.IntegerField(required=False, min_value=0)
+
+
 @extend_schema_serializer(component_name="MessageInput")
 class MessageInputSerializer(StrictSerializer):
     """One message to append. `content` is required unless the message carries `tool_calls`
     (assistant messages: {id, name, arguments} or OpenAI's {id, type, function}) or `files`
-    (references, never bytes); a tool result names the call it answers in `tool_call_id`.
-    `parent` defaults to the node's newest message; the same `idempotency_key` again answers
-    the stored message (200) instead of storing a new one."""
+    (image URLs or base64 data, document text, or references); a tool result names the call
+    it answers in `tool_call_id`. `parent` defaults to the node's newest message; the same
+    `idempotency_key` again answers the stored message (200) instead of storing a new one."""
 
     # Documents the body only: the service checks each message (threads.lib.validation),
     # since other tiers append messages too; the limits here are the ones it applies.
@@ -341,7 +384,7 @@ class MessageInputSerializer(StrictSerializer):
     idempotency_key = serializers.CharField(required=False, allow_blank=True, max_length=200)
     tool_calls = serializers.ListField(child=serializers.DictField(), required=False)
     tool_call_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
-    files = serializers.ListField(child=serializers.DictField(), required=False)
+    files = MessageFileSerializer(many=True, required=False)
     metadata = serializers.DictField(required=False)
     created_at = serializers.DateTimeField(required=False)
     author_agent = serializers.CharField(required=False, allow_blank=True, max_length=100)
@@ -534,6 +577,13 @@ class ThreadHistoryApi(APIView):
         max_messages = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
         delegation = serializers.CharField(max_length=100, required=False)
         files = serializers.ChoiceField(choices=["include", "omit"], default="include")
+        content_format = serializers.ChoiceField(
+            choices=CONTENT_FORMATS,
+            default="plain",
+            help_text="plain: content is a string and file references come in `files`; parts: a "
+            "message with files has OpenAI content parts (text, image_url; documents inlined as "
+            "text); anthropic: the same with Anthropic image blocks.",
+        )
         system_as = serializers.ChoiceField(choices=["system", "user"], default="system")
         memory_mode = serializers.ChoiceField(
             choices=MEMORY_MODES,

@@ -24,6 +24,7 @@ from runtime.selectors.sections import (
     memory_query,
     message_tokens,
 )
+from threads.lib.parts import content_parts
 from threads.selectors import CONVERSATION_MEMORY_OFF, MemoryContext, chat_system_message, system_as_clean
 
 ALLOCATION_INVALID = (
@@ -136,6 +137,7 @@ def context_build(
     allocation: dict | None = None,
     include=(),
     system_as: str = "system",
+    content_format: str = "plain",
 ) -> ContextResult:
     """The context for one turn, never over `token_budget` tokens in total.
 
@@ -197,6 +199,7 @@ def context_build(
                 "message": message,
                 "query": query,
                 "system_as": system_as,
+                "content_format": content_format,
             },
         )
     parts, timings = _run_parts(jobs, parallel=parallel)
@@ -220,6 +223,7 @@ def context_build(
             message=message,
             query=query,
             system_as=system_as,
+            content_format=content_format,
         )
         timings["history"] = round((time.perf_counter() - started) * 1000, 3)
 
@@ -431,6 +435,7 @@ def _history(
     query=None,
     memory_mode: str | None = None,
     system_as: str = "system",
+    content_format: str = "plain",
 ) -> dict:
     """The history window; with semantic recall on, older messages related to the incoming
     `message` (reusing the `<memory>` query's vector when there is one)."""
@@ -449,6 +454,7 @@ def _history(
         memory_mode=memory_mode,
         max_tokens=max_tokens,
         system_as=system_as,
+        content_format=content_format,
         **recall,
     )
     data = window.as_dict()
@@ -462,6 +468,8 @@ def _history(
 
 
 def chat_message_tokens(message: dict) -> int:
-    return count_message_tokens(
-        content=message.get("content") or "", tool_calls=_calls(message), name=message.get("name") or ""
-    )
+    content = message.get("content") or ""
+    if message.get("files") and isinstance(content, str):
+        # References in `files` (content_format=plain) count as the parts they render to.
+        content = content_parts(role=message.get("role", "user"), content=content, files=message["files"])
+    return count_message_tokens(content=content, tool_calls=_calls(message), name=message.get("name") or "")

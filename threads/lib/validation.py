@@ -230,6 +230,7 @@ def _file_clean(errors, prefix: str, item, *, role: str) -> tuple[dict | None, b
         errors[f"{prefix}.belongs_to"] = [FILE_OWNER_INVALID]
     clean = dict(item)
     url, data_mime, data = "", "", ""
+    data_key = f"{prefix}.data"
     if "url" in item:
         url, data_mime, data = _file_url(errors, f"{prefix}.url", item["url"])
         if data:
@@ -238,6 +239,7 @@ def _file_clean(errors, prefix: str, item, *, role: str) -> tuple[dict | None, b
                 errors[f"{prefix}.data"] = [FILE_URL_AND_DATA]
             clean.pop("url")
             clean["data"] = data
+            data_key = f"{prefix}.url"
             if item.get("mime_type", data_mime) != data_mime:
                 errors[f"{prefix}.mime_type"] = [FILE_MIME_MISMATCH]
             clean["mime_type"] = data_mime
@@ -246,9 +248,9 @@ def _file_clean(errors, prefix: str, item, *, role: str) -> tuple[dict | None, b
             errors[f"{prefix}.data"] = [FILE_URL_AND_DATA]
         data = item["data"]
     if data:
-        too_large = _file_data(errors, f"{prefix}.data", data) or too_large
+        too_large = _file_data(errors, data_key, data) or too_large
         if kind != "image":
-            errors[f"{prefix}.data"] = [FILE_DATA_ONLY_FOR_IMAGES]
+            errors[data_key] = [FILE_DATA_ONLY_FOR_IMAGES]
         elif clean.get("mime_type") not in IMAGE_MIME_TYPES:
             errors[f"{prefix}.mime_type"] = [FILE_IMAGE_MIME_INVALID]
     elif "data" in item:
@@ -286,7 +288,15 @@ def _file_clean(errors, prefix: str, item, *, role: str) -> tuple[dict | None, b
     # Dify's transfer methods; without one it follows from what the file carries.
     method = item.get("transfer_method")
     if method is None:
-        method = "remote_url" if url else "inline" if data or "text" in item else "local_file"
+        if url:
+            method = "remote_url"
+        elif data or "text" in item:
+            method = "inline"
+        elif "file_id" in item:
+            method = "local_file"
+        else:
+            errors.setdefault(prefix, [FILE_REFERENCE_REQUIRED])
+            return None, too_large
         clean["transfer_method"] = method
     elif method == "remote_url" and data and "data" not in item:
         # A data: URL sent as Dify's remote_url is inline once split.

@@ -6,7 +6,9 @@ from django.conf import settings
 
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible
+from core.lib.tokens import MESSAGE_OVERHEAD_TOKENS, content_tokens
 from core.memory_settings import MEMORY_MODES, memory_settings_for
+from threads.lib.parts import CONTENT_FORMATS, content_parts, files_parts
 from threads.models import Thread
 from threads.selectors.branch import _window_rows
 from threads.selectors.chat import chat_system_message, system_as_clean
@@ -14,6 +16,7 @@ from threads.selectors.recall import _recalled_section
 
 LEAF_UNKNOWN = "Unknown leaf message for this thread."
 FILES_MODES = ("include", "omit")
+CONTENT_FORMAT_INVALID = "content_format must be plain, parts or anthropic."
 MEMORY_MODE_INVALID = "memory_mode must be conversation or node."
 # Why a window holds no messages although the thread has some (HistoryWindow.off_reason).
 CONVERSATION_MEMORY_OFF = "conversation_memory_off"
@@ -51,7 +54,7 @@ class HistoryWindow:
         return asdict(self)
 
 
-def _chat_message(row: dict, *, thread_id, files: str) -> dict:
+def _chat_message(row: dict, *, thread_id, files: str, content_format: str = "plain") -> dict:
     from threads.services import archived_reference
 
     content = row["content"] or ""
@@ -77,8 +80,25 @@ def _chat_message(row: dict, *, thread_id, files: str) -> dict:
     if row["name"]:
         message["name"] = row["name"]
     if files == "include" and row["files"]:
-        message["files"] = row["files"]
+        if content_format == "plain":
+            message["files"] = row["files"]
+        else:
+            # Rendered into content parts (threads.lib.parts): text first, then the files.
+            message["content"] = content_parts(
+                role=row["role"],
+                content=message["content"],
+                files=row["files"],
+                content_format=content_format,
+            )
     return message
+
+
+def _row_tokens(row: dict, *, files: str) -> int:
+    """The stored count (text, tool calls and files as parts), less the files when omitted."""
+    if files == "include" or not row["files"]:
+        return row["token_count"]
+    without = row["token_count"] - content_tokens(files_parts(row["files"], role=row["role"]))
+    return max(MESSAGE_OVERHEAD_TOKENS, without)
 
 
 def _units(rows: list[dict]) -> list[list[dict]]:
@@ -133,6 +153,7 @@ def message_history_window(
     max_messages: int | None = None,
     delegation: str | None = None,
     files: str = "include",
+    content_format: str = "plain",
     system_as: str = "system",
     memory_mode: str | None = None,
     semantic_recall: bool | None = None,
@@ -161,6 +182,12 @@ def message_history_window(
        `max_tokens` too (at most a quarter of it). `recall_vector` / `recall_model`, the
        query's embedding when the caller already has it, save embedding it again.
 
+    A message's files (`files="include"`) come as stored references in `files`
+    (`content_format="plain"`) or rendered into its content parts (`parts`: OpenAI's shape,
+    `anthropic`; threads.lib.parts); either way they count against `max_tokens` (images at
+    core.lib.tokens.IMAGE_TOKENS, documents by their text), so a message whose files do not
+    fit is cut like any other.
+
     With the agent's `conversation_memory` off the window is empty and says so
     (`off_reason`); the messages stay stored.
 
@@ -171,6 +198,8 @@ def message_history_window(
         raise ApplicationError(
             "files must be include or omit.", fields={"files": ["Must be include or omit."]}
         )
+    if content_format not in CONTENT_FORMATS:
+        raise ApplicationError(CONTENT_FORMAT_INVALID, fields={"content_format": [CONTENT_FORMAT_INVALID]})
     system_as_clean(system_as)
     agent_settings = memory_settings_for(thread.agent)
     max_tokens = agent_settings.token_limit if max_tokens is None else max_tokens
@@ -245,7 +274,7 @@ def message_history_window(
     chosen: list[dict] = []
     used = 0
     for unit in _units(rows):
-        unit_tokens = sum(r["token_count"] for r in unit)
+        unit_tokens = sum(_row_tokens(r, files=files) for r in unit)
         if chosen and (len(chosen) + len(unit) > max_messages or used + unit_tokens > budget):
             break
         chosen.extend(unit)
@@ -264,7 +293,9 @@ def message_history_window(
     chosen.reverse()
     oldest_depth = chosen[0]["depth"]
     cut_count = max(0, oldest_depth - (stop_depth + 1))
-    recent = [_chat_message(row, thread_id=thread.pk, files=files) for row in chosen]
+    recent = [
+        _chat_message(row, thread_id=thread.pk, files=files, content_format=content_format) for row in chosen
+    ]
     return HistoryWindow(
         messages=_window_assemble(
             summary=summary_message, recalled=[recalled_message] if recalled_message else [], recent=recent
