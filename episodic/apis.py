@@ -8,6 +8,7 @@ from rest_framework.views import APIView
 from core.access import require_write, scope_to_principal
 from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
 from core.errors import ApplicationError, NotFoundError
+from core.lib.consolidation import REJECT_CONFIRMED
 from core.lib.escaping import strip_invisible_json
 from core.serializers import ContextInputSerializer, StrictSerializer
 from episodic.filters import EpisodicEntryFilter
@@ -48,7 +49,20 @@ class EntryOutputSerializer(serializers.Serializer):
     source_thread = serializers.UUIDField(source="source_thread_id", allow_null=True)
     source_message_ids = serializers.ListField(child=serializers.CharField())
     metadata = serializers.JSONField()
-    status = serializers.CharField()
+    status = serializers.CharField(help_text="active, superseded (closed by a newer entry) or rejected.")
+    valid_from = serializers.DateTimeField()
+    valid_to = serializers.DateTimeField(
+        allow_null=True, help_text="When it was superseded; null while current."
+    )
+    superseded_by = serializers.UUIDField(
+        source="superseded_by_id", allow_null=True, help_text="The entry that replaced this one."
+    )
+    times_confirmed = serializers.IntegerField(help_text="Restatements counted as confirmations (`noop`).")
+    last_confirmed_at = serializers.DateTimeField(allow_null=True)
+    consolidation = serializers.JSONField(
+        help_text="The decision that stored this entry next to a similar one: {decision (add, update, "
+        "supersede), reason, by (llm or rule), old, new, similarity}; {} when none was similar."
+    )
     embedded = serializers.SerializerMethodField(
         help_text="Whether a vector is stored: entries stored inline by `extract` with `sync` or by a "
         "create are embedded at once unless the embedding endpoint failed (then a task embeds them)."
@@ -116,24 +130,38 @@ class EntryCreateItemSerializer(StrictSerializer):
     )
 
 
+CONSOLIDATION_HELP = (
+    "The consolidation decision with a similar stored entry (below the duplicate threshold): "
+    "{decision (add, update, supersede or noop), reason, by (llm or rule), old, new, similarity}; "
+    "null when none was similar."
+)
+
+
 class EntryCreateResultMixin(serializers.Serializer):
     created = serializers.BooleanField(
         help_text="True: stored now. False: not stored, because it duplicates the active stored "
         "entry this body describes."
     )
     reason = serializers.ChoiceField(
-        choices=[REJECT_DUPLICATE_HASH, REJECT_DUPLICATE_SIMILAR],
+        choices=[REJECT_DUPLICATE_HASH, REJECT_DUPLICATE_SIMILAR, REJECT_CONFIRMED],
         allow_null=True,
-        help_text="When not created: `duplicate_exact` (same normal form, case-insensitive) or "
-        "`duplicate_similar` (cosine similarity at least the agent's `dedupe_threshold`).",
+        help_text="When not created: `duplicate_exact` (same normal form, case-insensitive), "
+        "`duplicate_similar` (cosine similarity at least the agent's `dedupe_threshold`) or "
+        "`confirmed_existing` (a restatement of the stored entry, counted as its confirmation).",
     )
     similarity = serializers.FloatField(
         allow_null=True, help_text="With `duplicate_similar`: the similarity to the stored entry."
     )
+    consolidation = serializers.JSONField(allow_null=True, help_text=CONSOLIDATION_HELP)
 
 
 def _created_fields(result) -> dict:
-    return {"created": result.created, "reason": result.reason or None, "similarity": result.similarity}
+    return {
+        "created": result.created,
+        "reason": result.reason or None,
+        "similarity": result.similarity,
+        "consolidation": result.consolidation,
+    }
 
 
 def _source_messages(principal, items, *, indexed: bool) -> list:
@@ -176,6 +204,12 @@ ENTRY_EXAMPLE = {
     "source_message_ids": ["9b8e7d6c-5a4b-4c3d-8e2f-1a0b9c8d7e61"],
     "metadata": {"origin": "llm"},
     "status": "active",
+    "valid_from": "2026-11-23T14:41:01.617009Z",
+    "valid_to": None,
+    "superseded_by": None,
+    "times_confirmed": 0,
+    "last_confirmed_at": None,
+    "consolidation": {},
     "embedded": True,
     "embedding_model": "all-MiniLM-L6-v2",
     "created_at": "2026-11-23T14:41:01.617009Z",
@@ -242,13 +276,20 @@ class EntryListApi(ListApi):
                     "created": True,
                     "reason": None,
                     "similarity": None,
+                    "consolidation": None,
                 },
                 response_only=True,
                 status_codes=[201],
             ),
             OpenApiExample(
                 "Already known",
-                value={**ENTRY_EXAMPLE, "created": False, "reason": "duplicate_similar", "similarity": 0.91},
+                value={
+                    **ENTRY_EXAMPLE,
+                    "created": False,
+                    "reason": "duplicate_similar",
+                    "similarity": 0.91,
+                    "consolidation": None,
+                },
                 response_only=True,
                 status_codes=[200],
             ),
@@ -283,12 +324,14 @@ class EntryCreateResultSerializer(serializers.Serializer):
     index = serializers.IntegerField(help_text="Position of the item in `items`.")
     status = serializers.ChoiceField(choices=["created", "duplicate"])
     reason = serializers.ChoiceField(
-        choices=[REJECT_DUPLICATE_HASH, REJECT_DUPLICATE_SIMILAR],
+        choices=[REJECT_DUPLICATE_HASH, REJECT_DUPLICATE_SIMILAR, REJECT_CONFIRMED],
         allow_null=True,
         help_text="With `duplicate`: exact (same normal form) or similar (cosine at least the "
-        "agent's `dedupe_threshold`), against a stored entry or an earlier item.",
+        "agent's `dedupe_threshold`), against a stored entry or an earlier item, or a restatement "
+        "of a stored entry (`confirmed_existing`).",
     )
     similarity = serializers.FloatField(allow_null=True)
+    consolidation = serializers.JSONField(allow_null=True, help_text=CONSOLIDATION_HELP)
     entry = EntryOutputSerializer(help_text="The stored entry, or the one the item duplicates.")
 
 
@@ -364,6 +407,7 @@ class EntryCreateBatchApi(APIView):
                             "status": "duplicate",
                             "reason": "duplicate_exact",
                             "similarity": None,
+                            "consolidation": None,
                             "entry": ENTRY_EXAMPLE,
                         },
                         {
@@ -371,6 +415,7 @@ class EntryCreateBatchApi(APIView):
                             "status": "created",
                             "reason": None,
                             "similarity": None,
+                            "consolidation": None,
                             "entry": {
                                 **ENTRY_EXAMPLE,
                                 "id": "3e4f5a6b-7c8d-4e9f-a0b1-c2d3e4f5a6b7",
@@ -416,6 +461,7 @@ class EntryCreateBatchApi(APIView):
                     "status": "created" if result.created else "duplicate",
                     "reason": result.reason or None,
                     "similarity": result.similarity,
+                    "consolidation": result.consolidation,
                     "entry": EntryOutputSerializer(result.entry).data,
                 }
                 for index, result in enumerate(results)
@@ -513,6 +559,9 @@ class RejectedSerializer(serializers.Serializer):
     reason = serializers.CharField()
     similarity = serializers.FloatField(required=False)
     duplicate_of = serializers.CharField(required=False)
+    consolidation = serializers.JSONField(
+        required=False, help_text="With `confirmed_existing`: the `noop` decision (reason, by, old)."
+    )
 
 
 class EntryExtractApi(APIView):

@@ -15,10 +15,24 @@ class EpisodicEntryFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="filter_q", label="Full-text search")
     created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    include_superseded = django_filters.BooleanFilter(
+        method="filter_include_superseded",
+        label="Include superseded entries (history); without it, or a `status`, they are left out",
+    )
 
     class Meta:
         model = EpisodicEntry
         fields = []
+
+    def filter_queryset(self, queryset):
+        # Readers see current entries by default, as search and <memory> do.
+        data = self.form.cleaned_data
+        if not data.get("include_superseded") and not data.get("status"):
+            queryset = queryset.exclude(status=EpisodicEntry.Status.SUPERSEDED)
+        return super().filter_queryset(queryset)
+
+    def filter_include_superseded(self, queryset, name, value):
+        return queryset  # Applied in filter_queryset, which also sees `status`.
 
     def filter_q(self, queryset, name, value):
         # The stored, GIN-indexed tsvector: no per-row to_tsvector at query time.

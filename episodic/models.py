@@ -41,6 +41,19 @@ class EpisodicEntry(TimeStampedModel):
     source_message_ids = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
+    # Validity, as facts keep it: a superseded entry is closed (valid_to, superseded_by,
+    # status superseded) and kept; readers see only active entries unless they ask for history.
+    valid_from = models.DateTimeField(default=timezone.now)
+    valid_to = models.DateTimeField(null=True, blank=True)
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    # Restatements of the same claim (a consolidation `noop`) confirm it instead of storing it again.
+    times_confirmed = models.PositiveIntegerField(default=0)
+    last_confirmed_at = models.DateTimeField(null=True, blank=True)
+    # The consolidation decision that stored this entry next to a similar one
+    # ({decision, reason, by, old, similarity}); empty when no similar entry was stored.
+    consolidation = models.JSONField(default=dict, blank=True)
     # The model of the newest stored vector; blank until the embedding task has run.
     embedding_model = models.CharField(max_length=200, blank=True)
     # Lexical search works from the moment the row is committed, before any vector lands.

@@ -177,3 +177,23 @@ def entry_render_memory_block(entries, now: datetime | None = None) -> str:
     now = now or timezone.now()
     lines = [f"- {escape_text(e.content)} ({relative_age(e.created_at, now)})" for e in entries]
     return "<memory>\n" + MEMORY_BLOCK_DESCRIPTION + "\n" + "\n".join(lines) + "\n</memory>"
+
+
+# --- Consolidation lineage (the /memories entry page) -------------------------------------------
+
+
+def entry_lineage(*, entry: EpisodicEntry) -> dict:
+    """What replaced `entry`, what it replaced, and every consolidation decision audited on it.
+
+    The entries linked share its (agent, person): consolidation never crosses them.
+    """
+    from core.models import AuditEvent
+
+    scoped = EpisodicEntry.objects.filter(agent_id=entry.agent_id, memory_user_id=entry.memory_user_id)
+    superseded_by = scoped.filter(pk=entry.superseded_by_id).first() if entry.superseded_by_id else None
+    supersedes = list(scoped.filter(superseded_by=entry).order_by("-valid_from")[:50])
+    events = AuditEvent.objects.filter(
+        workspace_id=entry.workspace_id, entity_type="episodic_entry", entity_id=str(entry.pk)
+    ).order_by("-at")[:100]
+    decisions = [{**e.changes, "at": e.at, "actor": e.actor} for e in events if "decision" in e.changes]
+    return {"superseded_by": superseded_by, "supersedes": supersedes, "decisions": decisions}

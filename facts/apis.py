@@ -69,13 +69,23 @@ REMEMBER_EXAMPLES = [
     ),
     OpenApiExample(
         "A new value superseded the old one",
-        value={"outcome": "superseded", "fact": FACT_EXAMPLE, "previous": PREVIOUS_FACT_ID},
+        value={
+            "outcome": "superseded",
+            "fact": FACT_EXAMPLE,
+            "previous": PREVIOUS_FACT_ID,
+            "consolidation": None,
+        },
         response_only=True,
         status_codes=[201],
     ),
     OpenApiExample(
         "The same value confirmed",
-        value={"outcome": "confirmed", "fact": {**FACT_EXAMPLE, "times_confirmed": 2}, "previous": None},
+        value={
+            "outcome": "confirmed",
+            "fact": {**FACT_EXAMPLE, "times_confirmed": 2},
+            "previous": None,
+            "consolidation": None,
+        },
         response_only=True,
         status_codes=[200],
     ),
@@ -143,6 +153,12 @@ class RememberOutputSerializer(serializers.Serializer):
     outcome = serializers.CharField(help_text="created, confirmed, superseded or skipped.")
     fact = FactOutputSerializer()
     previous = serializers.UUIDField(allow_null=True, help_text="The version this one superseded.")
+    consolidation = serializers.JSONField(
+        allow_null=True,
+        help_text="A new key reconciled with a current fact of another key that says the same thing: "
+        "{decision (add, update, supersede or noop), reason, by (llm or rule), old, new}; a `noop` "
+        "answers the old fact, confirmed. Null for same-key remembering.",
+    )
 
 
 def _remember(request, data) -> tuple[dict, int]:
@@ -200,6 +216,7 @@ def _remember(request, data) -> tuple[dict, int]:
                 "outcome": result.outcome,
                 "fact": result.fact,
                 "previous": result.previous.pk if result.previous else None,
+                "consolidation": result.consolidation,
             }
         ).data
     )

@@ -404,3 +404,31 @@ def memory_user_context(*, memory_user, agent=None, episodes_limit: int = 5) -> 
         episodes = episodes.filter(agent=agent)
     episodes = episodes.select_related("agent").order_by("-started_at")[:episodes_limit]
     return {"facts": list(facts[:200]), "preferences": memory_user.preferences, "episodes": list(episodes)}
+
+
+def fact_lineage(*, fact: Fact) -> dict:
+    """The fact of another key that replaced this one or that this one replaced (cross-key
+    consolidation), and the consolidation decisions audited on it; same owner and scope only."""
+    from core.models import AuditEvent
+
+    owner = {
+        "workspace_id": fact.workspace_id,
+        "scope": fact.scope,
+        "agent_id": fact.agent_id,
+        "memory_user_id": fact.memory_user_id,
+        "thread_id": fact.thread_id,
+    }
+    superseded_by = (
+        Fact.objects.filter(pk=fact.superseded_by_id, **owner).first() if fact.superseded_by_id else None
+    )
+    supersedes = list(Fact.objects.filter(superseded_by=fact, **owner).order_by("-valid_from")[:50])
+    events = AuditEvent.objects.filter(
+        workspace_id=fact.workspace_id, entity_type="fact", entity_id=str(fact.pk)
+    ).order_by("-at")[:100]
+    decisions = []
+    for event in events:
+        nested = event.changes.get("consolidation")
+        record = nested if isinstance(nested, dict) else event.changes
+        if "decision" in record:
+            decisions.append({**record, "at": event.at, "actor": event.actor})
+    return {"superseded_by": superseded_by, "supersedes": supersedes, "decisions": decisions}

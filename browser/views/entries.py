@@ -22,7 +22,7 @@ from core.lib.replica import read_replica
 from core.selectors import agent_list
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
-from episodic.selectors import entry_get, entry_list
+from episodic.selectors import entry_get, entry_lineage, entry_list
 from episodic.services import entry_batch_delete, entry_create
 from identities.selectors import memory_user_scope
 
@@ -42,6 +42,8 @@ ENTRIES = TabSpec(
     default_sort="-created",
     batch_delete=lambda principal, ids: entry_batch_delete(principal=principal, ids=ids),
     edit_form=EntryEditForm,
+    # Supersedes / superseded by, and the consolidation decisions with their reasons.
+    detail_context=lambda principal, entry: entry_lineage(entry=entry),
 )
 
 

@@ -43,8 +43,10 @@ class EntryCreateResult:
 
     entry: EpisodicEntry
     created: bool
-    reason: str = ""  # When not created: duplicate_exact or duplicate_similar.
+    reason: str = ""  # When not created: duplicate_exact, duplicate_similar or confirmed_existing.
     similarity: float | None = None
+    # The consolidation decision with a similar stored entry (core.lib.consolidation), if any.
+    consolidation: dict | None = None
 
 
 def _item_clean(raw: dict, *, agent, memory_user, thread) -> dict:
@@ -100,8 +102,11 @@ def entries_create(
     Any invalid item refuses the whole call (ApplicationError whose fields are named
     `items[<index>].<field>`). A valid item that duplicates an active stored entry, exactly
     (same hash) or nearly (cosine >= the agent's dedupe threshold), or an earlier item of
-    the call, is not stored: its result holds that entry with `created` false. The
-    messages named are resolved (and scoped) by the caller.
+    the call, is not stored: its result holds that entry with `created` false. An item
+    similar to a stored entry below that threshold is consolidated with it
+    (episodic.services.consolidation): a restatement is not stored either (`confirmed_existing`),
+    and the result carries the decision as `consolidation`. The messages named are resolved
+    (and scoped) by the caller.
     """
     workspace = agent.workspace
     if memory_user.workspace_id != workspace.pk:
@@ -179,8 +184,8 @@ def entry_create(
 def _entries_store(items, *, agent, memory_user, actor, agent_settings, provider) -> list[EntryCreateResult]:
     dropped: dict[int, tuple] = {}
 
-    def reject(item, reason, *, similarity=None, duplicate_of=None, twin=None):
-        dropped[item["index"]] = (reason, similarity, duplicate_of, twin)
+    def reject(item, reason, *, similarity=None, duplicate_of=None, twin=None, consolidation=None):
+        dropped[item["index"]] = (reason, similarity, duplicate_of, twin, consolidation)
 
     threshold = agent_settings.dedupe_threshold
     unique = _dedupe_exact(items, agent=agent, memory_user=memory_user, reject=reject)
@@ -210,10 +215,17 @@ def _entries_store(items, *, agent, memory_user, actor, agent_settings, provider
     results: list[EntryCreateResult] = []
     for item in items:
         if "entry" in item:
-            results.append(EntryCreateResult(entry=item["entry"], created=True))
+            entry = item["entry"]
+            results.append(
+                EntryCreateResult(entry=entry, created=True, consolidation=entry.consolidation or None)
+            )
             continue
-        reason, similarity, duplicate_of, twin = dropped[item["index"]]
+        reason, similarity, duplicate_of, twin, consolidation = dropped[item["index"]]
         # A twin has a lower index, so its result is already known.
         entry = stored[duplicate_of] if duplicate_of is not None else results[twin["index"]].entry
-        results.append(EntryCreateResult(entry=entry, created=False, reason=reason, similarity=similarity))
+        results.append(
+            EntryCreateResult(
+                entry=entry, created=False, reason=reason, similarity=similarity, consolidation=consolidation
+            )
+        )
     return results

@@ -5,6 +5,13 @@ An item is a dict holding at least `content` (normal form), `hash`, `source`, `e
 **extra)` callback of the caller, so extraction lists them as rejected candidates and
 direct creation answers them as duplicates; `extra` may carry `similarity`, `duplicate_of`
 (the id of a stored entry) and `twin` (the earlier item of the same call it duplicates).
+
+An item whose most similar stored entry falls below the duplicate threshold but at least at
+the conflict floor is consolidated with it (`episodic.services.consolidation`): the decision
+rides on the item as `item["decision"]`; a `noop` is handed to `reject` as
+`confirmed_existing` with `duplicate_of` and `consolidation` (the decision record), an
+`update` or `supersede` closes the stored entry once the new one is inserted, and every
+stored entry carries its decision record in `consolidation`.
 """
 
 import hashlib
@@ -12,15 +19,32 @@ import logging
 from collections.abc import Callable
 
 from django.db import connection
+from django.utils import timezone
 
 from core.embeddings import EmbeddingError
+from core.lib.consolidation import (
+    DECISION_ADD,
+    DECISION_NOOP,
+    REJECT_CONFIRMED,
+    REPLACING,
+    Decision,
+    conflict_floor,
+)
 from core.ranking import PLAN_EXACT, vector_literal, vector_sql
 from core.services import audit_record
 from episodic.models import EpisodicEntry
 from episodic.services.candidates import REJECT_DUPLICATE_HASH, REJECT_DUPLICATE_SIMILAR, REJECT_LIMIT
+from episodic.services.consolidation import (
+    _noop_confirm,
+    _replaced_close,
+    _stale,
+    entry_consolidation_decide,
+)
 from episodic.services.embeddings import _entry_vectors_store
 
 logger = logging.getLogger(__name__)
+
+KEEP_NEAR_DUPLICATES = " Stored anyway: this agent keeps near-duplicates (dedupe_threshold 1.0)."
 
 Reject = Callable[..., None]
 
@@ -128,12 +152,29 @@ def _dedupe_similar(
                 similarity = round(_cosine(twin["vector"], vector), 4)
                 reject(item, REJECT_DUPLICATE_SIMILAR, similarity=similarity, twin=twin)
                 continue
-            stored = _stored_twin(
-                vector, agent=agent, memory_user=memory_user, model=model, threshold=threshold
+            similar_id, similarity = _similar_stored(
+                agent=agent, memory_user=memory_user, vector=vector, model=model
             )
-            if stored is not None:
-                reject(item, REJECT_DUPLICATE_SIMILAR, similarity=round(stored[1], 4), duplicate_of=stored[0])
+            if similar_id is not None and similarity >= threshold:
+                reject(
+                    item, REJECT_DUPLICATE_SIMILAR, similarity=round(similarity, 4), duplicate_of=similar_id
+                )
                 continue
+            if similar_id is not None and similarity >= min(conflict_floor(), threshold):
+                decision = entry_consolidation_decide(
+                    agent=agent, item=item, old_id=similar_id, similarity=similarity
+                )
+                if decision is not None and decision.decision == DECISION_NOOP and threshold >= 1.0:
+                    # This agent keeps near-duplicates (dedupe off): a restatement is stored too.
+                    decision = Decision(
+                        DECISION_ADD,
+                        decision.reason + KEEP_NEAR_DUPLICATES,
+                        decision.by,
+                        decision.old,
+                        similarity,
+                    )
+                if decision is not None:
+                    item["decision"] = decision
             item["vector"] = vector
         if limit is not None and len(kept) >= limit:
             reject(item, REJECT_LIMIT)
@@ -177,6 +218,8 @@ def _entries_insert(
     kept = _drop_stored_meanwhile(
         kept, reject=reject, agent=agent, memory_user=memory_user, threshold=threshold, model=model
     )
+    now = timezone.now()
+    kept = _noops_confirm(kept, agent=agent, actor=actor, reject=reject, now=now)
     entries = [
         EpisodicEntry(
             workspace=agent.workspace,
@@ -189,12 +232,21 @@ def _entries_insert(
             source_thread=item.get("thread", thread),
             source_message_ids=item["message_ids"],
             metadata=item["metadata"],
+            valid_from=now,
+            consolidation=item["decision"].record() if "decision" in item else {},
         )
         for item in kept
     ]
     EpisodicEntry.objects.bulk_create(entries)
     for entry, item in zip(entries, kept, strict=True):
         item["entry"] = entry
+        decision = item.get("decision")
+        if decision is not None and decision.decision in REPLACING:
+            decision = _replaced_close(agent=agent, actor=actor, decision=decision, entry=entry, now=now)
+        if decision is not None:
+            item["decision"] = decision
+            entry.consolidation = decision.record(new=entry.pk)
+            EpisodicEntry.objects.filter(pk=entry.pk).update(consolidation=entry.consolidation)
     with_vectors = [(e, i["vector"]) for e, i in zip(entries, kept, strict=True) if "vector" in i]
     if with_vectors:
         _entry_vectors_store(
@@ -212,6 +264,28 @@ def _entries_insert(
             action="create",
             entity_type="episodic_entry",
             entity_id=entry.pk,
-            changes={"source": entry.source},
+            changes={"source": entry.source, **entry.consolidation},
         )
     return entries
+
+
+def _noops_confirm(kept, *, agent, actor, reject: Reject, now) -> list:
+    """`kept` without the restatements (`noop`), each counted as a confirmation of its stored
+    entry; a restatement of an entry closed meanwhile is stored after all (`add`)."""
+    still = []
+    for item in kept:
+        decision = item.get("decision")
+        if decision is not None and decision.decision == DECISION_NOOP:
+            record = _noop_confirm(agent=agent, actor=actor, decision=decision, now=now)
+            if record is not None:
+                reject(
+                    item,
+                    REJECT_CONFIRMED,
+                    similarity=decision.similarity,
+                    duplicate_of=decision.old,
+                    consolidation=record,
+                )
+                continue
+            item["decision"] = _stale(decision)
+        still.append(item)
+    return still

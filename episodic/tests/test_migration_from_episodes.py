@@ -64,7 +64,10 @@ class MigrationFromEpisodesLayoutTests(TransactionTestCase):
         person = memory_user_create(workspace=workspace, canonical_id="telegram:7", display_name="Ada")
         thread = make_thread(workspace=workspace, agent=agent, memory_user=person)
         messages = append(thread, ("user", "I moved to Lisbon."), ("assistant", "Noted."))
-        schema_before = _schema()
+        schema_latest = _schema()
+        # The layout the move produced, before the later episodic migrations (0003: validity).
+        self._migrate([("episodic", "0002_entry_source_agent_direct")])
+        schema_moved = _schema()
 
         self._migrate(OLD_LAYOUT)
         old_apps = MigrationExecutor(connection).loader.project_state([t for t in OLD_LAYOUT if t[1]]).apps
@@ -91,7 +94,7 @@ class MigrationFromEpisodesLayoutTests(TransactionTestCase):
         # An old database's content types carry the old label (admin history points at them).
         ContentType.objects.filter(model__in=MOVED).delete()
         old_ids = {model: ContentType.objects.create(app_label="episodes", model=model).pk for model in MOVED}
-        assert _schema() == schema_before
+        assert _schema() == schema_moved
         counts = _counts()
         assert counts == {
             "episodes_episodicentry": 1,
@@ -102,9 +105,12 @@ class MigrationFromEpisodesLayoutTests(TransactionTestCase):
         self._migrate(None)
 
         assert _counts() == counts
-        assert _schema() == schema_before
+        assert _schema() == schema_latest
         moved = EpisodicEntry.objects.get(pk=entry.pk)
         assert moved.content == "Ada moved to Lisbon."
+        # Validity (0003): an existing row is current and valid from its creation.
+        assert moved.valid_from == moved.created_at and moved.valid_to is None
+        assert moved.superseded_by_id is None and moved.times_confirmed == 0
         assert moved.source_thread_id == thread.pk
         assert moved.search_vector  # the generated column still fills
         assert EntryEmbedding.objects.get(entry=moved).dimensions == 3

@@ -14,9 +14,17 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import ApplicationError, NotFoundError
+from core.lib.consolidation import DECISION_NOOP, REPLACING
 from core.models import AuditEvent
 from core.services import audit_record
 from facts.models import Fact, FactKey, key_normalize
+from facts.services.consolidation import (
+    _fact_close,
+    _fact_cross_key_old,
+    _fact_noop_confirm,
+    fact_cross_key_decide,
+)
+from facts.services.consolidation import _stale as _cross_key_stale
 from facts.services.memory_users import memory_user_preferences_sync
 from identities.selectors import memory_user_resolve_merged
 
@@ -56,6 +64,9 @@ class RememberResult:
     fact: Fact
     outcome: str  # created | confirmed | superseded | skipped
     previous: Fact | None = None
+    # A new key reconciled with a fact of another key (facts.services.consolidation): the
+    # decision record {decision, reason, by, old, new}; None for same-key remembering.
+    consolidation: dict | None = None
 
 
 def _invalid(field: str, message: str) -> ApplicationError:
@@ -181,6 +192,15 @@ def fact_remember(
     reference = fact_scope_reference(
         workspace=workspace, scope=scope, agent=agent, memory_user=memory_user, thread=thread
     )
+    cross_key = fact_cross_key_decide(
+        workspace=workspace,
+        key=key,
+        value=value,
+        scope=scope,
+        reference=reference,
+        encode=_value_encode,
+        overwrite=overwrite,
+    )
     for attempt in range(2):
         try:
             with transaction.atomic():
@@ -199,6 +219,7 @@ def fact_remember(
                     evidence=evidence or "",
                     overwrite=overwrite,
                     actor=actor,
+                    cross_key=cross_key,
                 )
             return result
         except IntegrityError:
@@ -224,6 +245,7 @@ def _fact_remember_locked(
     evidence,
     overwrite,
     actor,
+    cross_key=None,
 ) -> RememberResult:
     now = timezone.now()
     current = (
@@ -231,6 +253,15 @@ def _fact_remember_locked(
         .filter(workspace=workspace, key=key, scope=scope, valid_to__isnull=True, **reference)
         .first()
     )
+    # A new key near a current fact of another key: reconciled with it (cross-key consolidation).
+    cross_old = _fact_cross_key_old(cross_key) if cross_key is not None and current is None else None
+    if cross_key is not None and current is None and cross_old is None:
+        cross_key = _cross_key_stale(cross_key)
+    if cross_old is not None and cross_key.decision == DECISION_NOOP:
+        record = _fact_noop_confirm(
+            old=cross_old, decision=cross_key, now=now, confirm_rate=CONFIRM_RATE, actor=actor
+        )
+        return RememberResult(fact=cross_old, outcome=OUTCOME_CONFIRMED, consolidation=record)
     if current is not None and _value_encode(current.value) == encoded:
         current.times_confirmed += 1
         raised = current.confidence + (1 - current.confidence) * CONFIRM_RATE
@@ -283,6 +314,14 @@ def _fact_remember_locked(
     if current is not None:
         Fact.objects.filter(pk=current.pk).update(superseded_by=fact)
         current.superseded_by = fact
+    record = None
+    if current is None and cross_key is not None:
+        if cross_old is not None and cross_key.decision in REPLACING:
+            record = _fact_close(old=cross_old, new=fact, decision=cross_key, now=now, actor=actor)
+            current = cross_old
+        else:
+            record = {**cross_key.record(new=fact.pk)}
+            record.pop("similarity", None)
     outcome = OUTCOME_SUPERSEDED if current is not None else OUTCOME_CREATED
     from facts.tasks import fact_embed_task
 
@@ -298,6 +337,7 @@ def _fact_remember_locked(
             outcome=outcome,
             source=source,
             **({"previous_id": str(current.pk), "previous_value": current.value} if current else {}),
+            **({"consolidation": record} if record else {}),
         ),
     )
     if scope == Fact.Scope.USER and (
@@ -305,7 +345,7 @@ def _fact_remember_locked(
         or (current is not None and current.fact_type == Fact.FactType.USER_PREFERENCE)
     ):
         memory_user_preferences_sync(memory_user_ids=[reference["memory_user_id"]])
-    return RememberResult(fact=fact, outcome=outcome, previous=current)
+    return RememberResult(fact=fact, outcome=outcome, previous=current, consolidation=record)
 
 
 def fact_update(
