@@ -103,3 +103,18 @@ class OfflineExtractionTests(MemoryTestCase):
             evidence for kind, evidence in offline_predict(TURNS["preferences_and_rules"]) if kind == "fact"
         ]
         assert facts == ["I love jazz, especially Coltrane.", "My favourite food is ramen."]
+
+    def test_the_api_answers_offline_rejections(self):
+        """Through the extract API, a repeated turn lists its offline candidates as duplicates."""
+        body = {
+            "agent": "assistant",
+            "memory_user": str(self.person.pk),
+            "transcript": TURNS["renewal_old_card"]["messages"],
+            "sync": True,
+        }
+        first = self.api().post("/api/v1/episodic-entries/extract/", body, format="json")
+        assert first.status_code == 200, first.json()
+        assert {e["metadata"]["origin"] for e in first.json()["stored"]} == {"offline"}
+        again = self.api().post("/api/v1/episodic-entries/extract/", body, format="json").json()
+        assert again["stored"] == [] and again["llm_used"] is False
+        assert {(r["origin"], r["reason"]) for r in again["rejected"]} == {("offline", REJECT_DUPLICATE_HASH)}
