@@ -64,6 +64,7 @@ TAG_BY_ROUTE = {
     "episodic_entries": "Episodic memory",
     "episodic": "Episodic memory",
     "episodes": "Episodes",
+    "facts:episode-extract-facts": "Episodes",
     "procedures": "Procedures",
     "checkpoints": "Checkpoints & runs",
     # A run's state lives under its thread's URL but is read and written by the agent loop.

@@ -256,6 +256,8 @@ UNION ALL SELECT 'threads_iterationlog', id::text FROM threads_iterationlog
 UNION ALL SELECT 'facts_fact', id::text FROM f
 UNION ALL SELECT 'facts_factembedding', id::text FROM facts_factembedding WHERE fact_id IN (SELECT id FROM f)
 UNION ALL SELECT 'episodes_episode', id::text FROM episodes_episode WHERE agent_id = %(a1)s
+UNION ALL SELECT 'episodes_episodeembedding', id::text FROM episodes_episodeembedding
+    WHERE episode_id IN (SELECT id FROM episodes_episode WHERE agent_id = %(a1)s)
 UNION ALL SELECT 'episodes_episodicentry', id::text FROM episodes_episodicentry WHERE agent_id = %(a1)s
 UNION ALL SELECT 'episodes_entryembedding', id::text FROM episodes_entryembedding WHERE agent_id = %(a1)s
 UNION ALL SELECT 'episodes_messageembedding', id::text FROM episodes_messageembedding WHERE agent_id = %(a1)s
@@ -610,6 +612,30 @@ API_CASES: dict[str, ApiCase] = {
     "api:episodes:feedback": ApiCase(
         path=lambda w: {"episode_id": w.episode.pk},
         bodies={"post": lambda w: {"rating": 4, "comment": "Good."}},
+    ),
+    # A read (read_only_safe); `agent` and `memory_user` narrow the key's scope, never widen it.
+    "api:episodes:search": ApiCase(
+        path=_none,
+        bodies={
+            "post": lambda w: {
+                "query": "refund order",
+                "mode": "hybrid",
+                "top_k": 5,
+                "agent": A1_SLUG,
+                "memory_user": str(w.p1.pk),
+                "outcome": "success",
+            }
+        },
+    ),
+    "api:facts:episode-extract-facts": ApiCase(
+        path=lambda w: {"episode_id": w.episode.pk},
+        bodies={
+            "post": lambda w: {
+                "candidates": [{"key": "probe", "value": "yes", "evidence": "not in the episode"}],
+                "use_llm": False,
+            }
+        },
+        agent_field=None,
     ),
     "api:episodic_entries:list": ApiCase(
         path=_none,
