@@ -41,5 +41,9 @@ def _facts_remember(*, agent, memory_user, facts, transcript, actor) -> list[dic
         except ApplicationError as exc:
             outcomes.append({"key": key, "outcome": "rejected", "reason": exc.message})
             continue
-        outcomes.append({"key": key, "outcome": getattr(remembered, "outcome", "stored")})
+        outcome = {"key": key, "outcome": getattr(remembered, "outcome", "stored")}
+        if getattr(remembered, "consolidation", None):
+            # Reconciled with a fact of another key (facts.services.consolidation).
+            outcome["consolidation"] = remembered.consolidation
+        outcomes.append(outcome)
     return outcomes

@@ -319,3 +319,26 @@ class LLMTests(ConsolidationTestCase):
         self.stored("Ada lives in Lisbon.")
         self.create("Ada adopted two cats last spring.")
         assert self.chat_requests() == []
+
+    def test_a_profile_fact_of_an_extraction_is_reconciled_across_keys(self):
+        from facts.services import fact_remember
+
+        fact_remember(
+            workspace=self.workspace, key="city", value="Lisbon", scope="user", memory_user=self.person
+        )
+        self.server.chat_replies.append(
+            json.dumps(
+                {"entries": [], "facts": [{"key": "home_city", "value": "Porto", "evidence": "Porto"}]}
+            )
+        )
+        self.answer("supersede", "She moved.")
+        response = self.api().post(
+            EXTRACT,
+            self.body(transcript=[{"role": "user", "content": "I live in Porto."}], sync=True),
+            format="json",
+        )
+        (fact,) = response.json()["facts"]
+        # Extraction never overwrites a fact: the model's supersede is kept alongside.
+        assert fact["outcome"] == "created"
+        assert fact["consolidation"]["decision"] == "add" and fact["consolidation"]["by"] == "llm"
+        assert "overwrite is false" in fact["consolidation"]["reason"]
