@@ -115,6 +115,7 @@ class OfflineExtractionTests(MemoryTestCase):
         first = self.api().post("/api/v1/episodic-entries/extract/", body, format="json")
         assert first.status_code == 200, first.json()
         assert {e["metadata"]["origin"] for e in first.json()["stored"]} == {"offline"}
+        assert first.json()["offline_used"] is True
         again = self.api().post("/api/v1/episodic-entries/extract/", body, format="json").json()
         assert again["stored"] == [] and again["llm_used"] is False
         assert {(r["origin"], r["reason"]) for r in again["rejected"]} == {("offline", REJECT_DUPLICATE_HASH)}
