@@ -555,7 +555,10 @@ class RejectedSerializer(serializers.Serializer):
     content = serializers.CharField()
     source = serializers.CharField()
     evidence = serializers.CharField()
-    origin = serializers.ChoiceField(choices=["llm", "client"])
+    origin = serializers.ChoiceField(
+        choices=["llm", "offline", "client"],
+        help_text="Who proposed it: the model, the offline method (no chat endpoint), or the caller.",
+    )
     reason = serializers.CharField()
     similarity = serializers.FloatField(required=False)
     duplicate_of = serializers.CharField(required=False)
@@ -599,6 +602,9 @@ class EntryExtractApi(APIView):
         facts = serializers.ListField(child=serializers.DictField())
         llm_used = serializers.BooleanField()
         llm_error = serializers.CharField()
+        offline_used = serializers.BooleanField(
+            help_text="No chat endpoint is configured: the offline method proposed candidates."
+        )
 
     @extend_schema(
         summary="Extract episodic entries from a finished turn",
@@ -644,6 +650,7 @@ class EntryExtractApi(APIView):
                     "facts": [],
                     "llm_used": False,
                     "llm_error": "",
+                    "offline_used": False,
                 },
                 response_only=True,
                 status_codes=[200],
@@ -699,6 +706,7 @@ class EntryExtractApi(APIView):
                 "facts": result.facts,
                 "llm_used": result.llm_used,
                 "llm_error": result.llm_error,
+                "offline_used": result.offline_used,
             }
         ).data
         return Response(body, status=status.HTTP_200_OK)
