@@ -589,7 +589,9 @@ def store_memory(
     theirs). Optional `evidence`: an exact quote that proves it (needed for the sources
     user_assertion, user_accepted_assistant_proposal and verified_assistant_finding). A note
     already stored, or nearly the same, is not stored twice: the answer then has created
-    false and the stored note. Stable preferences belong in `remember` as facts."""
+    false and the stored note. A note that changes a stored one (a move, a new value)
+    replaces it; `consolidation` then says what happened to the older note and why. Stable
+    preferences belong in `remember` as facts."""
     from core.access import reference_resolve
     from episodic.apis import EntryListApi
     from episodic.services import entry_create
@@ -662,6 +664,9 @@ def store_memory(
         data["reason"] = result.reason
         if result.similarity is not None:
             data["similarity"] = result.similarity
+    if result.consolidation:
+        # Reconciled with a similar stored memory: superseded, updated, kept or confirmed.
+        data["consolidation"] = {k: result.consolidation[k] for k in ("decision", "reason", "old")}
     return data
 
 

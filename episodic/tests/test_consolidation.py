@@ -342,3 +342,19 @@ class LLMTests(ConsolidationTestCase):
         assert fact["outcome"] == "created"
         assert fact["consolidation"]["decision"] == "add" and fact["consolidation"]["by"] == "llm"
         assert "overwrite is false" in fact["consolidation"]["reason"]
+
+
+class StoreMemoryToolTests(ConsolidationTestCase):
+    def test_the_tool_answers_the_decision(self):
+        from core.access import principal_for_api_key
+        from runtime import tools
+
+        lisbon = self.stored("Ada lives in Lisbon.")
+        result = tools.store_memory(
+            principal=principal_for_api_key(self.agent_api_key),
+            memory_user=str(self.person.pk),
+            content="Ada now lives in Porto.",
+        )
+        assert result["created"] is True
+        assert result["consolidation"]["decision"] == "supersede"
+        assert result["consolidation"]["old"] == str(lisbon.pk)
