@@ -47,6 +47,20 @@ SETTING_RULES = {
         None,
         "What a request naming a node reads unless it says: its node's messages or the main conversation.",
     ),
+    "fallback_window": (
+        bool,
+        None,
+        None,
+        "Without a summarizer model, send a fixed window of the newest messages instead of compacting.",
+    ),
+    "fallback_window_messages": (int, 1, 10_000, "Messages in the fallback window at most."),
+    "fallback_window_tokens": (int, 50, 2_000_000, "Tokens in the fallback window at most."),
+    "subagent_compress_at": (
+        float,
+        0.5,
+        0.95,
+        "Compact a node's (sub-agent's) history when it passes this fraction of the context window.",
+    ),
 }
 
 # Defaults of the settings the environment does not set (settings.MEMORY_DEFAULTS wins).
@@ -56,6 +70,12 @@ CODE_DEFAULTS = {
     "recall_min_confidence": 0.5,
     "conversation_memory": True,
     "memory_mode": "node",
+    # Inkeep's fallback: 50 messages / 8,000 tokens when no summarizer model is configured.
+    "fallback_window": False,
+    "fallback_window_messages": 50,
+    "fallback_window_tokens": 8000,
+    # Inkeep compresses a sub-agent's history between 75% and 91% of the model's window.
+    "subagent_compress_at": 0.75,
 }
 
 
@@ -77,6 +97,10 @@ class MemorySettings:
     recall_min_confidence: float
     conversation_memory: bool
     memory_mode: str
+    fallback_window: bool
+    fallback_window_messages: int
+    fallback_window_tokens: int
+    subagent_compress_at: float
 
     def as_dict(self) -> dict:
         return asdict(self)

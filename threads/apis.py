@@ -31,6 +31,9 @@ from threads.lib.validation import (
 )
 from threads.selectors import (
     CONVERSATION_MEMORY_OFF,
+    TOOL_FORMATS,
+    WINDOW_FALLBACK,
+    WINDOW_STANDARD,
     iteration_log_list,
     message_get,
     message_history_window,
@@ -40,6 +43,7 @@ from threads.selectors import (
     thread_list,
     thread_plan_get,
     thread_plan_versions,
+    transfer_list,
 )
 from threads.services import (
     MEMORY_USER_UNKNOWN,
@@ -54,6 +58,7 @@ from threads.services import (
     thread_plan_set,
     thread_resolve_or_create,
     thread_update,
+    transfer_record,
 )
 
 ADA_ID = "6c1e0f9a-3b7d-4d2e-9f5a-8b2c4d6e1a01"
@@ -597,6 +602,18 @@ class ThreadHistoryApi(APIView):
         recall_query = serializers.CharField(
             max_length=4000, required=False, help_text="Default: the newest user message."
         )
+        agent = serializers.SlugField(
+            max_length=100,
+            required=False,
+            help_text="Read the window as this agent sees it after transfers: an agent that "
+            "transferred the thread away (not shared) stops seeing other agents' later turns.",
+        )
+        tool_format = serializers.ChoiceField(
+            choices=TOOL_FORMATS,
+            default="native",
+            help_text="native: tool calls and tool-role results; text: each call and its result "
+            "as one assistant message `tool: <name>\\ninput: <json>\\noutput: <result>`.",
+        )
 
     @extend_schema_serializer(component_name="ThreadHistoryOutput")
     class OutputSerializer(serializers.Serializer):
@@ -617,6 +634,14 @@ class ThreadHistoryApi(APIView):
             allow_null=True,
             help_text="Why there are no messages: conversation_memory_off when the agent's "
             "conversation_memory setting is off (turns are still stored).",
+        )
+        window = serializers.ChoiceField(
+            choices=[WINDOW_STANDARD, WINDOW_FALLBACK],
+            help_text="fallback: the agent's fixed fallback window (no summarizer model configured).",
+        )
+        agent = serializers.CharField(allow_null=True, help_text="The agent whose view this is.")
+        handed_away_at = serializers.IntegerField(
+            allow_null=True, help_text="Depth after which other agents' turns are hidden from `agent`."
         )
 
     @extend_schema(
@@ -643,6 +668,9 @@ class ThreadHistoryApi(APIView):
                     "memory_mode": "node",
                     "node": None,
                     "off_reason": None,
+                    "window": "standard",
+                    "agent": None,
+                    "handed_away_at": None,
                 },
                 response_only=True,
             )
@@ -888,3 +916,99 @@ class IterationListApi(APIView):
         data = dict(serializer.validated_data)
         log = iteration_log_append(thread=thread, task_key=data.pop("task"), **data)
         return Response(self.OutputSerializer(log).data, status=status.HTTP_201_CREATED)
+
+
+TRANSFER_EXAMPLE = {
+    "id": 7,
+    "thread_id": THREAD_ID,
+    "from_agent": "support-bot",
+    "to_agent": "billing-bot",
+    "reason": "Refund question",
+    "message": "7e6d5c4b-3a29-4817-9f6e-5d4c3b2a1f83",
+    "message_depth": 3,
+    "shared": False,
+    "actor": "api_key:support",
+    "created_at": "2026-11-23T14:41:02.118204Z",
+}
+
+
+class TransferOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    thread_id = serializers.UUIDField()
+    from_agent = serializers.CharField()
+    to_agent = serializers.CharField()
+    reason = serializers.CharField()
+    message = serializers.UUIDField(source="message_id")
+    message_depth = serializers.IntegerField()
+    shared = serializers.BooleanField()
+    actor = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class TransferListApi(APIView):
+    """Transfers of control between agents (Inkeep's transfer), honoured by `/history/?agent=`."""
+
+    pagination_class = LimitOffsetPagination
+
+    @extend_schema_serializer(component_name="TransferInput")
+    class InputSerializer(StrictSerializer):
+        from_agent = serializers.SlugField(
+            max_length=100,
+            required=False,
+            help_text="Default (and only choice) for an agent-bound key: its agent.",
+        )
+        to_agent = serializers.SlugField(max_length=100)
+        reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+        message = serializers.UUIDField(
+            required=False,
+            help_text="The last message handed over; default: the newest of the main conversation.",
+        )
+        shared = serializers.BooleanField(
+            default=False,
+            help_text="Both agents keep reading the main conversation whole "
+            "(the sender still sees the receiver).",
+        )
+
+    @extend_schema(
+        summary="List a thread's transfers between agents",
+        responses=TransferOutputSerializer(many=True),
+        examples=[OpenApiExample("A transfer", value=TRANSFER_EXAMPLE, response_only=True)],
+    )
+    def get(self, request, thread_id):
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        return paginate(
+            request=request,
+            queryset=transfer_list(thread=thread),
+            serializer_class=TransferOutputSerializer,
+            view=self,
+        )
+
+    @extend_schema(
+        summary="Record a transfer of the thread from one agent to another",
+        request=InputSerializer,
+        responses={201: TransferOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "Hand over to billing",
+                value={"from_agent": "support-bot", "to_agent": "billing-bot", "reason": "Refund question"},
+                request_only=True,
+            ),
+            OpenApiExample("Recorded", value=TRANSFER_EXAMPLE, response_only=True, status_codes=[201]),
+        ],
+    )
+    def post(self, request, thread_id):
+        require_write(request.user)
+        thread = thread_get(principal=request.user, thread_id=thread_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        transfer = transfer_record(
+            principal=request.user,
+            thread=thread,
+            from_agent=values.get("from_agent"),
+            to_agent=values["to_agent"],
+            reason=values["reason"],
+            message_id=values.get("message"),
+            shared=values["shared"],
+        )
+        return Response(TransferOutputSerializer(transfer).data, status=status.HTTP_201_CREATED)

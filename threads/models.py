@@ -241,3 +241,66 @@ class MessageEmbedding(models.Model):
 
     def __str__(self):
         return f"{self.message_id} ({self.model})"
+
+
+class NodeSummary(models.Model):
+    """The rolling summary of one node's messages (a delegated sub-agent's history).
+
+    The thread's own summary covers the main conversation; a node compacted past the agent's
+    `subagent_compress_at` share of the context window keeps its summary here, with the same
+    fields and the same lease and request columns as `Thread`.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="node_summaries")
+    node_id = models.CharField(max_length=100)
+    summary = models.TextField(blank=True)
+    summary_upto_id = models.UUIDField(null=True, blank=True)
+    summary_upto_depth = models.IntegerField(null=True, blank=True)
+    summary_tokens = models.IntegerField(default=0)
+    summary_covers_tokens = models.BigIntegerField(default=0)
+    summary_method = models.CharField(max_length=20, blank=True)
+    compacted_at = models.DateTimeField(null=True, blank=True)
+    compaction_error = models.TextField(blank=True)
+    compaction_lease_until = models.DateTimeField(null=True, blank=True)
+    compaction_requested_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "node_id"], name="threads_node_summary_node"),
+        ]
+
+    def __str__(self):
+        return f"Summary of node {self.node_id} in {self.thread_id}"
+
+
+class Transfer(models.Model):
+    """Control of a thread handed from one agent to another at a message (Inkeep's transfer).
+
+    The history window honours it for `agent=<slug>` (threads.selectors.window): the receiver
+    sees the conversation up to `message`; the sender stops seeing other agents' later turns.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="transfers")
+    from_agent = models.CharField(max_length=100)
+    to_agent = models.CharField(max_length=100)
+    reason = models.TextField(blank=True)
+    # The last message the receiver is handed. An id, not a foreign key, like
+    # Thread.summary_upto_id: deleting a thread stays one fast DELETE of its messages; a
+    # transfer whose message is gone (a cleared node) is off every branch and applies to none.
+    message_id = models.UUIDField()
+    message_depth = models.IntegerField()
+    # Both agents keep reading the main conversation whole: the sender still sees the receiver.
+    shared = models.BooleanField(default=False)
+    actor = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["message_depth", "id"]
+        indexes = [models.Index(fields=["thread", "message_depth"], name="threads_transfer_depth")]
+
+    def __str__(self):
+        return f"{self.from_agent} -> {self.to_agent} at {self.message_id}"

@@ -15,8 +15,8 @@ from threads.services import message_embed_batch, thread_compact, threads_purge_
     retry_jitter=True,
     max_retries=6,
 )
-def thread_compact_task(thread_id: str):
-    return thread_compact(thread_id=thread_id)
+def thread_compact_task(thread_id: str, node: str = ""):
+    return thread_compact(thread_id=thread_id, node=node)
 
 
 @shared_task

@@ -31,4 +31,5 @@ urlpatterns = [
         name="run-snapshot",
     ),
     path("threads/<uuid:thread_id>/iterations/", apis.IterationListApi.as_view(), name="iterations"),
+    path("threads/<uuid:thread_id>/transfers/", apis.TransferListApi.as_view(), name="transfers"),
 ]

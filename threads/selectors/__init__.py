@@ -28,16 +28,21 @@ from threads.selectors.threads import (
     thread_list,
     thread_scoped_queryset,
 )
+from threads.selectors.transfers import transfer_handed_away, transfer_list
 from threads.selectors.window import (
     CONVERSATION_MEMORY_OFF,
     FILES_MODES,
     LEAF_UNKNOWN,
     MEMORY_MODE_INVALID,
     SUMMARY_PREFIX,
+    TOOL_FORMATS,
+    WINDOW_FALLBACK,
     WINDOW_SLACK_ROWS,
+    WINDOW_STANDARD,
     HistoryWindow,
     memory_scope,
     message_history_window,
+    window_uses_fallback,
 )
 
 __all__ = [
@@ -54,7 +59,10 @@ __all__ = [
     "THREAD_NOT_FOUND",
     "THREAD_OTHER_AGENT",
     "WALK_MAX_STEPS",
+    "TOOL_FORMATS",
+    "WINDOW_FALLBACK",
     "WINDOW_SLACK_ROWS",
+    "WINDOW_STANDARD",
     "HistoryWindow",
     "MemoryContext",
     "MessageHit",
@@ -76,4 +84,7 @@ __all__ = [
     "thread_plan_get",
     "thread_plan_versions",
     "thread_scoped_queryset",
+    "transfer_handed_away",
+    "transfer_list",
+    "window_uses_fallback",
 ]

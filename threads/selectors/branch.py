@@ -20,6 +20,7 @@ _WALK_COLUMNS = (
     "files",
     "node_id",
     "delegation_id",
+    "author_agent",
     "archived",
     "created_at",
 )
@@ -43,13 +44,15 @@ _SELECT = (
     "m.id, m.parent_id, m.depth, m.role, "
     "CASE WHEN m.archived THEN left(m.content, %(preview)s) ELSE m.content END AS content, "
     "length(m.content) AS content_chars, m.token_count, m.branch_tokens, m.tool_calls, m.tool_call_id, "
-    "m.name, m.files, m.node_id, m.delegation_id, m.archived, m.created_at"
+    "m.name, m.files, m.node_id, m.delegation_id, m.author_agent, m.archived, m.created_at"
 )
 # Another delegation's tool calls and tool results (Inkeep's delegation filtering).
 _DELEGATION_WHERE = (
     "NOT (delegation_id <> '' AND delegation_id <> %(delegation)s "
     "AND (role = 'tool' OR jsonb_array_length(tool_calls) > 0))"
 )
+# Other agents' turns after the viewer handed the thread away (threads.selectors.transfers).
+_HANDED_AWAY_WHERE = "NOT (author_agent <> '' AND author_agent <> %(viewer)s AND depth > %(handed_at)s)"
 # A walk never takes more steps than this, whatever the filters skip.
 WALK_MAX_STEPS = 100_000
 
@@ -132,7 +135,9 @@ LEFT JOIN LATERAL (SELECT {columns} FROM walk WHERE {where} LIMIT %(limit)s) r O
 """
 
 
-def _window_sql(*, thread, leaf, scope, summary_id, summary_depth, limit, delegation) -> tuple[str, dict]:
+def _window_sql(
+    *, thread, leaf, scope, summary_id, summary_depth, limit, delegation, handed_away=None
+) -> tuple[str, dict]:
     params = {
         "thread": thread.pk,
         "scope": scope,
@@ -155,6 +160,10 @@ def _window_sql(*, thread, leaf, scope, summary_id, summary_depth, limit, delega
     if delegation is not None:
         where.append(_DELEGATION_WHERE)
         params["delegation"] = delegation
+    if handed_away is not None:
+        # (viewer slug, depth of its transfer): hide other agents' turns deeper than it.
+        where.append(_HANDED_AWAY_WHERE)
+        params["viewer"], params["handed_at"] = handed_away
     sql = _WINDOW_SQL.format(
         leaf_sql=leaf_sql, select=_SELECT, columns=", ".join(_WALK_COLUMNS), where=" AND ".join(where)
     )

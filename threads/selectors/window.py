@@ -5,14 +5,16 @@ from dataclasses import asdict, dataclass, field
 from django.conf import settings
 
 from core.errors import ApplicationError
-from core.lib.escaping import strip_invisible
+from core.lib.escaping import escape_text, strip_invisible
 from core.lib.tokens import MESSAGE_OVERHEAD_TOKENS, content_tokens
+from core.llm import chat_endpoint
 from core.memory_settings import MEMORY_MODES, memory_settings_for
 from threads.lib.parts import CONTENT_FORMATS, content_parts, files_parts
-from threads.models import Thread
+from threads.models import NodeSummary, Thread
 from threads.selectors.branch import _window_rows
 from threads.selectors.chat import chat_system_message, system_as_clean
 from threads.selectors.recall import _recalled_section
+from threads.selectors.transfers import transfer_handed_away
 
 LEAF_UNKNOWN = "Unknown leaf message for this thread."
 FILES_MODES = ("include", "omit")
@@ -21,6 +23,14 @@ MEMORY_MODE_INVALID = "memory_mode must be conversation or node."
 # Why a window holds no messages although the thread has some (HistoryWindow.off_reason).
 CONVERSATION_MEMORY_OFF = "conversation_memory_off"
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+# How the window was chosen (HistoryWindow.window): the agent's limits and the rolling
+# summary, or Inkeep's fixed fallback when no summarizer model is configured.
+WINDOW_STANDARD = "standard"
+WINDOW_FALLBACK = "fallback"
+# How a tool call and its results reach the model: as tool-role messages, or as one
+# assistant text (models without tool roles; the reference's plain-text form).
+TOOL_FORMATS = ("native", "text")
+TOOL_FORMAT_INVALID = "tool_format must be native or text."
 # Extra rows fetched past max_messages so a tool call whose results straddle the limit is whole.
 WINDOW_SLACK_ROWS = 32
 
@@ -49,6 +59,11 @@ class HistoryWindow:
     node: str | None = None
     # CONVERSATION_MEMORY_OFF when the agent's `conversation_memory` setting is off.
     off_reason: str | None = None
+    window: str = WINDOW_STANDARD
+    # The agent whose view this is (`agent=`), and the depth after which other agents'
+    # turns are hidden from it because it transferred the thread away (None: nothing hidden).
+    agent: str | None = None
+    handed_away_at: int | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -125,9 +140,55 @@ def _units(rows: list[dict]) -> list[list[dict]]:
     return units
 
 
+def _text_of(content) -> str:
+    """A message's text whether its content is a string or content parts."""
+    if isinstance(content, list):
+        return "\n".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return content or ""
+
+
+def _tool_calls_as_text(messages: list[dict]) -> list[dict]:
+    """Each assistant tool call and its results as one assistant message, for models without
+    tool roles: `tool: <name>` / `input: <arguments>` / `output: <result>`, one block per call
+    after the assistant's own text. Every value passes through escape_text (one line, markup
+    escaped), so a result cannot forge another `tool:` line; an archived result is its
+    reference with the preview, as the native form sends it.
+    """
+    results = {m["tool_call_id"]: m for m in messages if m["role"] == "tool" and m.get("tool_call_id")}
+    out = []
+    for message in messages:
+        if message["role"] == "tool":
+            continue
+        calls = message.get("tool_calls") or []
+        if message["role"] != "assistant" or not calls:
+            out.append(message)
+            continue
+        blocks = [_text_of(message["content"])] if _text_of(message["content"]) else []
+        for call in calls:
+            function = call["function"]
+            block = f"tool: {escape_text(function['name'])}\ninput: {escape_text(function['arguments'])}"
+            result = results.get(call["id"])
+            if result is not None:
+                block += f"\noutput: {escape_text(_text_of(result['content']))}"
+            blocks.append(block)
+        text = {"role": "assistant", "content": "\n\n".join(blocks)}
+        if message.get("name"):
+            text["name"] = message["name"]
+        out.append(text)
+    return out
+
+
 def _window_assemble(*, summary: dict | None, recalled: list[dict], recent: list[dict]) -> list[dict]:
     """The one place the window's sections are ordered: summary, recalled, recent."""
     return ([summary] if summary else []) + list(recalled) + list(recent)
+
+
+def window_uses_fallback(*, thread: Thread, agent_settings=None) -> bool:
+    """Inkeep's fallback applies: the agent opted in and the workspace has no summarizer model."""
+    agent_settings = agent_settings or memory_settings_for(thread.agent)
+    return agent_settings.fallback_window and chat_endpoint(workspace=thread.workspace_id) is None
 
 
 def memory_scope(*, agent, node: str | None, memory_mode: str | None = None) -> tuple[str, str | None]:
@@ -160,6 +221,8 @@ def message_history_window(
     recall_query: str | None = None,
     recall_vector: list | None = None,
     recall_model: str | None = None,
+    agent: str | None = None,
+    tool_format: str = "native",
 ) -> HistoryWindow:
     """The messages to send to the model for the branch ending at `leaf`.
 
@@ -191,6 +254,16 @@ def message_history_window(
     With the agent's `conversation_memory` off the window is empty and says so
     (`off_reason`); the messages stay stored.
 
+    With the agent's `fallback_window` on and no chat endpoint for the workspace (no
+    summarizer model), the limits default to `fallback_window_messages` /
+    `fallback_window_tokens` and no summary is applied (`window="fallback"`); compaction
+    is not enqueued either (threads.services.compaction). A node's window carries the node's
+    own summary (`NodeSummary`, written when it passes `subagent_compress_at`).
+
+    `agent=<slug>` reads the window as that agent sees it after transfers
+    (threads.selectors.transfers.transfer_handed_away). `tool_format="text"` renders each tool
+    call and its results as one assistant message (`_tool_calls_as_text`).
+
     Reads a handful of rows, never the whole thread: one query for the leaf, one
     O(log n) ancestor lookup for the summary, one bounded walk.
     """
@@ -200,13 +273,30 @@ def message_history_window(
         )
     if content_format not in CONTENT_FORMATS:
         raise ApplicationError(CONTENT_FORMAT_INVALID, fields={"content_format": [CONTENT_FORMAT_INVALID]})
+    if tool_format not in TOOL_FORMATS:
+        raise ApplicationError(TOOL_FORMAT_INVALID, fields={"tool_format": [TOOL_FORMAT_INVALID]})
     system_as_clean(system_as)
     agent_settings = memory_settings_for(thread.agent)
-    max_tokens = agent_settings.token_limit if max_tokens is None else max_tokens
-    max_messages = agent_settings.recent_messages if max_messages is None else max_messages
+    fallback = window_uses_fallback(thread=thread, agent_settings=agent_settings)
+    if fallback:
+        default_tokens, default_messages = (
+            agent_settings.fallback_window_tokens,
+            agent_settings.fallback_window_messages,
+        )
+    else:
+        default_tokens, default_messages = agent_settings.token_limit, agent_settings.recent_messages
+    max_tokens = default_tokens if max_tokens is None else max_tokens
+    max_messages = default_messages if max_messages is None else max_messages
     memory_mode, node = memory_scope(agent=thread.agent, node=node, memory_mode=memory_mode)
     scope = node or ""
-    shape = {"max_tokens": max_tokens, "max_messages": max_messages, "memory_mode": memory_mode, "node": node}
+    shape = {
+        "max_tokens": max_tokens,
+        "max_messages": max_messages,
+        "memory_mode": memory_mode,
+        "node": node,
+        "window": WINDOW_FALLBACK if fallback else WINDOW_STANDARD,
+        "agent": agent or None,
+    }
     if not agent_settings.conversation_memory:
         return HistoryWindow(
             messages=[],
@@ -218,17 +308,26 @@ def message_history_window(
             **shape,
         )
 
+    # The main conversation's summary is the thread's; a node's is its NodeSummary.
+    source = NodeSummary.objects.filter(thread=thread, node_id=scope).first() if scope else thread
     has_summary = bool(
-        not scope and thread.summary and thread.summary_upto_id and thread.summary_upto_depth is not None
+        not fallback
+        and source is not None
+        and source.summary
+        and source.summary_upto_id
+        and source.summary_upto_depth is not None
     )
+    handed_away = transfer_handed_away(thread=thread, viewer=agent, scope=scope, leaf=leaf) if agent else None
+    shape["handed_away_at"] = handed_away[1] if handed_away else None
     rows, leaf_id, stop_depth = _window_rows(
         thread=thread,
         leaf=leaf,
         scope=scope,
-        summary_id=thread.summary_upto_id if has_summary else None,
-        summary_depth=thread.summary_upto_depth if has_summary else -1,
+        summary_id=source.summary_upto_id if has_summary else None,
+        summary_depth=source.summary_upto_depth if has_summary else -1,
         limit=max_messages + WINDOW_SLACK_ROWS,
         delegation=delegation,
+        handed_away=handed_away,
     )
     if leaf_id is None:
         if leaf:
@@ -243,11 +342,11 @@ def message_history_window(
         )
 
     summary_message, summary_tokens, summary_id = None, 0, None
-    if has_summary and stop_depth == thread.summary_upto_depth:
-        summary_tokens = thread.summary_tokens
-        summary_id = f"summary-{thread.pk}"
+    if has_summary and stop_depth == source.summary_upto_depth:
+        summary_tokens = source.summary_tokens
+        summary_id = f"summary-{thread.pk}" + (f"-{scope}" if scope else "")
         summary_message = chat_system_message(
-            content=SUMMARY_PREFIX + strip_invisible(thread.summary),
+            content=SUMMARY_PREFIX + strip_invisible(source.summary),
             stable_id=summary_id,
             system_as=system_as,
         )
@@ -296,6 +395,8 @@ def message_history_window(
     recent = [
         _chat_message(row, thread_id=thread.pk, files=files, content_format=content_format) for row in chosen
     ]
+    if tool_format == "text":
+        recent = _tool_calls_as_text(recent)
     return HistoryWindow(
         messages=_window_assemble(
             summary=summary_message, recalled=[recalled_message] if recalled_message else [], recent=recent

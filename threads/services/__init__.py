@@ -46,6 +46,12 @@ from threads.services.threads import (
     thread_resolve_or_create,
     thread_update,
 )
+from threads.services.transfers import (
+    TRANSFER_MESSAGE_UNKNOWN,
+    TRANSFER_NO_MESSAGES,
+    TRANSFER_SAME_AGENT,
+    transfer_record,
+)
 
 __all__ = [
     "BATCH_TOO_LARGE",
@@ -63,6 +69,9 @@ __all__ = [
     "PLAN_INVALID",
     "RUN_ID_INVALID",
     "TOOL_RESULT_WITHOUT_CALL",
+    "TRANSFER_MESSAGE_UNKNOWN",
+    "TRANSFER_NO_MESSAGES",
+    "TRANSFER_SAME_AGENT",
     "CompactionPlan",
     "archived_reference",
     "context_window_for",
@@ -87,4 +96,5 @@ __all__ = [
     "thread_update",
     "threads_delete",
     "threads_purge_expired",
+    "transfer_record",
 ]

@@ -1,4 +1,9 @@
-"""Rolling compaction: when to compact, what a compaction covers, the summary and its lease."""
+"""Rolling compaction: when to compact, what a compaction covers, the summary and its lease.
+
+The main conversation's summary lives on the Thread; a node's (a delegated sub-agent's
+history) in its NodeSummary row, compacted past the agent's `subagent_compress_at` share of
+the context window. Both go through the same plan, summarizer, lease and compare-and-set.
+"""
 
 from dataclasses import dataclass
 from datetime import timedelta
@@ -12,7 +17,7 @@ from core.llm import LLMError, LLMUnavailable, chat_complete
 from core.memory_settings import memory_settings_for
 from threads.lib.summarize import summary_extractive, summary_prompt
 from threads.lib.tree import ancestor_at_depth
-from threads.models import Message, Thread
+from threads.models import Message, NodeSummary, Thread
 
 # A compaction holds its lease at most this long; a crashed worker's lease then expires.
 COMPACTION_LEASE = timedelta(minutes=5)
@@ -29,10 +34,15 @@ def context_window_for(thread: Thread) -> int:
 
 def _compaction_request_if_needed(*, thread: Thread, locked: Thread, leaf: Message) -> bool:
     """Enqueue one compaction when the branch's token estimate passes the threshold."""
+    from threads.selectors.window import window_uses_fallback
+
     covered = locked.summary_covers_tokens if locked.summary_upto_id else 0
     estimate = leaf.branch_tokens - covered + (locked.summary_tokens if locked.summary_upto_id else 0)
     agent_settings = memory_settings_for(thread.agent)
     if estimate <= agent_settings.compaction_threshold * context_window_for(thread):
+        return False
+    # Inkeep's fallback window stands in for compaction when there is no summarizer model.
+    if window_uses_fallback(thread=thread, agent_settings=agent_settings):
         return False
     now = timezone.now()
     claimed = (
@@ -50,6 +60,45 @@ def _compaction_request_if_needed(*, thread: Thread, locked: Thread, leaf: Messa
     return bool(claimed)
 
 
+def _node_compaction_request_if_needed(*, thread: Thread, leaf: Message) -> bool:
+    """Enqueue one compaction of `leaf`'s node when its history passes `subagent_compress_at`.
+
+    A node's messages chain among themselves, so `branch_tokens` is the node's history.
+    """
+    from threads.selectors.window import window_uses_fallback
+
+    node = leaf.node_id
+    summary = NodeSummary.objects.filter(thread=thread, node_id=node).first()
+    covered, own = (
+        (summary.summary_covers_tokens, summary.summary_tokens)
+        if summary and summary.summary_upto_id
+        else (0, 0)
+    )
+    agent_settings = memory_settings_for(thread.agent)
+    if leaf.branch_tokens - covered + own <= agent_settings.subagent_compress_at * context_window_for(thread):
+        return False
+    if window_uses_fallback(thread=thread, agent_settings=agent_settings):
+        return False
+    if summary is None:
+        summary, _ = NodeSummary.objects.get_or_create(
+            thread=thread, node_id=node, defaults={"workspace_id": thread.workspace_id}
+        )
+    now = timezone.now()
+    claimed = (
+        NodeSummary.objects.filter(pk=summary.pk)
+        .filter(
+            Q(compaction_requested_at__isnull=True)
+            | Q(compaction_requested_at__lt=now - COMPACTION_REQUEST_TTL)
+        )
+        .update(compaction_requested_at=now)
+    )
+    if claimed:
+        from threads.tasks import thread_compact_task
+
+        thread_compact_task.delay_on_commit(str(thread.pk), node)
+    return bool(claimed)
+
+
 @dataclass
 class CompactionPlan:
     previous_summary: str
@@ -58,29 +107,34 @@ class CompactionPlan:
     upto: dict
 
 
-def _compaction_plan(thread: Thread) -> CompactionPlan | None:
+def _compaction_plan(thread: Thread, source=None, node: str = "") -> CompactionPlan | None:
     """What a compaction of the newest branch would cover, or None when nothing is new.
 
     The recent tail is what the history window would send with the agent's settings; the
     messages between the current summary (when it is on this branch) and that tail are
     folded into the summary, at most THREADS_COMPACTION_MAX_MESSAGES of the newest of them.
+    `source` holds the current summary: the thread, or the NodeSummary of `node`.
     """
     from threads.selectors import branch_walk, message_history_window
 
-    window = message_history_window(thread=thread)
+    source = thread if source is None else source
+    if node:
+        window = message_history_window(thread=thread, node=node, memory_mode="node")
+    else:
+        window = message_history_window(thread=thread)
     if not window.message_ids:
         return None
     oldest = Message.objects.filter(pk=window.message_ids[0]).values("id", "depth", "parent_id").first()
     if oldest is None or oldest["parent_id"] is None:
         return None
     previous, previous_upto, stop_depth = "", None, -1
-    depth = thread.summary_upto_depth
+    depth = source.summary_upto_depth
     if (
-        thread.summary_upto_id
+        source.summary_upto_id
         and depth is not None
-        and ancestor_at_depth(start_id=oldest["id"], target_depth=depth) == thread.summary_upto_id
+        and ancestor_at_depth(start_id=oldest["id"], target_depth=depth) == source.summary_upto_id
     ):
-        previous, previous_upto, stop_depth = thread.summary, thread.summary_upto_id, depth
+        previous, previous_upto, stop_depth = source.summary, source.summary_upto_id, depth
     rows = branch_walk(
         start_id=oldest["parent_id"],
         stop_depth=stop_depth,
@@ -114,8 +168,9 @@ def thread_summarize(*, thread: Thread, previous: str, messages: list[dict]) -> 
     return text, "llm"
 
 
-def thread_compact(*, thread_id) -> str:
-    """Fold the messages older than the recent tail into the thread's cumulative summary.
+def thread_compact(*, thread_id, node: str = "") -> str:
+    """Fold the messages older than the recent tail into the thread's cumulative summary
+    (with `node`, into that node's NodeSummary).
 
     One compaction per thread at a time: a lease is taken by compare-and-set, and a second
     caller returns "locked" at once. Re-running with nothing new returns "up_to_date".
@@ -124,28 +179,33 @@ def thread_compact(*, thread_id) -> str:
     """
     now = timezone.now()
     lease = now + COMPACTION_LEASE
-    claimed = (
-        Thread.objects.filter(pk=thread_id)
-        .filter(Q(compaction_lease_until__isnull=True) | Q(compaction_lease_until__lt=now))
-        .update(compaction_lease_until=lease)
+    # The row holding the summary, its lease and its request mark.
+    rows = (
+        NodeSummary.objects.filter(thread_id=thread_id, node_id=node)
+        if node
+        else Thread.objects.filter(pk=thread_id)
+    )
+    claimed = rows.filter(Q(compaction_lease_until__isnull=True) | Q(compaction_lease_until__lt=now)).update(
+        compaction_lease_until=lease
     )
     if not claimed:
-        return "locked" if Thread.objects.filter(pk=thread_id).exists() else "missing"
+        return "locked" if rows.exists() else "missing"
     try:
         thread = Thread.objects.select_related("workspace", "agent").get(pk=thread_id)
-        plan = _compaction_plan(thread)
+        source = rows.get() if node else thread
+        plan = _compaction_plan(thread, source=source, node=node)
         if plan is None:
-            Thread.objects.filter(pk=thread_id).update(compaction_requested_at=None)
+            rows.update(compaction_requested_at=None)
             return "up_to_date"
         try:
             summary, method = thread_summarize(
                 thread=thread, previous=plan.previous_summary, messages=plan.messages
             )
         except LLMError as exc:
-            Thread.objects.filter(pk=thread_id).update(compaction_error=str(exc)[:2000])
+            rows.update(compaction_error=str(exc)[:2000])
             raise
         # Compare-and-set on the summary it extends: a summary written meanwhile is not lost.
-        Thread.objects.filter(pk=thread_id, summary_upto_id=thread.summary_upto_id).update(
+        rows.filter(summary_upto_id=source.summary_upto_id).update(
             summary=summary,
             summary_upto_id=plan.upto["id"],
             summary_upto_depth=plan.upto["depth"],
@@ -158,7 +218,7 @@ def thread_compact(*, thread_id) -> str:
         )
         return "compacted"
     finally:
-        Thread.objects.filter(pk=thread_id, compaction_lease_until=lease).update(compaction_lease_until=None)
+        rows.filter(compaction_lease_until=lease).update(compaction_lease_until=None)
 
 
 def thread_compact_request(*, thread: Thread) -> None:

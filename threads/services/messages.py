@@ -16,7 +16,7 @@ from threads.lib.parts import content_parts
 from threads.lib.tree import TreeNode, child_position
 from threads.lib.validation import MessageErrors, message_clean
 from threads.models import Message, Thread
-from threads.services.compaction import _compaction_request_if_needed
+from threads.services.compaction import _compaction_request_if_needed, _node_compaction_request_if_needed
 
 MESSAGES_REQUIRED = "Send at least one message."
 BATCH_TOO_LARGE = "At most {limit} messages per request."
@@ -400,6 +400,10 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
         main_leaf = next((m for m in reversed(created) if not m.node_id), None)
         if main_leaf is not None:
             _compaction_request_if_needed(thread=thread, locked=locked, leaf=main_leaf)
+        # Each node (a delegated sub-agent's history) is compressed past its own share.
+        node_leaves = {m.node_id: m for m in created if m.node_id}
+        for node_leaf in node_leaves.values():
+            _node_compaction_request_if_needed(thread=thread, leaf=node_leaf)
         _semantic_recall_embed(thread=thread, messages=created)
     return result
 

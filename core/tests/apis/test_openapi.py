@@ -72,7 +72,8 @@ class OpenApiDocumentTests(MemoryTestCase):
         assert "/api/v1/threads/{thread_id}/messages/" in paged
         assert "/api/v1/store/items/" in paged
         assert "/api/v1/webhooks/{subscription_id}/deliveries/" in paged
-        assert len(paged) == 16
+        assert "/api/v1/threads/{thread_id}/transfers/" in paged
+        assert len(paged) == 17
 
     def test_no_operation_answers_a_bare_array_except_the_tool_schemas(self):
         bare = [

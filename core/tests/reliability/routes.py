@@ -532,7 +532,9 @@ API_CASES: dict[str, ApiCase] = {
         path=lambda w: {"thread_id": w.thread.pk, "message_id": w.m_user.pk}
     ),
     "api:threads:tool-result": ApiCase(path=lambda w: {"thread_id": w.thread.pk, "message_id": w.m_tool.pk}),
-    "api:threads:history": ApiCase(path=_thread, query={"get": lambda w: {"max_messages": "10"}}),
+    "api:threads:history": ApiCase(
+        path=_thread, query={"get": lambda w: {"max_messages": "10", "tool_format": "text", "agent": A2_SLUG}}
+    ),
     "api:threads:compact": ApiCase(path=_thread),
     "api:threads:plan": ApiCase(
         path=_thread, bodies={"put": lambda w: {"plan": {"steps": ["book", "pay"]}}}, free_json=("plan",)
@@ -554,6 +556,25 @@ API_CASES: dict[str, ApiCase] = {
                 "detail": {"k": "v"},
             }
         },
+    ),
+    "api:threads:transfers": ApiCase(
+        path=_thread,
+        bodies={
+            "post": lambda w: {
+                "from_agent": A1_SLUG,
+                "to_agent": A2_SLUG,
+                "reason": "billing question",
+                "message": str(w.m_user.pk),
+            }
+        },
+        agent_field="from_agent",
+        refs=(
+            Ref(
+                "post",
+                lambda w: {"to_agent": A1_SLUG, "message": str(w.m_user.pk)},
+                path=lambda w: {"thread_id": w.a2_thread.pk},
+            ),
+        ),
     ),
     "api:facts:list": ApiCase(
         path=_none, bodies={"post": _remember}, refs=REMEMBER_REFS[:1], free_json=("value",)
@@ -704,6 +725,8 @@ API_CASES: dict[str, ApiCase] = {
         path=lambda w: {"procedure_id": w.procedure.pk},
         bodies={"post": lambda w: {"success": True, "duration_ms": 1200}},
     ),
+    # An agent-bound key learns from its own agent's episodes only (naming another is a 404).
+    "api:procedures:learn": ApiCase(path=_none, bodies={"post": lambda w: {"agent": A1_SLUG}}),
     "api:checkpoints:list": ApiCase(path=_none),
     "api:checkpoints:batch-delete": ApiCase(
         path=_none, bodies={"post": lambda w: {"ids": [str(w.checkpoint.pk)]}}
@@ -886,6 +909,18 @@ BROWSER_CASES: dict[str, BrowserCase] = {
         lambda w: {"value": "formal", "fact_type": "world_knowledge", "confidence": "0.7", "evidence": ""},
     ),
     **_tab("episode", "episode", lambda w: {"rating": "4", "comment": "Good."}),
+    "memories:episode-record-edit": BrowserCase(
+        path=_pk("episode"),
+        levels={"get": "edit", "post": "edit"},
+        data={
+            "post": lambda w: {
+                "trigger_type": "chat",
+                "error": "",
+                "input": '{"q": "move"}',
+                "final_output": "",
+            }
+        },
+    ),
     **_tab("entry", "entry", lambda w: {"content": "Ada lives in Lisbon.", "status": "active"}),
     **_tab("thread", "thread", lambda w: {"title": "Renamed"}),
     "memories:thread-tool-result": BrowserCase(
@@ -895,6 +930,12 @@ BROWSER_CASES: dict[str, BrowserCase] = {
     "memories:user-pick": BrowserCase(path=_none, levels={"get": "read"}),
     "memories:thread-pick": BrowserCase(path=_none, levels={"get": "read"}),
     **_tab("checkpoint", "checkpoint"),
+    "memories:checkpoint-edit": BrowserCase(
+        path=_pk("checkpoint"),
+        levels={"get": "edit", "post": "edit"},
+        data={"post": lambda w: {"metadata": '{"source": "update", "step": 2}'}},
+    ),
+    "memories:checkpoint-state": BrowserCase(path=_pk("checkpoint"), levels={"get": "read"}),
     "memories:store": BrowserCase(path=_none, levels={"get": "read"}),
     "memories:store-item": BrowserCase(path=_pk("store_item"), levels={"get": "read"}),
     "memories:store-item-edit": BrowserCase(
