@@ -15,7 +15,7 @@ from core.services import audit_record
 from threads.lib.parts import content_parts
 from threads.lib.tree import TreeNode, child_position
 from threads.lib.validation import MessageErrors, message_clean
-from threads.models import Message, Thread
+from threads.models import Message, NodeSummary, Thread
 from threads.services.compaction import _compaction_request_if_needed, _node_compaction_request_if_needed
 
 MESSAGES_REQUIRED = "Send at least one message."
@@ -434,6 +434,8 @@ def thread_messages_clear(*, thread: Thread, node_id: str, actor: str = "system"
             node_id=node_id
         ).update(parent=None)
         deleted, _ = node_messages.delete()
+        # The node's summary covered those messages: a cleared node starts without one.
+        NodeSummary.objects.filter(thread=thread, node_id=node_id).delete()
         Thread.objects.filter(pk=thread.pk).update(message_count=F("message_count") - deleted)
         audit_record(
             workspace=thread.workspace,

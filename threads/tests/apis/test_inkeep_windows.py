@@ -156,6 +156,14 @@ class SubagentCompressionTests(MemoryTestCase):
         main = self.api().get(f"/api/v1/threads/{self.thread.pk}/history/").json()
         assert main["summary_applied"] is False
 
+    def test_clearing_the_node_drops_its_summary(self):
+        self.post_node_turns(20)
+        assert NodeSummary.objects.filter(thread=self.thread, node_id="researcher").exists()
+        response = self.api().delete(self.messages_url + "?node=researcher")
+        assert response.status_code == 200, response.json()
+        assert not NodeSummary.objects.filter(thread=self.thread).exists()
+        assert self.history()["messages"] == []
+
     def test_a_lower_share_compacts_earlier(self):
         # 10 messages of about 50 tokens: ~500 passes 0.5 x 1000 but not 0.75 x 1000.
         assert self.post_node_turns(10, execute=False) == []
