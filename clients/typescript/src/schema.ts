@@ -149,6 +149,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/episodes/{episode_id}/extract-facts/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Learn facts from an episode
+         * @description Propose and store facts from an episode's record, each citing it with a quote.
+         */
+        post: operations["v1_episodes_extract_facts_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/episodes/{episode_id}/feedback/": {
         parameters: {
             query?: never;
@@ -177,6 +197,26 @@ export interface paths {
         put?: never;
         /** Delete several episodes */
         post: operations["v1_episodes_batch_delete_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/episodes/search/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search episodes by meaning and text
+         * @description Episodes most related to a query: full-text, by meaning, or both (hybrid).
+         */
+        post: operations["v1_episodes_search_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -244,6 +284,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
+         * Store several entries directly, all or none
          * @description Store several entries of one (agent, person) directly, all or none, in one transaction.
          *
          *     Every item is validated first: one invalid item answers 400 with `fields` named
@@ -619,6 +660,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/procedures/learn/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Learn procedures from episodes now
+         * @description Run a learning pass now: count episodes as runs, propose procedures from repeated
+         *     successes. A workspace key learns from every agent's episodes, or from `agent`'s; an
+         *     agent-bound key only from its own agent's.
+         */
+        post: operations["v1_procedures_learn_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/procedures/match/": {
         parameters: {
             query?: never;
@@ -669,6 +732,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
+         * Run a batch of get, put, search and list_namespaces ops
          * @description LangGraph's `batch`: get, put, search and list_namespaces ops in one request.
          *
          *     Reads see the store as it was before the batch's puts (LangGraph's own stores behave
@@ -688,12 +752,21 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description One item by namespace and key: read, write (upsert), delete. */
+        /**
+         * Get an item by namespace and key
+         * @description One item by namespace and key: read, write (upsert), delete.
+         */
         get: operations["store_item_get"];
-        /** @description Store a JSON object at (namespace, key); the same place again replaces it (200). */
+        /**
+         * Put an item at a namespace and key
+         * @description Store a JSON object at (namespace, key); the same place again replaces it (200).
+         */
         put: operations["store_item_put"];
         post?: never;
-        /** @description Delete the item; deleting one that is not there is not an error (204). */
+        /**
+         * Delete an item by namespace and key
+         * @description Delete the item; deleting one that is not there is not an error (204).
+         */
         delete: operations["store_item_delete"];
         options?: never;
         head?: never;
@@ -707,6 +780,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** List the store's items */
         get: operations["store_items_list"];
         put?: never;
         post?: never;
@@ -725,6 +799,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /** Delete several store items */
         post: operations["v1_store_items_batch_delete_create"];
         delete?: never;
         options?: never;
@@ -741,7 +816,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description The namespaces of the partition, sorted, matched by prefix and suffix, cut to a depth. */
+        /**
+         * List the namespaces of the partition
+         * @description The namespaces of the partition, sorted, matched by prefix and suffix, cut to a depth.
+         */
         post: operations["store_namespaces"];
         delete?: never;
         options?: never;
@@ -758,7 +836,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Items under a namespace prefix, filtered by value fields, ranked by a query when given. */
+        /**
+         * Search items under a namespace prefix
+         * @description Items under a namespace prefix, filtered by value fields, ranked by a query when given.
+         */
         post: operations["store_search"];
         delete?: never;
         options?: never;
@@ -1040,6 +1121,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/threads/{thread_id}/transfers/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a thread's transfers between agents
+         * @description Transfers of control between agents (Inkeep's transfer), honoured by `/history/?agent=`.
+         */
+        get: operations["v1_threads_transfers_list"];
+        put?: never;
+        /**
+         * Record a transfer of the thread from one agent to another
+         * @description Transfers of control between agents (Inkeep's transfer), honoured by `/history/?agent=`.
+         */
+        post: operations["v1_threads_transfers_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/threads/batch-delete/": {
         parameters: {
             query?: never;
@@ -1092,6 +1197,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
+         * Run tool calls as a model wrote them (OpenAI, Anthropic or MCP)
          * @description Execute tool calls as a model wrote them: an OpenAI tool call, an Anthropic `tool_use`
          *     block or an MCP `{name, arguments}`, or a list of them (at most 32, run in order). Each
          *     is answered in its own shape (an OpenAI `tool` message, an Anthropic `tool_result` block,
@@ -1113,8 +1219,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** List webhook subscriptions */
         get: operations["webhooks_list"];
         put?: never;
+        /** Subscribe a URL to memory events */
         post: operations["v1_webhooks_create"];
         delete?: never;
         options?: never;
@@ -1129,12 +1237,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** Get a webhook subscription */
         get: operations["v1_webhooks_retrieve"];
         put?: never;
         post?: never;
+        /** Delete a webhook subscription */
         delete: operations["v1_webhooks_destroy"];
         options?: never;
         head?: never;
+        /** Change, pause or re-enable a webhook subscription */
         patch: operations["v1_webhooks_partial_update"];
         trace?: never;
     };
@@ -1145,7 +1256,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description The subscription's delivery log, newest first. */
+        /**
+         * List a subscription's deliveries, newest first
+         * @description The subscription's delivery log, newest first.
+         */
         get: operations["webhooks_deliveries_list"];
         put?: never;
         post?: never;
@@ -1164,7 +1278,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Send a `ping` event now, to check that the receiver answers and verifies signatures. */
+        /**
+         * Send a ping event to a subscription now
+         * @description Send a `ping` event now, to check that the receiver answers and verifies signatures.
+         */
         post: operations["v1_webhooks_ping_create"];
         delete?: never;
         options?: never;
@@ -1181,7 +1298,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Replace the signing secret; the new one is in this response only. */
+        /**
+         * Rotate a subscription's signing secret
+         * @description Replace the signing secret; the new one is in this response only.
+         */
         post: operations["v1_webhooks_rotate_secret_create"];
         delete?: never;
         options?: never;
@@ -1193,14 +1313,6 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         AgentListInputRequest: {
             slug: string;
             name?: string;
@@ -1234,14 +1346,6 @@ export interface components {
          * @enum {string}
          */
         AnthropicToolResultTypeEnum: "tool_result";
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         AnthropicToolUseRequest: {
             type: components["schemas"]["AnthropicToolUseTypeEnum"];
             id: string;
@@ -1279,14 +1383,6 @@ export interface components {
             /** @description True when the idempotency key was seen before. */
             duplicate: boolean;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         BatchDeleteInputRequest: {
             ids: string[];
         };
@@ -1295,13 +1391,13 @@ export interface components {
             not_found: string[];
         };
         /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
+         * @description * `user` - user
+         *     * `assistant` - assistant
+         * @enum {string}
          */
+        BelongsToEnum: "user" | "assistant";
+        /** @enum {unknown} */
+        BlankEnum: "";
         CandidateRequest: {
             content: string;
             source: string;
@@ -1349,13 +1445,12 @@ export interface components {
             pending_writes: components["schemas"]["PendingWriteOutput"][];
         };
         /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
+         * @description * `plain` - plain
+         *     * `parts` - parts
+         *     * `anthropic` - anthropic
+         * @enum {string}
          */
+        ContentFormatEnum: "plain" | "parts" | "anthropic";
         ContextAssembleInputRequest: {
             /** @description Agent slug; implied by an agent-bound key. */
             agent?: string;
@@ -1376,6 +1471,30 @@ export interface components {
             append?: boolean;
             idempotency_key?: string;
             node?: string;
+            /**
+             * @description What a named node reads and appends to: its own messages (node) or the main conversation. Default: the agent's memory_mode.
+             *
+             *     * `conversation` - conversation
+             *     * `node` - node
+             */
+            memory_mode?: components["schemas"]["MemoryModeEnum"];
+            /**
+             * @description user: the blocks come as the history's first message, a user message with the stable id context-<thread id>, and system_prompt is empty.
+             *
+             *     * `system` - system
+             *     * `user` - user
+             * @default system
+             */
+            system_as?: components["schemas"]["SystemAsEnum"];
+            /**
+             * @description How history messages with files come: plain (content a string, references in `files`), parts (OpenAI content parts: text, image_url, documents inlined as text) or anthropic (text and image blocks). Their tokens count against the budget either way.
+             *
+             *     * `plain` - plain
+             *     * `parts` - parts
+             *     * `anthropic` - anthropic
+             * @default plain
+             */
+            content_format?: components["schemas"]["ContentFormatEnum"];
             allocation?: {
                 [key: string]: number;
             };
@@ -1438,13 +1557,12 @@ export interface components {
             payload: unknown;
         };
         /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
+         * @description * `low` - low
+         *     * `high` - high
+         *     * `auto` - auto
+         * @enum {string}
          */
+        DetailEnum: "low" | "high" | "auto";
         EntryCreateBatchInputRequest: {
             /** @description Agent slug (implied by an agent-bound key). */
             agent?: string;
@@ -1454,7 +1572,13 @@ export interface components {
             thread?: string | null;
             /** @description The entries, each as in POST /api/v1/episodic-entries/. */
             items: components["schemas"]["EntryCreateItemRequest"][];
-        };
+        } & ({
+            /** Format: uuid */
+            memory_user: string | null;
+        } | {
+            /** Format: uuid */
+            thread: string | null;
+        });
         EntryCreateBatchOutput: {
             /** @description Entries stored. */
             created: number;
@@ -1463,14 +1587,6 @@ export interface components {
             /** @description One per item, in order. */
             results: components["schemas"]["EntryCreateResult"][];
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         EntryCreateItemRequest: {
             /** @description The note: one short self-contained sentence about the person. Stored in normal form (NFKC, invisible characters dropped, whitespace collapsed); must not be empty after that. */
             content: string;
@@ -1505,14 +1621,17 @@ export interface components {
             index: number;
             status: components["schemas"]["EntryCreateResultStatusEnum"];
             /**
-             * @description With `duplicate`: exact (same normal form) or similar (cosine at least the agent's `dedupe_threshold`), against a stored entry or an earlier item.
+             * @description With `duplicate`: exact (same normal form) or similar (cosine at least the agent's `dedupe_threshold`), against a stored entry or an earlier item, or a restatement of a stored entry (`confirmed_existing`).
              *
              *     * `duplicate_exact` - duplicate_exact
              *     * `duplicate_similar` - duplicate_similar
+             *     * `confirmed_existing` - confirmed_existing
              */
             reason: (components["schemas"]["ReasonEnum"] | components["schemas"]["NullEnum"]) | null;
             /** Format: double */
             similarity: number | null;
+            /** @description The consolidation decision with a similar stored entry (below the duplicate threshold): {decision (add, update, supersede or noop), reason, by (llm or rule), old, new, similarity}; null when none was similar. */
+            consolidation: unknown;
             /** @description The stored entry, or the one the item duplicates. */
             entry: components["schemas"]["EntryOutput"];
         };
@@ -1529,14 +1648,6 @@ export interface components {
          * @enum {string}
          */
         EntryDetailInputStatusEnum: "active" | "superseded" | "rejected";
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         EntryExtractInputRequest: {
             /** @description Agent slug (implied by an agent-bound key). */
             agent?: string;
@@ -1575,6 +1686,8 @@ export interface components {
             }[];
             llm_used: boolean;
             llm_error: string;
+            /** @description No chat endpoint is configured: the offline method proposed candidates. */
+            offline_used: boolean;
         };
         EntryHit: {
             /** Format: double */
@@ -1597,7 +1710,26 @@ export interface components {
             source_thread: string | null;
             source_message_ids: string[];
             metadata: unknown;
+            /** @description active, superseded (closed by a newer entry) or rejected. */
             status: string;
+            /** Format: date-time */
+            valid_from: string;
+            /**
+             * Format: date-time
+             * @description When it was superseded; null while current.
+             */
+            valid_to: string | null;
+            /**
+             * Format: uuid
+             * @description The entry that replaced this one.
+             */
+            superseded_by: string | null;
+            /** @description Restatements counted as confirmations (`noop`). */
+            times_confirmed: number;
+            /** Format: date-time */
+            last_confirmed_at: string | null;
+            /** @description The decision that stored this entry next to a similar one: {decision (add, update, supersede), reason, by (llm or rule), old, new, similarity}; {} when none was similar. */
+            consolidation: unknown;
             /** @description Whether a vector is stored: entries stored inline by `extract` with `sync` or by a create are embedded at once unless the embedding endpoint failed (then a task embeds them). */
             readonly embedded: boolean;
             embedding_model: string;
@@ -1608,10 +1740,11 @@ export interface components {
             /** @description True: stored now. False: not stored, because it duplicates the active stored entry this body describes. */
             created: boolean;
             /**
-             * @description When not created: `duplicate_exact` (same normal form, case-insensitive) or `duplicate_similar` (cosine similarity at least the agent's `dedupe_threshold`).
+             * @description When not created: `duplicate_exact` (same normal form, case-insensitive), `duplicate_similar` (cosine similarity at least the agent's `dedupe_threshold`) or `confirmed_existing` (a restatement of the stored entry, counted as its confirmation).
              *
              *     * `duplicate_exact` - duplicate_exact
              *     * `duplicate_similar` - duplicate_similar
+             *     * `confirmed_existing` - confirmed_existing
              */
             reason: (components["schemas"]["ReasonEnum"] | components["schemas"]["NullEnum"]) | null;
             /**
@@ -1620,14 +1753,6 @@ export interface components {
              */
             similarity: number | null;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         EntryListInputRequest: {
             /** @description Agent slug (implied by an agent-bound key). */
             agent?: string;
@@ -1684,7 +1809,26 @@ export interface components {
             source_thread: string | null;
             source_message_ids: string[];
             metadata: unknown;
+            /** @description active, superseded (closed by a newer entry) or rejected. */
             status: string;
+            /** Format: date-time */
+            valid_from: string;
+            /**
+             * Format: date-time
+             * @description When it was superseded; null while current.
+             */
+            valid_to: string | null;
+            /**
+             * Format: uuid
+             * @description The entry that replaced this one.
+             */
+            superseded_by: string | null;
+            /** @description Restatements counted as confirmations (`noop`). */
+            times_confirmed: number;
+            /** Format: date-time */
+            last_confirmed_at: string | null;
+            /** @description The decision that stored this entry next to a similar one: {decision (add, update, supersede), reason, by (llm or rule), old, new, similarity}; {} when none was similar. */
+            consolidation: unknown;
             /** @description Whether a vector is stored: entries stored inline by `extract` with `sync` or by a create are embedded at once unless the embedding endpoint failed (then a task embeds them). */
             readonly embedded: boolean;
             embedding_model: string;
@@ -1700,14 +1844,6 @@ export interface components {
          * @enum {string}
          */
         EntrySearchInputModeEnum: "hybrid" | "lexical" | "vector";
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         EntrySearchInputRequest: {
             /** @description Agent slug (implied by an agent-bound key). */
             agent?: string;
@@ -1737,14 +1873,6 @@ export interface components {
             plan: string | null;
             memory?: string;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         EpisodeCloseInputRequest: {
             outcome: components["schemas"]["EpisodeOutcomeEnum"];
             final_output?: unknown;
@@ -1760,26 +1888,75 @@ export interface components {
             /** @description Facts that cited them as their source, kept. */
             facts_unlinked: number;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
+        EpisodeExtractFactsInputRequest: {
+            /** @description Facts to check and store; without them the chat model (or patterns) proposes. */
+            candidates?: components["schemas"]["EpisodeFactCandidateRequest"][];
+            /**
+             * @description false: propose with the deterministic patterns even with a chat model.
+             * @default true
+             */
+            use_llm?: boolean;
+        };
+        EpisodeExtractFactsOutput: {
+            /** @description given, llm or patterns. */
+            method: string;
+            /** @description Why the chat model was not used. */
+            llm_error: string;
+            stored: components["schemas"]["EpisodeFactStored"][];
+            rejected: components["schemas"]["EpisodeFactRejected"][];
+        };
+        EpisodeFactCandidateRequest: {
+            key: string;
+            value: unknown;
+            /** @description An exact quote of the episode's record. */
+            evidence: string;
+        };
+        EpisodeFactRejected: {
+            key: unknown;
+            value: unknown;
+            evidence: string;
+            /** @description key_missing, value_missing, evidence_missing, evidence_not_in_episode, evidence_not_from_user, current_value_differs, over_max_facts, or fact validation's message. */
+            reason: string;
+            /** @description The current fact a different value met. */
+            fact?: components["schemas"]["FactOutput"];
+        };
+        EpisodeFactStored: {
+            key: string;
+            value: unknown;
+            evidence: string;
+            /** @description created or confirmed. */
+            outcome: string;
+            /** @description Where the quote is: messages[i], input or final_output. */
+            found_in: string;
+            fact: components["schemas"]["FactOutput"];
+        };
         EpisodeFeedbackInputRequest: {
             rating: number | null;
             comment?: string;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
+        EpisodeHit: {
+            /**
+             * Format: double
+             * @description The fused score the hits are ordered by.
+             */
+            score: number;
+            /**
+             * Format: double
+             * @description BM25 of the query's terms in the episode's text (0: none).
+             */
+            lexical: number;
+            /**
+             * Format: double
+             * @description Cosine similarity of the episode's vector (null: none yet, or lexical mode).
+             */
+            vector: number | null;
+            /**
+             * Format: double
+             * @description The recency term added to the score.
+             */
+            recency: number;
+            episode: components["schemas"]["EpisodeOutput"];
+        };
         EpisodeListInputRequest: {
             agent?: string;
             /** Format: uuid */
@@ -1833,6 +2010,50 @@ export interface components {
             feedback_comment: string;
             /** Format: date-time */
             created_at: string;
+        };
+        /**
+         * @description * `hybrid` - hybrid
+         *     * `lexical` - lexical
+         *     * `vector` - vector
+         *     * `semantic` - semantic
+         * @enum {string}
+         */
+        EpisodeSearchInputModeEnum: "hybrid" | "lexical" | "vector" | "semantic";
+        /**
+         * @description * `success` - Success
+         *     * `failure` - Failure
+         *     * `open` - Open (not closed)
+         * @enum {string}
+         */
+        EpisodeSearchInputOutcomeEnum: "success" | "failure" | "open";
+        EpisodeSearchInputRequest: {
+            query: string;
+            /**
+             * @description hybrid (default), lexical (full-text only), vector or semantic (by meaning only).
+             *
+             *     * `hybrid` - hybrid
+             *     * `lexical` - lexical
+             *     * `vector` - vector
+             *     * `semantic` - semantic
+             * @default hybrid
+             */
+            mode?: components["schemas"]["EpisodeSearchInputModeEnum"];
+            /** @default 10 */
+            top_k?: number;
+            agent?: string;
+            /** Format: uuid */
+            memory_user?: string | null;
+            outcome?: components["schemas"]["EpisodeSearchInputOutcomeEnum"] | components["schemas"]["BlankEnum"];
+            trigger_type?: string;
+            /** Format: date-time */
+            started_after?: string | null;
+            /** Format: date-time */
+            started_before?: string | null;
+        };
+        EpisodeSearchOutput: {
+            results: components["schemas"]["EpisodeHit"][];
+            /** @description Vector plan used: exact, hnsw, or null. */
+            plan: string | null;
         };
         /**
          * @description * `user_assertion` - User assertion
@@ -1917,6 +2138,17 @@ export interface components {
          * @enum {string}
          */
         FactTypeEnum: "user_preference" | "world_knowledge" | "self_knowledge" | "correction" | "relationship";
+        GetOpRequest: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            op: "get";
+            namespace: string[];
+            key: string;
+            /** @default true */
+            refresh_ttl?: boolean;
+        };
         History: {
             /** @description Chat-format messages, oldest first. */
             messages: {
@@ -1932,15 +2164,13 @@ export interface components {
                 [key: string]: unknown;
             }[];
             leaf_id: string | null;
+            /**
+             * @description Why there is no history: conversation_memory_off when the agent's conversation_memory setting is off (turns are still stored; the message is then reserved, not in the history).
+             *
+             *     * `conversation_memory_off` - conversation_memory_off
+             */
+            off_reason: (components["schemas"]["OffReasonEnum"] | components["schemas"]["NullEnum"]) | null;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         IdentityInputRequest: {
             channel: string;
             external_id: string;
@@ -1996,14 +2226,6 @@ export interface components {
          * @enum {string}
          */
         IterationListInputOutcomeEnum: "success" | "failure" | "retry" | "skipped";
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         IterationListInputRequest: {
             task: string;
             outcome: components["schemas"]["IterationListInputOutcomeEnum"];
@@ -2025,6 +2247,19 @@ export interface components {
             /** Format: date-time */
             at: string;
         };
+        ListNamespacesOpRequest: {
+            match_conditions?: components["schemas"]["MatchConditionRequest"][];
+            max_depth?: number | null;
+            /** @default 100 */
+            limit?: number;
+            /** @default 0 */
+            offset?: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            op: "list_namespaces";
+        };
         MCPCallToolResult: {
             content: components["schemas"]["MCPTextContent"][];
             /** @description The tool's result (absent on error); schema {'type': 'object', 'additionalProperties': True}. */
@@ -2040,28 +2275,12 @@ export interface components {
          * @enum {string}
          */
         MCPTextContentTypeEnum: "text";
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         MCPToolCallRequest: {
             name: string;
             arguments?: {
                 [key: string]: unknown;
             } | null;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         MatchConditionRequest: {
             /**
              * @description "prefix" or "suffix"; a "*" label matches any label.
@@ -2078,6 +2297,12 @@ export interface components {
          * @enum {string}
          */
         MatchTypeEnum: "prefix" | "suffix";
+        /**
+         * @description * `conversation` - conversation
+         *     * `node` - node
+         * @enum {string}
+         */
+        MemoryModeEnum: "conversation" | "node";
         /**
          * @description * `facts` - facts
          *     * `procedures` - procedures
@@ -2096,14 +2321,6 @@ export interface components {
             episodes: number;
             episodic_entries: number;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         MemoryUserIdentifyInputRequest: {
             channel: string;
             external_id: string;
@@ -2120,27 +2337,11 @@ export interface components {
             preferences: unknown;
             episodes: components["schemas"]["EpisodeOutput"][];
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         MemoryUserListInputRequest: {
             canonical_id: string;
             display_name?: string;
             identities?: components["schemas"]["IdentityInputRequest"][];
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         MemoryUserMergeInputRequest: {
             /** Format: uuid */
             target: string;
@@ -2178,11 +2379,60 @@ export interface components {
             deleted: number;
         };
         /**
+         * @description One file reference (docs/threads.md, "Files"). An image carries an http(s) `url` (passed
+         *     on to the model, never fetched) or base64 `data` with its `mime_type`; a document carries
+         *     its extracted `text` (or a `url`); Dify's `transfer_method` / `file_id` references are kept
+         *     as they are. The history's `content_format=parts` renders them as content parts.
+         */
+        MessageFileRequest: {
+            type: components["schemas"]["MessageFileTypeEnum"];
+            /**
+             * @description Default: remote_url with `url`, inline with `data` or `text`, else local_file.
+             *
+             *     * `local_file` - local_file
+             *     * `remote_url` - remote_url
+             *     * `tool_file` - tool_file
+             *     * `inline` - inline
+             */
+            transfer_method?: components["schemas"]["TransferMethodEnum"];
+            /** @description http(s), at most 2000 characters; or a base64 data: URL of an image. */
+            url?: string;
+            /** @description An image's bytes in base64 (THREADS_FILE_DATA_MAX_BYTES decoded; over: 413). */
+            data?: string;
+            /** @description Required with `data`: one of image/png, image/jpeg, image/gif, image/webp. */
+            mime_type?: string;
+            /**
+             * @description Images; default auto.
+             *
+             *     * `low` - low
+             *     * `high` - high
+             *     * `auto` - auto
+             */
+            detail?: components["schemas"]["DetailEnum"];
+            name?: string;
+            filename?: string;
+            /** @description A document's extracted text (THREADS_FILE_TEXT_MAX_CHARS; over: 413). */
+            text?: string;
+            file_id?: string;
+            belongs_to?: components["schemas"]["BelongsToEnum"];
+            /** Format: int64 */
+            size?: number;
+        };
+        /**
+         * @description * `image` - image
+         *     * `audio` - audio
+         *     * `video` - video
+         *     * `document` - document
+         *     * `custom` - custom
+         * @enum {string}
+         */
+        MessageFileTypeEnum: "image" | "audio" | "video" | "document" | "custom";
+        /**
          * @description One message to append. `content` is required unless the message carries `tool_calls`
          *     (assistant messages: {id, name, arguments} or OpenAI's {id, type, function}) or `files`
-         *     (references, never bytes); a tool result names the call it answers in `tool_call_id`.
-         *     `parent` defaults to the node's newest message; the same `idempotency_key` again answers
-         *     the stored message (200) instead of storing a new one.
+         *     (image URLs or base64 data, document text, or references); a tool result names the call
+         *     it answers in `tool_call_id`. `parent` defaults to the node's newest message; the same
+         *     `idempotency_key` again answers the stored message (200) instead of storing a new one.
          */
         MessageInputRequest: {
             /** Format: uuid */
@@ -2198,9 +2448,7 @@ export interface components {
                 [key: string]: unknown;
             }[];
             tool_call_id?: string;
-            files?: {
-                [key: string]: unknown;
-            }[];
+            files?: components["schemas"]["MessageFileRequest"][];
             metadata?: {
                 [key: string]: unknown;
             };
@@ -2215,21 +2463,11 @@ export interface components {
                 [key: string]: unknown;
             }[];
         } | {
-            files: {
-                [key: string]: unknown;
-            }[];
+            files: components["schemas"]["MessageFileRequest"][];
         });
         MessageListAppendOutput: {
             messages: components["schemas"]["AppendedMessageOutput"][];
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         MessageListInputRequest: {
             messages: components["schemas"]["MessageInputRequest"][];
         };
@@ -2266,14 +2504,6 @@ export interface components {
          * @enum {string}
          */
         MessageRoleEnum: "system" | "user" | "assistant" | "tool";
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         NamespacesInputRequest: {
             /** @description Agent whose partition to act in (implied by an agent-bound key; absent: the workspace's). */
             agent?: string;
@@ -2287,26 +2517,15 @@ export interface components {
         /** @enum {unknown} */
         NullEnum: null;
         /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
+         * @description * `conversation_memory_off` - conversation_memory_off
+         * @enum {string}
          */
+        OffReasonEnum: "conversation_memory_off";
         OpenAIFunctionCallRequest: {
             name: string;
             /** @description The arguments as the JSON string the model wrote (or as an object). */
             arguments?: unknown;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         OpenAIToolCallRequest: {
             id: string;
             type?: components["schemas"]["OpenAIToolCallTypeEnum"];
@@ -2594,14 +2813,25 @@ export interface components {
             previous: string | null;
             results: components["schemas"]["ThreadOutput"][];
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
+        PaginatedTransferOutputList: {
+            /** @example 1 */
+            count: number;
+            /** @example 50 */
+            limit: number;
+            /** @example 0 */
+            offset: number;
+            /**
+             * Format: uri
+             * @example null
+             */
+            next: string | null;
+            /**
+             * Format: uri
+             * @example null
+             */
+            previous: string | null;
+            results: components["schemas"]["TransferOutput"][];
+        };
         PatchedAgentDetailInputRequest: {
             name?: string;
             /** @description Keys to override; a null value restores the default. */
@@ -2609,28 +2839,12 @@ export interface components {
                 [key: string]: unknown;
             };
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         PatchedEntryDetailInputRequest: {
             content?: string;
             status?: components["schemas"]["EntryDetailInputStatusEnum"];
             source?: components["schemas"]["EpisodicEntrySourceEnum"];
             metadata?: unknown;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         PatchedEpisodeDetailInputRequest: {
             trigger_type?: string;
             trigger_payload?: {
@@ -2642,14 +2856,6 @@ export interface components {
             final_output?: unknown;
             error?: string;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         PatchedFactDetailInputRequest: {
             /** @description A new value supersedes this version. */
             value?: unknown;
@@ -2658,26 +2864,10 @@ export interface components {
             confidence?: number;
             evidence?: string;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         PatchedMemoryUserDetailInputRequest: {
             display_name?: string;
             canonical_id?: string;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         PatchedProcedureDetailInputRequest: {
             name?: string;
             description?: string;
@@ -2686,14 +2876,6 @@ export interface components {
             content?: unknown;
             is_active?: boolean;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         PatchedThreadDetailInputRequest: {
             title?: string;
             metadata?: {
@@ -2703,14 +2885,6 @@ export interface components {
             channel?: string;
             client_key?: string;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         PatchedWebhookDetailInputRequest: {
             /** Format: uri */
             url?: string;
@@ -2746,6 +2920,20 @@ export interface components {
             /** @description Procedures evolved from them, kept without a parent. */
             children_unlinked: number;
         };
+        ProcedureLearnInputRequest: {
+            /** @description Only this agent's episodes. */
+            agent?: string;
+        };
+        ProcedureLearnOutput: {
+            /** @description Procedures proposed by this pass: self-learned and inactive until activated. */
+            proposed: components["schemas"]["ProcedureOutput"][];
+            /** @description Episodes newly counted as runs of a procedure. */
+            runs_counted: number;
+            /** @description Successful episodes appended to the evidence of procedures proposed earlier. */
+            evidence_added: number;
+            /** @description Closed episodes of the window read by the pass. */
+            episodes_scanned: number;
+        };
         /**
          * @description * `human` - Taught by a human
          *     * `self_learned` - Learned from episodes
@@ -2753,14 +2941,6 @@ export interface components {
          * @enum {string}
          */
         ProcedureListInputOriginEnum: "human" | "self_learned" | "evolved";
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         ProcedureListInputRequest: {
             /** @description Omit for a workspace-wide procedure. */
             agent?: string;
@@ -2787,14 +2967,6 @@ export interface components {
              */
             parent: string | null;
         });
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         ProcedureMatchInputRequest: {
             goal: string;
             agent?: string;
@@ -2848,14 +3020,6 @@ export interface components {
              */
             readonly similarity: number | null;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         ProcedureRunInputRequest: {
             success: boolean;
             /** Format: int64 */
@@ -2869,6 +3033,22 @@ export interface components {
          * @enum {string}
          */
         ProcedureTypeEnum: "workflow_graph" | "prompt_template" | "code_snippet" | "tool_sequence";
+        PutOpRequest: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            op: "put";
+            namespace: string[];
+            key: string;
+            /** @description null deletes the item. */
+            value: {
+                [key: string]: unknown;
+            } | null;
+            index?: unknown;
+            /** Format: double */
+            ttl?: number | null;
+        };
         QueuedOutput: {
             status: components["schemas"]["QueuedOutputStatusEnum"];
         };
@@ -2880,17 +3060,10 @@ export interface components {
         /**
          * @description * `duplicate_exact` - duplicate_exact
          *     * `duplicate_similar` - duplicate_similar
+         *     * `confirmed_existing` - confirmed_existing
          * @enum {string}
          */
-        ReasonEnum: "duplicate_exact" | "duplicate_similar";
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
+        ReasonEnum: "duplicate_exact" | "duplicate_similar" | "confirmed_existing";
         RecallInputRequest: {
             /** @description Agent slug (implied by an agent-bound key). */
             agent?: string;
@@ -2928,26 +3101,28 @@ export interface components {
             content: string;
             source: string;
             evidence: string;
+            /**
+             * @description Who proposed it: the model, the offline method (no chat endpoint), or the caller.
+             *
+             *     * `llm` - llm
+             *     * `offline` - offline
+             *     * `client` - client
+             */
             origin: components["schemas"]["RejectedOriginEnum"];
             reason: string;
             /** Format: double */
             similarity?: number;
             duplicate_of?: string;
+            /** @description With `confirmed_existing`: the `noop` decision (reason, by, old). */
+            consolidation?: unknown;
         };
         /**
          * @description * `llm` - llm
+         *     * `offline` - offline
          *     * `client` - client
          * @enum {string}
          */
-        RejectedOriginEnum: "llm" | "client";
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
+        RejectedOriginEnum: "llm" | "offline" | "client";
         RememberInputRequest: {
             /** @description Agent slug (implied by an agent-bound key). */
             agent?: string;
@@ -2988,15 +3163,9 @@ export interface components {
              * @description The version this one superseded.
              */
             previous: string | null;
+            /** @description A new key reconciled with a current fact of another key that says the same thing: {decision (add, update, supersede or noop), reason, by (llm or rule), old, new}; a `noop` answers the old fact, confirmed. Null for same-key remembering. */
+            consolidation: unknown;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         RunSnapshotInputRequest: {
             snapshot: unknown;
         };
@@ -3016,14 +3185,6 @@ export interface components {
          * @enum {string}
          */
         ScopeEnum: "session" | "user" | "agent" | "global";
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         SearchInputRequest: {
             /** @description Agent whose partition to act in (implied by an agent-bound key; absent: the workspace's). */
             agent?: string;
@@ -3052,6 +3213,24 @@ export interface components {
             /** Format: double */
             score: number | null;
         };
+        SearchOpRequest: {
+            namespace_prefix?: string[];
+            query?: string | null;
+            filter?: {
+                [key: string]: unknown;
+            } | null;
+            /** @default 10 */
+            limit?: number;
+            /** @default 0 */
+            offset?: number;
+            /** @default true */
+            refresh_ttl?: boolean;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            op: "search";
+        };
         Section: {
             /** @description The rendered block (stored text escaped), or empty. */
             text: string;
@@ -3064,26 +3243,17 @@ export interface components {
             /** @description Candidates left out to stay within the cap. */
             omitted: number;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         StoreBatchInputRequest: {
             /** @description Agent whose partition to act in (implied by an agent-bound key; absent: the workspace's). */
             agent?: string;
             /** @description Each {"op": "get" | "put" | "search" | "list_namespaces", ...} with that operation's fields (those of the single-operation endpoints, without `agent`). */
-            ops: {
-                [key: string]: unknown;
-            }[];
+            ops: components["schemas"]["StoreBatchOpRequest"][];
             /** Format: uuid */
             memory_user?: string | null;
             /** @default false */
             wait?: boolean;
         };
+        StoreBatchOpRequest: components["schemas"]["GetOpRequest"] | components["schemas"]["PutOpRequest"] | components["schemas"]["SearchOpRequest"] | components["schemas"]["ListNamespacesOpRequest"];
         StoreBatchOutput: {
             /** @description One per op: an item or null (get), a list of items (search), a list of namespaces (list_namespaces), null (put). */
             results: unknown[];
@@ -3091,14 +3261,6 @@ export interface components {
         StoreItemBatchDeleteOutput: {
             deleted: number;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         StoreItemPutInputRequest: {
             /** @description Agent whose partition to act in (implied by an agent-bound key; absent: the workspace's). */
             agent?: string;
@@ -3121,6 +3283,13 @@ export interface components {
              * @default false
              */
             wait?: boolean;
+        };
+        StoreNamespacesOutput: {
+            /** @description Each a list of labels. */
+            namespaces: string[][];
+        };
+        StoreSearchOutput: {
+            items: components["schemas"]["SearchItemOutput"][];
         };
         SubscriptionOutput: {
             /** Format: uuid */
@@ -3174,6 +3343,12 @@ export interface components {
             /** @description The signing secret, shown in this response only: verify each request's X-Memory-Signature with it (docs/webhooks.md). */
             secret: string;
         };
+        /**
+         * @description * `system` - system
+         *     * `user` - user
+         * @enum {string}
+         */
+        SystemAsEnum: "system" | "user";
         ThreadBatchDeleteOutput: {
             deleted: number;
             threads: number;
@@ -3184,14 +3359,6 @@ export interface components {
             deleted: number;
             writes: number;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         ThreadCheckpointListInputRequest: {
             /** @default  */
             checkpoint_ns?: string;
@@ -3202,14 +3369,6 @@ export interface components {
                 [key: string]: unknown;
             };
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         ThreadCheckpointWritesInputRequest: {
             /** @default  */
             checkpoint_ns?: string;
@@ -3243,15 +3402,27 @@ export interface components {
             leaf_id: string | null;
             max_tokens: number;
             max_messages: number;
+            memory_mode: components["schemas"]["MemoryModeEnum"];
+            /** @description The node read; null: the main conversation. */
+            node: string | null;
+            /**
+             * @description Why there are no messages: conversation_memory_off when the agent's conversation_memory setting is off (turns are still stored).
+             *
+             *     * `conversation_memory_off` - conversation_memory_off
+             */
+            off_reason: (components["schemas"]["OffReasonEnum"] | components["schemas"]["NullEnum"]) | null;
+            /**
+             * @description fallback: the agent's fixed fallback window (no summarizer model configured).
+             *
+             *     * `standard` - standard
+             *     * `fallback` - fallback
+             */
+            window: components["schemas"]["WindowEnum"];
+            /** @description The agent whose view this is. */
+            agent: string | null;
+            /** @description Depth after which other agents' turns are hidden from `agent`. */
+            handed_away_at: number | null;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         ThreadListInputRequest: {
             /** @description Agent slug; implied by an agent-bound key. */
             agent?: string;
@@ -3292,14 +3463,6 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         ThreadPlanInputRequest: {
             plan: unknown;
         };
@@ -3317,39 +3480,55 @@ export interface components {
         };
         ToolCallInputRequest: components["schemas"]["OpenAIToolCallRequest"] | components["schemas"]["AnthropicToolUseRequest"] | components["schemas"]["MCPToolCallRequest"] | components["schemas"]["OpenAIToolCallRequest"][] | components["schemas"]["AnthropicToolUseRequest"][] | components["schemas"]["MCPToolCallRequest"][];
         ToolCallOutput: components["schemas"]["OpenAIToolMessage"] | components["schemas"]["AnthropicToolResult"] | components["schemas"]["MCPCallToolResult"] | components["schemas"]["OpenAIToolMessage"][] | components["schemas"]["AnthropicToolResult"][] | components["schemas"]["MCPCallToolResult"][];
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         TranscriptMessageRequest: {
             id?: string;
             role: components["schemas"]["MessageRoleEnum"];
             content: string;
         };
+        TransferInputRequest: {
+            /** @description Default (and only choice) for an agent-bound key: its agent. */
+            from_agent?: string;
+            to_agent: string;
+            /** @default  */
+            reason?: string;
+            /**
+             * Format: uuid
+             * @description The last message handed over; default: the newest of the main conversation.
+             */
+            message?: string;
+            /**
+             * @description Both agents keep reading the main conversation whole (the sender still sees the receiver).
+             * @default false
+             */
+            shared?: boolean;
+        };
         /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
+         * @description * `local_file` - local_file
+         *     * `remote_url` - remote_url
+         *     * `tool_file` - tool_file
+         *     * `inline` - inline
+         * @enum {string}
          */
+        TransferMethodEnum: "local_file" | "remote_url" | "tool_file" | "inline";
+        TransferOutput: {
+            id: number;
+            /** Format: uuid */
+            thread_id: string;
+            from_agent: string;
+            to_agent: string;
+            reason: string;
+            /** Format: uuid */
+            message: string;
+            message_depth: number;
+            shared: boolean;
+            actor: string;
+            /** Format: date-time */
+            created_at: string;
+        };
         TypedValueRequest: {
             type: string;
             data: string;
         };
-        /**
-         * @description An input serializer that rejects fields it does not declare, and wrong types.
-         *
-         *     Silently dropping a misspelt field would store something other than what the client
-         *     meant; a 400 naming the field is kinder. Every InputSerializer, FilterSerializer and
-         *     nested input serializer of the API derives from this class
-         *     (core/tests/apis/test_field_limits.py walks the URL configuration to hold that).
-         */
         WebhookListInputRequest: {
             /** Format: uri */
             url: string;
@@ -3357,6 +3536,12 @@ export interface components {
             events?: string[];
             description?: string;
         };
+        /**
+         * @description * `standard` - standard
+         *     * `fallback` - fallback
+         * @enum {string}
+         */
+        WindowEnum: "standard" | "fallback";
     };
     responses: never;
     parameters: never;
@@ -4408,6 +4593,103 @@ export interface operations {
             };
         };
     };
+    v1_episodes_extract_facts_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                episode_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["EpisodeExtractFactsInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EpisodeExtractFactsOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     v1_episodes_feedback_create: {
         parameters: {
             query?: never;
@@ -4600,12 +4882,108 @@ export interface operations {
             };
         };
     };
+    v1_episodes_search_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EpisodeSearchInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EpisodeSearchOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     v1_episodic_entries_list: {
         parameters: {
             query?: {
                 agent?: string;
                 created_after?: string;
                 created_before?: string;
+                include_superseded?: string;
                 /** @description Number of results to return per page. */
                 limit?: number;
                 memory_user?: string;
@@ -7360,6 +7738,101 @@ export interface operations {
             };
         };
     };
+    v1_procedures_learn_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ProcedureLearnInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcedureLearnOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     v1_procedures_match_create: {
         parameters: {
             query?: never;
@@ -8059,9 +8532,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["StoreNamespacesOutput"];
                 };
             };
             /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
@@ -8156,7 +8627,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SearchItemOutput"][];
+                    "application/json": components["schemas"]["StoreSearchOutput"];
                 };
             };
             /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
@@ -9160,6 +9631,16 @@ export interface operations {
     v1_threads_history_retrieve: {
         parameters: {
             query?: {
+                /** @description Read the window as this agent sees it after transfers: an agent that transferred the thread away (not shared) stops seeing other agents' later turns. */
+                agent?: string;
+                /**
+                 * @description plain: content is a string and file references come in `files`; parts: a message with files has OpenAI content parts (text, image_url; documents inlined as text); anthropic: the same with Anthropic image blocks.
+                 *
+                 *     * `plain` - plain
+                 *     * `parts` - parts
+                 *     * `anthropic` - anthropic
+                 */
+                content_format?: "plain" | "parts" | "anthropic";
                 delegation?: string;
                 /**
                  * @description * `include` - include
@@ -9169,6 +9650,13 @@ export interface operations {
                 leaf?: string;
                 max_messages?: number;
                 max_tokens?: number;
+                /**
+                 * @description What a named node reads: its own messages (node) or the main conversation. Default: the agent's memory_mode.
+                 *
+                 *     * `conversation` - conversation
+                 *     * `node` - node
+                 */
+                memory_mode?: "conversation" | "node";
                 node?: string;
                 /** @description Default: the newest user message. */
                 recall_query?: string;
@@ -9179,6 +9667,13 @@ export interface operations {
                  *     * `user` - user
                  */
                 system_as?: "system" | "user";
+                /**
+                 * @description native: tool calls and tool-role results; text: each call and its result as one assistant message `tool: <name>\ninput: <json>\noutput: <result>`.
+                 *
+                 *     * `native` - native
+                 *     * `text` - text
+                 */
+                tool_format?: "native" | "text";
             };
             header?: never;
             path: {
@@ -10111,6 +10606,165 @@ export interface operations {
             };
             /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_threads_transfers_list: {
+        parameters: {
+            query?: {
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                thread_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedTransferOutputList"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_threads_transfers_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                thread_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TransferInputRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransferOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
