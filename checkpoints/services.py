@@ -11,6 +11,7 @@ from django.utils import timezone
 from checkpoints.models import Checkpoint
 from core.access import Principal, references_resolve, require_write
 from core.errors import ApplicationError, NotFoundError
+from core.parsers import JSONRefused, json_check
 from core.services import audit_record
 from threads.models import Thread
 
@@ -19,6 +20,7 @@ PARENT_IS_SELF = "A checkpoint cannot be its own parent."
 WRITES_REQUIRED = "Send at least one write."
 WRITE_IDX_DUPLICATE = "Each write of a task needs its own idx."
 CHECKPOINTS_NOT_FOUND = "Some checkpoints were not found; nothing was deleted."
+METADATA_NOT_OBJECT = "Metadata must be a JSON object."
 
 # Touching the thread on every put would cost a write per step; once a minute is enough
 # to keep an active thread away from the retention purge.
@@ -144,6 +146,32 @@ def checkpoint_writes_put(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return sum(1 for (inserted,) in cursor.fetchall() if inserted)
+
+
+def checkpoint_metadata_update(*, checkpoint: Checkpoint, metadata: dict, actor: str) -> Checkpoint:
+    """Replace a checkpoint's metadata (a curator's correction). The serialized state is the
+    client's and stays as it is; a later put of the same id replaces both."""
+    if not isinstance(metadata, dict):
+        raise ApplicationError(METADATA_NOT_OBJECT, fields={"metadata": [METADATA_NOT_OBJECT]})
+    try:
+        json_check(metadata)
+    except JSONRefused as exc:
+        raise ApplicationError(exc.message, fields={"metadata": [exc.message]}) from exc
+    if metadata == checkpoint.metadata:
+        return checkpoint
+    before = sorted(checkpoint.metadata) if isinstance(checkpoint.metadata, dict) else []
+    with transaction.atomic():
+        checkpoint.metadata = metadata
+        checkpoint.save(update_fields=["metadata", "updated_at"])
+        audit_record(
+            workspace=checkpoint.workspace,
+            actor=actor,
+            action="update",
+            entity_type="checkpoint",
+            entity_id=checkpoint.pk,
+            changes={"fields": ["metadata"], "keys_before": before, "keys_after": sorted(metadata)},
+        )
+    return checkpoint
 
 
 def checkpoint_thread_delete(*, thread: Thread, actor: str = "system") -> dict:

@@ -21,6 +21,7 @@ EPISODE_LIST_EXPECTED = "Must be a list."
 EPISODE_THREAD_OTHER_AGENT = "The thread belongs to another agent."
 EPISODE_REFERENCE_WORKSPACE = "The referenced object belongs to another workspace."
 EPISODES_NOT_FOUND = "Some of these episodes do not exist."
+EPISODE_OUTCOME_OPEN = "An open episode gets its outcome when it is closed."
 
 
 def _invalid(field: str, message: str) -> ApplicationError:
@@ -181,11 +182,14 @@ EPISODE_EDITABLE = (
     "actions",
     "final_output",
     "error",
+    "outcome",
 )
 
 
 def episode_update(*, episode: Episode, actor: str, **fields) -> Episode:
-    """Edit the recorded content of an episode (not its timing or outcome: see episode_close)."""
+    """Edit the recorded content of an episode, not its timing. The outcome of a closed
+    episode may be corrected (an open one gets it from episode_close); procedure statistics
+    already learned from the old outcome are not recounted."""
     unknown = set(fields) - set(EPISODE_EDITABLE)
     if unknown:
         raise ApplicationError(
@@ -194,6 +198,11 @@ def episode_update(*, episode: Episode, actor: str, **fields) -> Episode:
     for name in ("messages", "actions"):
         if name in fields and not isinstance(fields[name], list):
             raise _invalid(name, EPISODE_LIST_EXPECTED)
+    if "outcome" in fields and fields["outcome"] != episode.outcome:
+        if episode.ended_at is None:
+            raise _invalid("outcome", EPISODE_OUTCOME_OPEN)
+        if fields["outcome"] not in Episode.Outcome.values:
+            raise _invalid("outcome", EPISODE_OUTCOME_UNKNOWN)
     changed = [name for name, value in fields.items() if getattr(episode, name) != value]
     if not changed:
         return episode
