@@ -232,6 +232,69 @@ class EpisodeFeedbackForm(forms.Form):
         )
 
 
+class EpisodeEditForm(forms.Form):
+    """The curatable part of an episode's record; its timing stays as recorded. The outcome
+    field exists only for a closed episode (an open one gets it when it closes)."""
+
+    trigger_type = forms.CharField(max_length=50, required=False, label="Trigger")
+    outcome = forms.ChoiceField(choices=[("success", "Success"), ("failure", "Failure")])
+    error = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    input = JSONTextField(required=False, label="Input (JSON)", help_text="Empty: {}.")
+    final_output = JSONTextField(required=False, label="Final output (JSON)", help_text="Empty: none (null).")
+
+    def __init__(self, *args, episode, **kwargs):
+        super().__init__(*args, **kwargs)
+        if episode.ended_at is None:
+            del self.fields["outcome"]
+
+    @staticmethod
+    def initial_for(episode):
+        return {
+            "trigger_type": episode.trigger_type,
+            "outcome": episode.outcome,
+            "error": episode.error,
+            "input": episode.input,
+            "final_output": episode.final_output,
+        }
+
+    def update(self, principal, episode):
+        """Through episode_update, the service behind PATCH /api/v1/episodes/{id}/."""
+        from episodes.services import episode_update
+
+        data = dict(self.cleaned_data)
+        if data["input"] is None:
+            data["input"] = {}
+        return episode_update(episode=episode, actor=principal.actor, **data)
+
+
+class CheckpointMetadataForm(forms.Form):
+    metadata = JSONTextField(
+        required=False,
+        label="Metadata (JSON object)",
+        help_text="Empty: {}. The checkpoint's state itself is the client's and cannot be edited.",
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}),
+    )
+
+    @staticmethod
+    def initial_for(checkpoint):
+        return {"metadata": checkpoint.metadata}
+
+    def clean_metadata(self):
+        metadata = self.cleaned_data["metadata"]
+        if metadata is None:
+            return {}
+        if not isinstance(metadata, dict):
+            raise forms.ValidationError("Metadata must be a JSON object ({…}).")
+        return metadata
+
+    def update(self, principal, checkpoint):
+        from checkpoints.services import checkpoint_metadata_update
+
+        return checkpoint_metadata_update(
+            checkpoint=checkpoint, metadata=self.cleaned_data["metadata"], actor=principal.actor
+        )
+
+
 class MemoryUserEditForm(forms.Form):
     display_name = forms.CharField(max_length=200, required=False, label="Display name")
     canonical_id = forms.CharField(max_length=255, label="Canonical id")

@@ -1,4 +1,5 @@
-"""The Episodes tab: records of past agent runs, with human feedback edited inline."""
+"""The Episodes tab: records of past agent runs; their feedback is edited inline in the list
+and on the detail page, their curatable record on the detail page."""
 
 from dataclasses import replace
 
@@ -6,7 +7,8 @@ from django.db.models import Case, FloatField, Value, When
 from django.views.decorators.http import require_POST
 
 from browser.access import EDIT, workspace_view
-from browser.forms import EpisodeFeedbackForm
+from browser.forms import EpisodeEditForm, EpisodeFeedbackForm
+from browser.lib.cards import card_edit
 from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from core.lib.replica import read_replica
@@ -81,7 +83,26 @@ def episode_detail(request, pk):
 
 @workspace_view(EDIT)
 def episode_edit(request, pk):
+    """Feedback: the list row's inline edit, or the detail page's feedback card."""
+    if request.htmx and request.htmx.target == "episode-feedback":
+        return card_edit(
+            request, EPISODES, pk, card="feedback", form_class=EpisodeFeedbackForm, label="feedback"
+        )
     return tab_edit(request, EPISODES, pk)
+
+
+@workspace_view(EDIT)
+def episode_record_edit(request, pk):
+    """The record's trigger, outcome (closed episodes), error, input and output."""
+    return card_edit(
+        request,
+        EPISODES,
+        pk,
+        card="record",
+        form_class=EpisodeEditForm,
+        label="episode",
+        form_kwargs=lambda episode: {"episode": episode},
+    )
 
 
 @require_POST

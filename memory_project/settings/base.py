@@ -452,6 +452,10 @@ THREADS_MODEL_CONTEXT_WINDOWS = {
 CHECKPOINTS_KEEP_LAST = env_int("CHECKPOINTS_KEEP_LAST", 100)
 CHECKPOINTS_TTL_DAYS = env_int("CHECKPOINTS_TTL_DAYS", 0)
 CHECKPOINTS_PRUNE_BATCH = env_int("CHECKPOINTS_PRUNE_BATCH", 5_000)
+# /memories checkpoint pages: characters of the decoded state on the detail page, and at most
+# this many when "show all" loads the rest (docs/browser.md).
+CHECKPOINTS_BROWSER_PREVIEW_CHARS = env_int("CHECKPOINTS_BROWSER_PREVIEW_CHARS", 4_000)
+CHECKPOINTS_BROWSER_MAX_CHARS = env_int("CHECKPOINTS_BROWSER_MAX_CHARS", 500_000)
 
 # LangGraph's long-term store (docs/store.md): the largest value (JSON bytes) a put may store,
 # the deepest namespace, index paths per put, ops per batch, results per search, and the

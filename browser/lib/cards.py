@@ -1,0 +1,79 @@
+"""Inline edit of one card of a detail page (an episode's record, a checkpoint's metadata).
+
+The list row's inline edit is `browser.lib.tabs.tab_edit`; this is the same exchange for a
+block of the detail page. The card `<item>-<card>` is an element with that id and a partial
+of that name in the tab's template, and `<item>-<card>-edit` is its form. With HX-Target set
+to the card, GET answers the form and a valid POST the re-rendered card (plus a toast);
+anything else gets the `<item>-edit` page, and a save redirects to the detail page, so the
+edit works without JavaScript. Invalid input re-renders the form with its errors (200).
+"""
+
+from collections.abc import Callable
+
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from browser.forms import form_add_service_errors
+from browser.lib.rendering import render_page, toast
+from browser.lib.tabs import TabSpec, base_context
+from core.errors import ApplicationError, NotFoundError
+
+
+def _get_or_404(spec: TabSpec, principal, pk):
+    try:
+        return spec.get(principal, pk)
+    except NotFoundError:
+        raise Http404(f"No such {spec.noun}.")
+
+
+def card_edit(
+    request,
+    spec: TabSpec,
+    pk,
+    *,
+    card: str,
+    form_class: type,
+    label: str,
+    form_kwargs: Callable | None = None,
+):
+    """`form_class` has `initial_for(obj)` and `update(principal, obj)` calling the tier's
+    service; `form_kwargs(obj)` adds constructor arguments (fields that depend on the row)."""
+    principal = request.operator.principal
+    obj = _get_or_404(spec, principal, pk)
+    target = f"{spec.item}-{card}"
+    inline = bool(request.htmx) and request.htmx.target == target
+    detail_url = reverse(
+        f"memories:{spec.item}", kwargs={"workspace_id": request.operator.workspace.pk, "pk": obj.pk}
+    )
+    extra = form_kwargs(obj) if form_kwargs else {}
+    auto_id = f"{card}-{obj.pk.hex[:12]}-%s"
+    if request.method == "POST":
+        form = form_class(request.POST, auto_id=auto_id, **extra)
+        if form.is_valid():
+            try:
+                updated = form.update(principal, obj)
+            except ApplicationError as exc:
+                form_add_service_errors(form, exc)
+            else:
+                message = f"Saved {label}."
+                if not inline:
+                    toast(request, None, message)
+                    return redirect(detail_url)
+                updated = _get_or_404(spec, principal, updated.pk)
+                context = {**base_context(spec, request), spec.name: updated, "page": "detail"}
+                return toast(request, render(request, f"{spec.template}#{target}", context), message)
+    else:
+        form = form_class(initial=form_class.initial_for(obj), auto_id=auto_id, **extra)
+    context = {
+        **base_context(spec, request),
+        spec.name: obj,
+        "form": form,
+        "page": "edit",
+        "edit_url": request.path,
+        "detail_url": detail_url,
+        "edit_label": label,
+    }
+    if inline:
+        return render(request, f"{spec.template}#{target}-edit", context)
+    return render_page(request, spec.template, context, partials={"main": f"{spec.item}-edit"})
