@@ -921,18 +921,6 @@ BROWSER_CASES: dict[str, BrowserCase] = {
             }
         },
     ),
-    "memories:episode-record-edit": BrowserCase(
-        path=_pk("episode"),
-        levels={"get": "edit", "post": "edit"},
-        data={
-            "post": lambda w: {
-                "trigger_type": "chat",
-                "error": "",
-                "input": '{"q": "move"}',
-                "final_output": "",
-            }
-        },
-    ),
     **_tab("entry", "entry", lambda w: {"content": "Ada lives in Lisbon.", "status": "active"}),
     **_tab("thread", "thread", lambda w: {"title": "Renamed"}),
     "memories:thread-tool-result": BrowserCase(
@@ -942,12 +930,6 @@ BROWSER_CASES: dict[str, BrowserCase] = {
     "memories:user-pick": BrowserCase(path=_none, levels={"get": "read"}),
     "memories:thread-pick": BrowserCase(path=_none, levels={"get": "read"}),
     **_tab("checkpoint", "checkpoint"),
-    "memories:checkpoint-edit": BrowserCase(
-        path=_pk("checkpoint"),
-        levels={"get": "edit", "post": "edit"},
-        data={"post": lambda w: {"metadata": '{"source": "update", "step": 2}'}},
-    ),
-    "memories:checkpoint-state": BrowserCase(path=_pk("checkpoint"), levels={"get": "read"}),
     "memories:checkpoint-edit": BrowserCase(
         path=_pk("checkpoint"),
         levels={"get": "edit", "post": "edit"},
