@@ -38,7 +38,11 @@ BROWSER_PERSONAS = ("owner", "editor", "viewer", "outsider", "anonymous")
 LEVEL_ORDER = {"read": 0, "edit": 1, "admin": 2}
 ROLE_LEVEL = {"owner": 2, "editor": 1, "viewer": 0}
 SEP = "\x1f"
-BODILESS = {("api:threads:compact", "post")}
+BODILESS = {
+    ("api:threads:compact", "post"),
+    ("api:webhooks:rotate-secret", "post"),
+    ("api:webhooks:ping", "post"),
+}
 
 
 class IsolationMatrixTests(TestCase):
