@@ -36,14 +36,6 @@ def transfer_record(
     sender = agent_resolve(principal, from_agent, create=False)
     if sender.slug == to_agent:
         raise ApplicationError(TRANSFER_SAME_AGENT, fields={"to_agent": [TRANSFER_SAME_AGENT]})
-    if principal.agent is not None:
-        # The receiver is another agent of the workspace, out of a bound key's own scope;
-        # registering one is a workspace-level act, so it must exist already.
-        receiver = Agent.objects.filter(workspace=principal.workspace, slug=to_agent).first()
-        if receiver is None:
-            raise NotFoundError(f"Agent '{to_agent}' not found.", fields={"to_agent": ["Unknown agent."]})
-    else:
-        receiver = agent_resolve(principal, to_agent)
     messages = Message.objects.filter(thread=thread)
     if message_id is None:
         message = messages.filter(node_id="").order_by("-seq").only("id", "depth").first()
@@ -53,6 +45,15 @@ def transfer_record(
         message = messages.filter(pk=message_id).only("id", "depth").first()
         if message is None:
             raise ApplicationError(TRANSFER_MESSAGE_UNKNOWN, fields={"message": [TRANSFER_MESSAGE_UNKNOWN]})
+    # The message before the receiver: an id out of scope answers the same whichever agent is named.
+    if principal.agent is not None:
+        # The receiver is another agent of the workspace, out of a bound key's own scope;
+        # registering one is a workspace-level act, so it must exist already.
+        receiver = Agent.objects.filter(workspace=principal.workspace, slug=to_agent).first()
+        if receiver is None:
+            raise NotFoundError(f"Agent '{to_agent}' not found.", fields={"to_agent": ["Unknown agent."]})
+    else:
+        receiver = agent_resolve(principal, to_agent)
     transfer = Transfer(
         workspace=thread.workspace,
         thread=thread,
