@@ -19,6 +19,7 @@ from procedures.services import (
     procedure_delete,
     procedure_record_run,
     procedure_update,
+    procedures_learn,
 )
 
 PROCEDURE_ID = "c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f"
@@ -299,3 +300,61 @@ class ProcedureRunApi(APIView):
 class ProcedureBatchDeleteApi(BatchDeleteApi):
     service = procedure_batch_delete
     OutputSerializer = ProcedureDeleteOutputSerializer
+
+
+class ProcedureLearnOutputSerializer(serializers.Serializer):
+    proposed = ProcedureOutputSerializer(
+        many=True, help_text="Procedures proposed by this pass: self-learned and inactive until activated."
+    )
+    runs_counted = serializers.IntegerField(help_text="Episodes newly counted as runs of a procedure.")
+    evidence_added = serializers.IntegerField(
+        help_text="Successful episodes appended to the evidence of procedures proposed earlier."
+    )
+    episodes_scanned = serializers.IntegerField(help_text="Closed episodes of the window read by the pass.")
+
+
+class ProcedureLearnApi(APIView):
+    """Run a learning pass now: count episodes as runs, propose procedures from repeated
+    successes. A workspace key learns from every agent's episodes, or from `agent`'s; an
+    agent-bound key only from its own agent's."""
+
+    class InputSerializer(StrictSerializer):
+        agent = serializers.SlugField(
+            max_length=100, required=False, allow_blank=True, help_text="Only this agent's episodes."
+        )
+
+    @extend_schema(
+        summary="Learn procedures from episodes now",
+        request=InputSerializer,
+        responses=ProcedureLearnOutputSerializer,
+        examples=[
+            OpenApiExample("One agent", value={"agent": "support-bot"}, request_only=True),
+            OpenApiExample(
+                "One proposal",
+                value={
+                    "proposed": [
+                        {
+                            **PROCEDURE_EXAMPLE,
+                            "name": "Learned: order refund",
+                            "origin": "self_learned",
+                            "is_active": False,
+                            "procedure_type": "tool_sequence",
+                            "content": [{"tool": "lookup_order"}, {"tool": "refund_order"}],
+                            "trigger_conditions": {"goal_contains_all": ["order", "refund"]},
+                            "created_by": "system:learning",
+                        }
+                    ],
+                    "runs_counted": 3,
+                    "evidence_added": 0,
+                    "episodes_scanned": 42,
+                },
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        agent = agent_resolve_optional(request.user, serializer.validated_data.get("agent"), create=False)
+        result = procedures_learn(workspace=request.user.workspace, agent=agent)
+        return Response(ProcedureLearnOutputSerializer(result).data)

@@ -67,6 +67,9 @@ class Procedure(TimeStampedModel):
     last_used_at = models.DateTimeField(null=True, blank=True)
     search_text = models.TextField(blank=True, editable=False)
     created_by = models.CharField(max_length=200, blank=True)
+    # The trigger signature a self-learned procedure was proposed for
+    # (procedures.services.learning.episode_signature); "" for every other procedure.
+    learned_signature = models.CharField(max_length=300, blank=True, editable=False)
 
     objects = ProcedureQuerySet.as_manager()
 
@@ -77,6 +80,13 @@ class Procedure(TimeStampedModel):
                 fields=["workspace", "agent", "name", "version"],
                 nulls_distinct=False,
                 name="procedures_name_version",
+            ),
+            # One proposal per signature and agent, even when two learning passes race.
+            models.UniqueConstraint(
+                fields=["workspace", "agent", "learned_signature"],
+                condition=~Q(learned_signature=""),
+                nulls_distinct=False,
+                name="procedures_learned_signature",
             ),
         ]
         indexes = [
@@ -121,3 +131,43 @@ class ProcedureEmbedding(models.Model):
 
     def __str__(self):
         return f"{self.procedure_id} ({self.model})"
+
+
+class ProcedureRun(models.Model):
+    """An episode counted as one run of a procedure, so a learning pass counts it once.
+
+    Written by procedures.services.learning for episodes that name the procedure they
+    followed and for episodes of a learned procedure's trigger signature. Runs reported
+    through procedure_record_run carry no episode and leave no row.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    # Copied from the procedure, like every tier row, so a workspace's rows are one filter.
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    procedure = models.ForeignKey(Procedure, on_delete=models.CASCADE, related_name="runs")
+    episode = models.ForeignKey("episodes.Episode", on_delete=models.CASCADE, related_name="+")
+    success = models.BooleanField()
+    counted_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["procedure", "episode"], name="procedures_run_episode"),
+        ]
+        indexes = [models.Index(fields=["episode"], name="procedures_run_by_episode")]
+
+    def __str__(self):
+        return f"{self.procedure_id} <- {self.episode_id}"
+
+
+class ProcedureLearningState(models.Model):
+    """Per workspace: when the last workspace-wide learning pass ran and when the sweep last
+    looked, so the nudge and the beat task run a pass only when episodes changed since."""
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, related_name="+")
+    # Episode audit events after this time have not been seen by a pass.
+    learned_at = models.DateTimeField(null=True, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"{self.workspace_id} learned {self.learned_at}"

@@ -9,3 +9,27 @@ from procedures.services import procedure_embed_batch
 @shared_task(**EMBED_RETRY)
 def procedure_embed_task(procedure_ids: list[str]):
     return procedure_embed_batch(procedure_ids=procedure_ids)
+
+
+# Idempotent (an episode counts once per procedure, a signature is proposed once): a pass
+# that runs twice or is retried after a lost worker changes nothing the second time.
+@shared_task
+def procedures_learn_task(workspace_id: str):
+    from core.models import Workspace
+    from procedures.services.learning import procedures_learn, procedures_learn_nudge_clear
+
+    procedures_learn_nudge_clear(workspace_id)
+    workspace = Workspace.objects.filter(pk=workspace_id).first()
+    if workspace is None:
+        return None
+    result = procedures_learn(workspace=workspace)
+    return {"proposed": len(result.proposed), "runs_counted": result.runs_counted}
+
+
+@shared_task
+def procedures_learn_sweep_task():
+    from django.conf import settings
+
+    from procedures.services.learning import procedures_learn_sweep
+
+    return procedures_learn_sweep(limit=settings.PROCEDURE_LEARN_SWEEP_WORKSPACES)

@@ -381,6 +381,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "webhooks.tasks.webhook_deliveries_purge_task",
         "schedule": crontab(minute=53, hour=4),
     },
+    # Procedures learned from episodes, for workspaces whose nudge was lost (procedures/tasks.py).
+    "procedures-learn-sweep": {
+        "task": "procedures.tasks.procedures_learn_sweep_task",
+        "schedule": timedelta(minutes=10),
+        "options": {"expires": 540},
+    },
 }
 # Webhooks (docs/webhooks.md). Private, loopback and link-local addresses are refused as
 # subscriber URLs unless allowed (the server would otherwise probe its own network).
@@ -421,6 +427,15 @@ FACTS_CONFIDENCE_HALF_LIFE_DAYS = env_float("FACTS_CONFIDENCE_HALF_LIFE_DAYS", 0
 # recall(query=...) also returns facts and procedures whose vectors are at least this
 # cosine-similar to the query (in addition to full-text matches).
 RECALL_SEMANTIC_MIN_SIMILARITY = env_float("RECALL_SEMANTIC_MIN_SIMILARITY", 0.45)
+# Procedures learned from episodes (docs/global-memory.md): a trigger signature is proposed
+# once its closed episodes of the last WINDOW_DAYS hold MIN_SUCCESSES successes at a success
+# ratio of at least MIN_SUCCESS_RATIO. A pass reads at most EPISODE_LIMIT episodes (newest
+# first; 500 rows of trigger and input ~ 40 ms); the sweep visits SWEEP_WORKSPACES per run.
+PROCEDURE_LEARN_MIN_SUCCESSES = env_int("PROCEDURE_LEARN_MIN_SUCCESSES", 3)
+PROCEDURE_LEARN_MIN_SUCCESS_RATIO = env_float("PROCEDURE_LEARN_MIN_SUCCESS_RATIO", 0.8)
+PROCEDURE_LEARN_WINDOW_DAYS = env_int("PROCEDURE_LEARN_WINDOW_DAYS", 30)
+PROCEDURE_LEARN_EPISODE_LIMIT = env_int("PROCEDURE_LEARN_EPISODE_LIMIT", 500)
+PROCEDURE_LEARN_SWEEP_WORKSPACES = env_int("PROCEDURE_LEARN_SWEEP_WORKSPACES", 50)
 
 # Conversation memory (threads/, docs/threads.md).
 TOKEN_COUNTER = env_str("TOKEN_COUNTER", "core.lib.tokens.BpeTokenCounter")

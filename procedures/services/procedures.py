@@ -1,4 +1,4 @@
-"""Writes of procedures: create (taught, learned or evolved), edit, record runs, delete.
+"""Writes of procedures: create (taught, learned or evolved), edit, record runs, delete, embed.
 
 Trigger conditions (every key optional; all present keys must hold for a procedure to fire):
 
@@ -108,13 +108,15 @@ def procedure_create(
     origin: str | None = None,
     source_episode_ids=(),
     parent: Procedure | None = None,
+    learned_signature: str = "",
     actor: str = "system",
 ) -> Procedure:
     """Create a procedure.
 
     With a `parent` it is an evolution: it takes the parent's name (unless given), the next
     version number of that name, origin "evolved", and the parent is deactivated so only the
-    newest version fires in match. A self-learned procedure must name existing episodes.
+    newest version fires in match. A self-learned procedure must name existing episodes;
+    `learned_signature` is set only by the learning pass (procedures.services.learning).
     """
     from episodes.models import Episode
 
@@ -164,6 +166,7 @@ def procedure_create(
                     name=name, description=description or "", trigger_conditions=conditions, content=content
                 ),
                 created_by=actor,
+                learned_signature=learned_signature,
             )
             from procedures.tasks import procedure_embed_task
 
