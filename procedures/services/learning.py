@@ -484,7 +484,8 @@ def _episodes_changed_since(workspace_id, since=None, *, from_state: bool = Fals
 def procedures_learn_listener(workspace_id) -> None:
     """After a commit that wrote audit events (core.events): queue a learning pass when the
     workspace has episodes changed since its last pass and none is queued already. One
-    indexed query per commit."""
+    indexed query per commit: ~1.2 ms with 20,000 other audit events since the cursor
+    (load average 5); the sweep moves an idle workspace's cursor, which bounds that scan."""
     from procedures.tasks import procedures_learn_task
 
     if not _episodes_changed_since(workspace_id, from_state=True):
