@@ -22,8 +22,11 @@ EVENT_TYPES_BY_AUDIT = {
 }
 # Sent on request (POST .../ping/) so a receiver can be checked; never subscribed to.
 PING = "ping"
+# An item held for an operator's review (today: a procedure learned from episodes, proposed
+# inactive), whatever its tier: its audit event carries `"review": "waiting"`.
+REVIEW_WAITING = "review.waiting"
 
-EVENT_TYPES = tuple(sorted(set(EVENT_TYPES_BY_AUDIT.values())))
+EVENT_TYPES = tuple(sorted({*EVENT_TYPES_BY_AUDIT.values(), REVIEW_WAITING}))
 # What each audit entity is called in a payload's `data.object`.
 OBJECT_NAMES = {
     "episodic_entry": "entry",
@@ -35,5 +38,7 @@ OBJECT_NAMES = {
 AUDIT_ENTITY_TYPES = tuple(sorted(OBJECT_NAMES))
 
 
-def event_type_for(entity_type: str, action: str) -> str | None:
+def event_type_for(entity_type: str, action: str, changes=None) -> str | None:
+    if entity_type in OBJECT_NAMES and isinstance(changes, dict) and changes.get("review") == "waiting":
+        return REVIEW_WAITING
     return EVENT_TYPES_BY_AUDIT.get((entity_type, action))

@@ -297,6 +297,16 @@ def _propose(*, workspace, agent, signature: Signature, episodes: list, now) -> 
     )
     Procedure.objects.filter(pk=procedure.pk).update(is_active=False)
     procedure.is_active = False
+    # Held for review: match never offers it until an operator activates it. The audit event
+    # says so, and webhooks send it as `review.waiting`.
+    audit_record(
+        workspace=workspace,
+        actor=LEARNING_ACTOR,
+        action=AuditEvent.Action.UPDATE,
+        entity_type="procedure",
+        entity_id=procedure.pk,
+        changes={"is_active": {"from": True, "to": False}, "review": "waiting"},
+    )
     tally = _Tally()
     for episode in episodes:
         tally.add(episode)

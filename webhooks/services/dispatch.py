@@ -100,7 +100,7 @@ def webhooks_dispatch(*, workspace_id) -> dict:
             for event in events:
                 if (event.txid, event.pk) <= cursor or event.entity_type not in AUDIT_ENTITY_TYPES:
                     continue
-                event_type = event_type_for(event.entity_type, event.action)
+                event_type = event_type_for(event.entity_type, event.action, event.changes)
                 if event_type is None or not subscription.wants(event_type):
                     continue
                 rows.append(

@@ -6,11 +6,14 @@ from unittest import mock
 
 from django.db import connection, transaction
 from django.test import TransactionTestCase
+from rest_framework.test import APIClient
 
 from core.access import principal_for_api_key
 from core.models import AuditEvent
 from core.services import agent_get_or_create, api_key_create, audit_record, workspace_create
 from facts.services import fact_delete, fact_remember
+from procedures.models import Procedure
+from procedures.services import procedures_learn
 from webhooks.models import WebhookDelivery
 from webhooks.services import dispatch, webhook_subscription_create, webhooks_dispatch
 from webhooks.tests.receiver import Receiver
@@ -146,3 +149,38 @@ class NudgeTests(TransactionTestCase):
                 fact_remember(workspace=quiet, key="tone", value="formal", scope="global")
             assert receiver.events() == ["fact.created"]
         dispatch.assert_not_called()  # nobody listens to the quiet workspace
+
+
+class ReviewWaitingTests(TransactionTestCase):
+    def test_a_procedure_proposed_for_review_is_sent_as_review_waiting(self):
+        """Three successful runs of one task make the learning pass propose an inactive
+        procedure; a subscriber to `review.waiting` hears of it (and of nothing else)."""
+        workspace = workspace_create(name="Acme")
+        agent = agent_get_or_create(workspace=workspace, slug="assistant")
+        api_key, secret = api_key_create(workspace=workspace)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+        with Receiver() as receiver:
+            webhook_subscription_create(
+                principal=principal_for_api_key(api_key), url=receiver.url, events=["review.waiting"]
+            )
+            for goal in ("Refund order 4411", "refund the order 5522", "Order 9 refund"):
+                episode = {
+                    "agent": "assistant",
+                    "trigger_type": "chat",
+                    "input": {"goal": goal},
+                    "actions": [{"tool": "lookup_order"}, {"tool": "refund_order"}],
+                    "outcome": "success",
+                }
+                assert client.post("/api/v1/episodes/", episode, format="json").status_code == 201
+            # The commit of the third run nudges the learning pass (eager here); a pass run by
+            # hand afterwards finds nothing new to propose.
+            assert procedures_learn(workspace=workspace, agent=agent).proposed == []
+        proposed = list(Procedure.objects.filter(workspace=workspace, origin="self_learned"))
+        assert len(proposed) == 1 and not proposed[0].is_active
+        assert receiver.events() == ["review.waiting"]
+        payload = receiver.requests[0]["json"]
+        assert payload["data"]["object"] == "procedure"
+        assert payload["data"]["id"] == str(proposed[0].pk)
+        assert payload["data"]["changes"]["review"] == "waiting"
+        assert payload["actor"] == "system:learning"
