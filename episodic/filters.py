@@ -15,7 +15,9 @@ class EpisodicEntryFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="filter_q", label="Full-text search")
     created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
-    include_superseded = django_filters.BooleanFilter(
+    # A choice, not a BooleanFilter: its widget reads an unknown value as "unset" instead of an error.
+    include_superseded = django_filters.ChoiceFilter(
+        choices=[("true", "true"), ("false", "false")],
         method="filter_include_superseded",
         label="Include superseded entries (history); without it, or a `status`, they are left out",
     )
@@ -27,7 +29,7 @@ class EpisodicEntryFilter(django_filters.FilterSet):
     def filter_queryset(self, queryset):
         # Readers see current entries by default, as search and <memory> do.
         data = self.form.cleaned_data
-        if not data.get("include_superseded") and not data.get("status"):
+        if data.get("include_superseded") != "true" and not data.get("status"):
             queryset = queryset.exclude(status=EpisodicEntry.Status.SUPERSEDED)
         return super().filter_queryset(queryset)
 

@@ -96,6 +96,11 @@ class RuleTests(ConsolidationTestCase):
         creation = AuditEvent.objects.get(entity_type="episodic_entry", entity_id=body["id"], action="create")
         assert creation.changes["decision"] == "supersede" and creation.changes["old"] == str(lisbon.pk)
 
+    def test_a_bad_include_superseded_is_a_400_naming_it(self):
+        response = self.api().get(LIST, {"include_superseded": "<script>"})
+        assert response.status_code == 400
+        assert "include_superseded" in response.json()["error"]["fields"]
+
     def test_a_restatement_is_a_confirmation_not_a_second_entry(self):
         self.agent.memory_settings = {"dedupe_threshold": 0.95}
         self.agent.save(update_fields=["memory_settings"])
