@@ -40,9 +40,6 @@ BY_RULE = "rule"
 # The reason a restatement is not stored (the `reason` of a rejected candidate or a create result).
 REJECT_CONFIRMED = "confirmed_existing"
 
-# Below the duplicate threshold and at least this similar, a new entry is compared with the
-# stored one; less similar entries are unrelated and simply added.
-DEFAULT_CONFLICT_FLOOR = 0.6
 REASON_MAX_LENGTH = 500
 
 CONSOLIDATION_PROMPT = """You keep the long-term memory of an AI agent about one person consistent.
@@ -104,7 +101,9 @@ class Decision:
 
 
 def conflict_floor() -> float:
-    return float(getattr(settings, "EPISODIC_CONFLICT_FLOOR", DEFAULT_CONFLICT_FLOOR))
+    """Below the duplicate threshold and at least this similar, a new entry is compared with
+    the stored one; less similar entries are unrelated and simply added."""
+    return settings.EPISODIC_CONFLICT_FLOOR
 
 
 def _words(text: str) -> list[str]:

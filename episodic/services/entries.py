@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError
@@ -41,6 +42,12 @@ def entry_update(
             raise ApplicationError(STATUS_UNKNOWN, fields={"status": [STATUS_UNKNOWN]})
         if status != entry.status:
             changes["status"] = [entry.status, status]
+            if status == EpisodicEntry.Status.SUPERSEDED:
+                entry.valid_to = entry.valid_to or timezone.now()
+            elif entry.status == EpisodicEntry.Status.SUPERSEDED:
+                # Restored by an operator: current again, and replaced by nothing.
+                entry.valid_to = None
+                entry.superseded_by = None
             entry.status = status
     if source is not None and source != entry.source:
         changes["source"] = [entry.source, _source_clean(source)]

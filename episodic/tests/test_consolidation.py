@@ -96,6 +96,15 @@ class RuleTests(ConsolidationTestCase):
         creation = AuditEvent.objects.get(entity_type="episodic_entry", entity_id=body["id"], action="create")
         assert creation.changes["decision"] == "supersede" and creation.changes["old"] == str(lisbon.pk)
 
+    def test_an_operator_restoring_a_superseded_entry_makes_it_current_again(self):
+        lisbon = self.stored("Ada lives in Lisbon.")
+        self.create("Ada now lives in Porto.")
+        detail = reverse("api:episodic_entries:detail", args=[lisbon.pk])
+        restored = self.api().patch(detail, {"status": "active"}, format="json").json()
+        assert (restored["status"], restored["valid_to"], restored["superseded_by"]) == ("active", None, None)
+        closed = self.api().patch(detail, {"status": "superseded"}, format="json").json()
+        assert closed["valid_to"] is not None
+
     def test_a_bad_include_superseded_is_a_400_naming_it(self):
         response = self.api().get(LIST, {"include_superseded": "<script>"})
         assert response.status_code == 400

@@ -512,6 +512,9 @@ EPISODIC_CREATE_BATCH_MAX = env_int("EPISODIC_CREATE_BATCH_MAX", 100)
 EPISODIC_QUERY_MAX_LENGTH = env_int("EPISODIC_QUERY_MAX_LENGTH", 2000)
 EPISODIC_TRANSCRIPT_MAX_MESSAGES = env_int("EPISODIC_TRANSCRIPT_MAX_MESSAGES", 200)
 EPISODIC_EXTRACTION_FACT_CONFIDENCE = env_float("EPISODIC_EXTRACTION_FACT_CONFIDENCE", 0.6)
+# A new entry at least this similar to a stored one of the same person and agent (and below
+# the duplicate threshold) is reconciled with it: add, update, supersede or no-op (docs/episodic.md).
+EPISODIC_CONFLICT_FLOOR = env_float("EPISODIC_CONFLICT_FLOOR", 0.6)
 # Intra-op threads of the local embedding model per process (see core/embeddings.py).
 EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 
