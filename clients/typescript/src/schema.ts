@@ -2888,7 +2888,7 @@ export interface components {
         PatchedWebhookDetailInputRequest: {
             /** Format: uri */
             url?: string;
-            /** @description Event types to receive; empty or omitted: every type. Known: entry.created, entry.deleted, entry.updated, episode.created, episode.deleted, episode.updated, fact.created, fact.deleted, fact.updated, person.created, person.erased, person.merged, person.updated, procedure.created, procedure.deleted, procedure.updated. */
+            /** @description Event types to receive; empty or omitted: every type. Known: entry.created, entry.deleted, entry.updated, episode.created, episode.deleted, episode.updated, fact.created, fact.deleted, fact.updated, person.created, person.erased, person.merged, person.updated, procedure.created, procedure.deleted, procedure.updated, review.waiting. */
             events?: string[];
             description?: string;
             /** @description true enables it again (clearing the failures); false pauses it. */
@@ -3532,7 +3532,7 @@ export interface components {
         WebhookListInputRequest: {
             /** Format: uri */
             url: string;
-            /** @description Event types to receive; empty or omitted: every type. Known: entry.created, entry.deleted, entry.updated, episode.created, episode.deleted, episode.updated, fact.created, fact.deleted, fact.updated, person.created, person.erased, person.merged, person.updated, procedure.created, procedure.deleted, procedure.updated. */
+            /** @description Event types to receive; empty or omitted: every type. Known: entry.created, entry.deleted, entry.updated, episode.created, episode.deleted, episode.updated, fact.created, fact.deleted, fact.updated, person.created, person.erased, person.merged, person.updated, procedure.created, procedure.deleted, procedure.updated, review.waiting. */
             events?: string[];
             description?: string;
         };
