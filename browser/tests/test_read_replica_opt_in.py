@@ -17,6 +17,7 @@ READS = {
     "thread-pick",
     "checkpoints",
     "checkpoint",
+    "checkpoint-state",
     "procedures",
     "procedure",
     "users",

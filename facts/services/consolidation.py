@@ -7,10 +7,11 @@ one key's tokens within the other's or half of them shared) or the same value. T
 is applied under the row lock by `_fact_cross_key_apply`; a fact closed meanwhile turns it
 into an `add`. Same-key remembering is untouched (facts.services.remember).
 
-The rule without a model: a similar key with the same value is a restatement (`noop`, a
-confirmation of the stored fact), with another value a newer value (`supersede`); the same
-value under an unrelated key is kept alongside (`add`): `sister: Ana` and `mother: Ana` are
-two facts.
+The rule without a model, for a key holding the other's words (`city`, `home_city`): the same
+value is a restatement (`noop`, a confirmation of the stored fact), another value a newer
+value (`supersede`). Keys that only share some words, or the same value under an unrelated
+key, are kept alongside (`add`): `sister: Ana` and `mother: Ana`, `local_time_zone` and
+`get_local_time`, are two facts each.
 """
 
 import re
@@ -82,12 +83,16 @@ def fact_cross_key_twin(*, workspace, key: str, value, scope: str, reference: di
 
 
 def _fact_rule(old: Fact, key: str, value, encode) -> tuple[str, str]:
-    similar_key = key_similarity(old.key, key) >= KEY_SIMILARITY_FLOOR
-    same = _same_value(old.value, value, encode)
-    if similar_key and same:
+    # Only a key that holds the other's words (`city` in `home_city`, `favorite_colors` and
+    # `favorite_color`) names the same thing; keys that merely share words (`local_time_zone`,
+    # `get_local_time`; `item_1`, `item_2`) are two facts unless a model says otherwise.
+    similarity = key_similarity(old.key, key)
+    if similarity == 1.0 and _same_value(old.value, value, encode):
         return DECISION_NOOP, f"Same value under a similar key ({old.key} ~ {key})."
-    if similar_key:
+    if similarity == 1.0:
         return DECISION_SUPERSEDE, f"A newer value under a similar key ({old.key} ~ {key})."
+    if similarity >= KEY_SIMILARITY_FLOOR:
+        return DECISION_ADD, f"A key that only shares words with {old.key}: kept as two facts."
     return DECISION_ADD, f"The same value under an unrelated key ({old.key}, {key}): kept as two facts."
 
 

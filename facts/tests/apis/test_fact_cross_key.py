@@ -79,6 +79,16 @@ class CrossKeyTests(MemoryTestCase):
         body = self.remember("city", "Porto")
         assert body["outcome"] == "superseded" and body["consolidation"] is None
 
+    def test_keys_that_only_share_words_are_two_facts(self):
+        """Regression: `get-local-time` superseded `local_time_zone` (Jaccard 0.5)."""
+        zone = self.remember("local_time_zone", "WET")["fact"]
+        body = self.remember("get-local-time", "date +%H:%M")
+        assert body["outcome"] == "created" and body["consolidation"]["decision"] == "add"
+        assert Fact.objects.get(pk=zone["id"]).valid_to is None
+        first = self.remember("note_number_1", "same text")["fact"]
+        body = self.remember("note_number_2", "same text")
+        assert body["outcome"] == "created" and body["fact"]["id"] != first["id"]
+
     def test_overwrite_false_keeps_both(self):
         old = self.remember("city", "Lisbon")["fact"]
         body = self.remember("home_city", "Porto", overwrite=False)
