@@ -117,3 +117,36 @@ class AsyncMemoryClient(_Resources):
             offset += len(results)
             if not results or not page.get("next"):
                 return
+
+
+class LazyClients:
+    """A sync and an async client made on first use, for adapters (the LangGraph saver and
+    store) that LangGraph may drive from either side. The adapter sets `_base_url`,
+    `_api_key`, `_timeout`, `_retry`, and `_client` / `_async_client` to None."""
+
+    _client: MemoryClient | None
+    _async_client: AsyncMemoryClient | None
+
+    @property
+    def client(self) -> MemoryClient:
+        if self._client is None:
+            self._client = MemoryClient(
+                self._base_url, self._api_key, timeout=self._timeout, retry=self._retry
+            )
+        return self._client
+
+    @property
+    def async_client(self) -> AsyncMemoryClient:
+        if self._async_client is None:
+            self._async_client = AsyncMemoryClient(
+                self._base_url, self._api_key, timeout=self._timeout, retry=self._retry
+            )
+        return self._async_client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    async def aclose(self) -> None:
+        if self._async_client is not None:
+            await self._async_client.aclose()

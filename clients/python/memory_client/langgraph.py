@@ -38,7 +38,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from memory_client._core import RetryPolicy
-from memory_client.client import AsyncMemoryClient, MemoryClient
+from memory_client.client import AsyncMemoryClient, LazyClients, MemoryClient
 from memory_client.errors import NotFoundError
 
 # The server caps a list page; list() pages through with this size.
@@ -61,7 +61,7 @@ def _json_safe(metadata: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(metadata, default=str))
 
 
-class MemoryServerSaver(BaseCheckpointSaver[str]):
+class MemoryServerSaver(LazyClients, BaseCheckpointSaver[str]):
     """Sync and async LangGraph checkpointer over the memory server's checkpoint API."""
 
     def __init__(
@@ -88,30 +88,6 @@ class MemoryServerSaver(BaseCheckpointSaver[str]):
         self._lock = threading.Lock()
 
     # -- clients and thread mapping ---------------------------------------------------
-
-    @property
-    def client(self) -> MemoryClient:
-        if self._client is None:
-            self._client = MemoryClient(
-                self._base_url, self._api_key, timeout=self._timeout, retry=self._retry
-            )
-        return self._client
-
-    @property
-    def async_client(self) -> AsyncMemoryClient:
-        if self._async_client is None:
-            self._async_client = AsyncMemoryClient(
-                self._base_url, self._api_key, timeout=self._timeout, retry=self._retry
-            )
-        return self._async_client
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-
-    async def aclose(self) -> None:
-        if self._async_client is not None:
-            await self._async_client.aclose()
 
     def _resolve_body(self, thread_id: str) -> dict[str, Any]:
         body: dict[str, Any] = {"client_key": thread_id}

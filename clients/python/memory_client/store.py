@@ -42,7 +42,7 @@ from langgraph.store.base import (
 )
 
 from memory_client._core import Request, RetryPolicy
-from memory_client.client import AsyncMemoryClient, MemoryClient
+from memory_client.client import AsyncMemoryClient, LazyClients, MemoryClient
 
 # The server's STORE_BATCH_MAX_OPS default; larger batches are sent in chunks of this size.
 BATCH_MAX_OPS = 500
@@ -104,7 +104,7 @@ def _search_item(row: dict[str, Any]) -> SearchItem:
     )
 
 
-class MemoryServerStore(BaseStore):
+class MemoryServerStore(LazyClients, BaseStore):
     """Sync and async LangGraph store over the memory server's store API."""
 
     supports_ttl = True
@@ -137,30 +137,6 @@ class MemoryServerStore(BaseStore):
         self._async_client = async_client
 
     # -- clients ---------------------------------------------------------------------------
-
-    @property
-    def client(self) -> MemoryClient:
-        if self._client is None:
-            self._client = MemoryClient(
-                self._base_url, self._api_key, timeout=self._timeout, retry=self._retry
-            )
-        return self._client
-
-    @property
-    def async_client(self) -> AsyncMemoryClient:
-        if self._async_client is None:
-            self._async_client = AsyncMemoryClient(
-                self._base_url, self._api_key, timeout=self._timeout, retry=self._retry
-            )
-        return self._async_client
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-
-    async def aclose(self) -> None:
-        if self._async_client is not None:
-            await self._async_client.aclose()
 
     def __enter__(self) -> MemoryServerStore:
         return self
