@@ -9,6 +9,7 @@ from django.test import override_settings
 from playwright.sync_api import expect
 
 from browser.tests.e2e.harness import BrowserLiveTestCase, screenshot_on_failure
+from browser.tests.e2e.layout import assert_layout_sound, layout_problems
 from checkpoints.services import checkpoint_put, checkpoint_writes_put
 from core.models import Membership
 from core.services import agent_get_or_create, api_key_create, operator_create, workspace_create
@@ -267,6 +268,34 @@ class SmallThingsTests(BrowserLiveTestCase):
         page.goto(f"{self.base}/facts/")
         page.get_by_text("Filters", exact=True).click()
         assert page.evaluate(OVERLAP_JS) == []
+
+    @screenshot_on_failure
+    def test_every_page_passes_the_screenshot_check_at_both_widths(self):
+        page = self.page
+        self.log_in("admin", PASSWORD)
+        pages = {tab: f"{self.base}/{tab}/" for tab in LIST_TABS} | {
+            "thread": f"{self.base}/threads/{self.thread.pk}/",
+            "fact": f"{self.base}/facts/{self.ada.facts.first().pk}/",
+            "user": f"{self.base}/users/{self.ada.pk}/",
+            "checkpoint": f"{self.base}/checkpoints/{self.thread.checkpoints.first().pk}/",
+        }
+        for width, height in ((1280, 860), (375, 812)):
+            page.set_viewport_size({"width": width, "height": height})
+            for name, url in pages.items():
+                page.goto(url)
+                page.wait_for_load_state("networkidle")
+                assert_layout_sound(page, f"{name}-{width}")
+
+    @screenshot_on_failure
+    def test_the_screenshot_check_fails_on_overlap_and_overflow(self):
+        page = self.page
+        self.log_in("admin", PASSWORD, next_path=f"/memories/{self.workspace.pk}/facts/")
+        assert layout_problems(page) == []
+        page.add_style_tag(content=".table td:nth-child(3) { position: relative; left: -120px; }")
+        assert any(p.startswith("overlap: ") for p in layout_problems(page))
+        page.add_style_tag(content=".table td:nth-child(3) { left: 0; } main { min-width: 1600px; }")
+        problems = layout_problems(page)
+        assert problems and problems[0].startswith("page is ") and "wider than the window" in problems[0]
 
     @screenshot_on_failure
     def test_the_rating_is_an_icon_with_text_not_a_glyph(self):

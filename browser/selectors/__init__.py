@@ -1,5 +1,6 @@
 """Reads the browser needs that no tier exposes: memberships, the thread page's message tree,
-and what the filter pickers suggest and resolve."""
+and what the filter pickers suggest and resolve. Pages with reads of their own keep them in a
+module of this package named after the page."""
 
 import contextlib
 import json
