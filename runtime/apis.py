@@ -34,7 +34,7 @@ from runtime.tool_calls import (
 )
 from runtime.tool_schemas import OUTPUT_SCHEMA, SCHEMA_OPENAI, SCHEMAS, tool_schemas
 from threads.lib.parts import CONTENT_FORMATS
-from threads.selectors import CONVERSATION_MEMORY_OFF, SYSTEM_AS_MODES, memory_context_resolve
+from threads.selectors import CONVERSATION_MEMORY_OFF, SYSTEM_AS_MODES, TOOL_FORMATS, memory_context_resolve
 
 # 2M tokens: the largest context window the memory settings accept.
 MAX_TOKEN_BUDGET = 2_000_000
@@ -236,6 +236,13 @@ class ContextAssembleApi(APIView):
             help_text="How history messages with files come: plain (content a string, references in "
             "`files`), parts (OpenAI content parts: text, image_url, documents inlined as text) or "
             "anthropic (text and image blocks). Their tokens count against the budget either way.",
+        )
+        tool_format = serializers.ChoiceField(
+            choices=TOOL_FORMATS,
+            default="native",
+            help_text="native: history tool calls and tool-role results; text: each call and its "
+            "result as one assistant message `tool: <name>\\ninput: <json>\\noutput: <result>`, for "
+            "models without tool roles.",
         )
         allocation = serializers.DictField(child=serializers.FloatField(), required=False)
         include = serializers.ListField(

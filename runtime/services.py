@@ -43,6 +43,7 @@ class ContextRequest:
     include: tuple = ()
     system_as: str = "system"
     content_format: str = "plain"
+    tool_format: str = "native"
 
     @classmethod
     def from_validated(cls, data: dict) -> "ContextRequest":
@@ -65,6 +66,7 @@ class ContextRequest:
             include=tuple(data.get("include") or ()),
             system_as=data.get("system_as", "system"),
             content_format=data.get("content_format", "plain"),
+            tool_format=data.get("tool_format", "native"),
         )
 
 
@@ -217,4 +219,5 @@ def context_assemble(*, principal: Principal, request: ContextRequest) -> Contex
         include=request.include,
         system_as=request.system_as,
         content_format=request.content_format,
+        tool_format=request.tool_format,
     )

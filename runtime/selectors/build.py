@@ -138,6 +138,7 @@ def context_build(
     include=(),
     system_as: str = "system",
     content_format: str = "plain",
+    tool_format: str = "native",
 ) -> ContextResult:
     """The context for one turn, never over `token_budget` tokens in total.
 
@@ -200,6 +201,7 @@ def context_build(
                 "query": query,
                 "system_as": system_as,
                 "content_format": content_format,
+                "tool_format": tool_format,
             },
         )
     parts, timings = _run_parts(jobs, parallel=parallel)
@@ -224,6 +226,7 @@ def context_build(
             query=query,
             system_as=system_as,
             content_format=content_format,
+            tool_format=tool_format,
         )
         timings["history"] = round((time.perf_counter() - started) * 1000, 3)
 
@@ -436,6 +439,7 @@ def _history(
     memory_mode: str | None = None,
     system_as: str = "system",
     content_format: str = "plain",
+    tool_format: str = "native",
 ) -> dict:
     """The history window; with semantic recall on, older messages related to the incoming
     `message` (reusing the `<memory>` query's vector when there is one)."""
@@ -455,6 +459,7 @@ def _history(
         max_tokens=max_tokens,
         system_as=system_as,
         content_format=content_format,
+        tool_format=tool_format,
         **recall,
     )
     data = window.as_dict()

@@ -351,3 +351,22 @@ class ToolFormatTextTests(MemoryTestCase):
     def test_an_unknown_format_is_a_400(self):
         response = self.api().get(self.url, {"tool_format": "xml"})
         assert response.status_code == 400 and "tool_format" in response.json()["error"]["fields"]
+
+    def test_context_takes_the_same_tool_format_for_its_history(self):
+        url = "/api/v1/context/"
+        body = {
+            "agent": self.agent.slug,
+            "thread": str(self.thread.pk),
+            "message": "And tomorrow?",
+            "include": ["history"],
+        }
+        response = self.api().post(url, body, format="json")
+        assert response.status_code == 200, response.json()
+        native = response.json()["history"]["messages"]
+        assert [m["role"] for m in native] == ["user", "assistant", "tool", "tool", "assistant"]
+        text = self.api().post(url, {**body, "tool_format": "text"}, format="json").json()
+        window = self.api().get(self.url, {"tool_format": "text"}).json()
+        assert text["history"]["messages"] == window["messages"]
+        assert text["history"]["tokens"] < sum(len(m.get("content") or "") for m in native)
+        response = self.api().post(url, {**body, "tool_format": "xml"}, format="json")
+        assert response.status_code == 400 and "tool_format" in response.json()["error"]["fields"]
