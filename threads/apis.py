@@ -685,28 +685,48 @@ class ThreadHistoryApi(APIView):
 
 
 class ThreadCompactApi(APIView):
+    @extend_schema_serializer(component_name="ThreadCompactInput")
+    class InputSerializer(StrictSerializer):
+        node = serializers.CharField(
+            max_length=100,
+            required=False,
+            allow_blank=True,
+            help_text="Compact this node's (a delegated sub-agent's) history into its own summary "
+            "instead of the main conversation's.",
+        )
+
     @extend_schema_serializer(component_name="ThreadCompactOutput")
     class OutputSerializer(serializers.Serializer):
         status = serializers.CharField()
         thread_id = serializers.UUIDField()
+        node = serializers.CharField(
+            allow_null=True, help_text="The node compacted; null: the main conversation."
+        )
 
     @extend_schema(
-        summary="Queue a compaction of the thread's old turns into a summary",
-        request=None,
+        summary="Queue a compaction of the thread's (or one node's) old turns into a summary",
+        request=InputSerializer,
         responses={202: OutputSerializer},
         examples=[
+            OpenApiExample("One sub-agent's history", value={"node": "researcher"}, request_only=True),
             OpenApiExample(
                 "Queued",
-                value={"status": "queued", "thread_id": THREAD_ID},
+                value={"status": "queued", "thread_id": THREAD_ID, "node": None},
                 response_only=True,
                 status_codes=[202],
-            )
+            ),
         ],
     )
     def post(self, request, thread_id):
         thread = thread_get(principal=request.user, thread_id=thread_id)
-        thread_compact_request(thread=thread)
-        return Response({"status": "queued", "thread_id": str(thread.pk)}, status=status.HTTP_202_ACCEPTED)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        node = serializer.validated_data.get("node") or ""
+        thread_compact_request(thread=thread, node=node)
+        return Response(
+            {"status": "queued", "thread_id": str(thread.pk), "node": node or None},
+            status=status.HTTP_202_ACCEPTED,
+        )
 
 
 PLAN_RESPONSE = OpenApiExample(

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from core.errors import ApplicationError
 from core.lib.tokens import count_tokens
 from core.llm import LLMError, LLMUnavailable, chat_complete
 from core.memory_settings import memory_settings_for
@@ -23,6 +24,7 @@ from threads.models import Message, NodeSummary, Thread
 COMPACTION_LEASE = timedelta(minutes=5)
 # An enqueued compaction that has not finished after this long may be enqueued again.
 COMPACTION_REQUEST_TTL = timedelta(minutes=10)
+NODE_UNKNOWN = "The thread has no message of this node."
 
 
 def context_window_for(thread: Thread) -> int:
@@ -160,6 +162,7 @@ def thread_summarize(*, thread: Thread, previous: str, messages: list[dict]) -> 
             workspace=thread.workspace,
             messages=summary_prompt(previous=previous, messages=messages),
             max_tokens=max_tokens,
+            purpose="compaction",
         ).strip()
     except LLMUnavailable:
         return summary_extractive(previous=previous, messages=messages, max_tokens=max_tokens), "extractive"
@@ -221,9 +224,21 @@ def thread_compact(*, thread_id, node: str = "") -> str:
         rows.filter(compaction_lease_until=lease).update(compaction_lease_until=None)
 
 
-def thread_compact_request(*, thread: Thread) -> None:
-    """Enqueue a compaction now (after commit), whatever the branch's size."""
+def thread_compact_request(*, thread: Thread, node: str = "") -> None:
+    """Enqueue a compaction now (after commit), whatever the branch's size; with `node`, of
+    that node's (sub-agent's) history into its NodeSummary. A node with no message in the
+    thread is a 400: there is nothing to compact and a typo should not pass silently."""
     from threads.tasks import thread_compact_task
 
-    Thread.objects.filter(pk=thread.pk).update(compaction_requested_at=timezone.now())
+    now = timezone.now()
+    if node:
+        if not Message.objects.filter(thread=thread, node_id=node).exists():
+            raise ApplicationError(NODE_UNKNOWN, code="node_unknown", fields={"node": [NODE_UNKNOWN]})
+        summary, _ = NodeSummary.objects.get_or_create(
+            thread=thread, node_id=node, defaults={"workspace_id": thread.workspace_id}
+        )
+        NodeSummary.objects.filter(pk=summary.pk).update(compaction_requested_at=now)
+        thread_compact_task.delay_on_commit(str(thread.pk), node)
+        return
+    Thread.objects.filter(pk=thread.pk).update(compaction_requested_at=now)
     thread_compact_task.delay_on_commit(str(thread.pk))

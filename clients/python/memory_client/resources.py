@@ -193,9 +193,11 @@ class Threads(CrudResource):
             Request("GET", f"threads/{_pk(thread_id)}/iterations/", params={"task": task, **params})
         )
 
-    def compact(self, thread_id: Any) -> JSON:
-        """Queue a compaction now (202). Compaction is idempotent, so retries are safe."""
-        return self._run(Request("POST", f"threads/{_pk(thread_id)}/compact/", json={}, idempotent=True))
+    def compact(self, thread_id: Any, *, node: str | None = None) -> JSON:
+        """Queue a compaction now (202); with ``node``, of that node's (sub-agent's) history.
+        Compaction is idempotent, so retries are safe."""
+        body = {"node": node} if node else {}
+        return self._run(Request("POST", f"threads/{_pk(thread_id)}/compact/", json=body, idempotent=True))
 
     def tool_result(self, thread_id: Any, result_id: Any) -> JSON:
         """An archived tool result, whole."""

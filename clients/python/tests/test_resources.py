@@ -50,6 +50,11 @@ def test_conversation_resources(client):
     assert [i["outcome"] for i in client.threads.iterations(thread["id"], task="fetch")["results"]] == [
         "failure"
     ]
+    client.threads.append_message(thread["id"], role="assistant", content="Searching.", node_id="researcher")
+    assert client.threads.compact(thread["id"])["node"] is None
+    assert client.threads.compact(thread["id"], node="researcher")["node"] == "researcher"
+    with pytest.raises(ValidationError):
+        client.threads.compact(thread["id"], node="nobody")
     assert client.threads.update(thread["id"], title="Week")["title"] == "Week"
     assert any(t["id"] == thread["id"] for t in client.paginate(client.threads.list))
     client.threads.delete(thread["id"])

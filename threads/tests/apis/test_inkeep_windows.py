@@ -189,6 +189,35 @@ class SubagentCompressionTests(MemoryTestCase):
         assert thread_compact(thread_id=self.thread.pk, node="researcher") == "up_to_date"
         assert thread_compact(thread_id=self.thread.pk, node="other") == "missing"
 
+    def test_one_node_is_compacted_on_request_under_the_share(self):
+        # 6 messages (~300 tokens) stay under 0.75 x 1000: only a request compacts them.
+        assert self.post_node_turns(6, execute=False) == []
+        self.post_node_turns(1, execute=False)
+        url = f"/api/v1/threads/{self.thread.pk}/compact/"
+        with self.captureOnCommitCallbacks(execute=True):
+            response = self.api().post(url, {"node": "researcher"}, format="json")
+        assert response.status_code == 202, response.json()
+        assert response.json() == {"status": "queued", "thread_id": str(self.thread.pk), "node": "researcher"}
+        node = NodeSummary.objects.get(thread=self.thread, node_id="researcher")
+        assert node.summary_method == "extractive" and "invoice 1000" in node.summary
+        assert node.compaction_requested_at is None
+        assert self.history()["summary_applied"] is True
+        # The main conversation is untouched.
+        assert Thread.objects.get(pk=self.thread.pk).summary == ""
+
+    def test_compacting_an_unknown_node_is_a_400_and_queues_nothing(self):
+        self.post_node_turns(2, execute=False)
+        url = f"/api/v1/threads/{self.thread.pk}/compact/"
+        for body in ({"node": "nobody"}, {"node": "x" * 101}, {"node": ["researcher"]}, {"nod": "a"}):
+            with self.captureOnCommitCallbacks(execute=False) as callbacks:
+                response = self.api().post(url, body, format="json")
+            assert response.status_code == 400, (body, response.json())
+            assert callbacks == []
+        assert response.json()["error"]["code"] in ("unknown_field", "invalid")
+        response = self.api().post(url, {"node": "nobody"}, format="json")
+        assert response.json()["error"]["code"] == "node_unknown"
+        assert not NodeSummary.objects.filter(thread=self.thread).exists()
+
 
 class TransferTests(MemoryTestCase):
     """support (the thread's agent) hands the thread to billing after the user's refund question."""
