@@ -1,12 +1,14 @@
 from django.urls import include, path
 
 from browser.views import (
+    audit,
     checkpoints,
     entries,
     episodes,
     facts,
     pickers,
     procedures,
+    search,
     shell,
     store,
     threads,
@@ -19,6 +21,9 @@ app_name = "memories"
 
 workspace_urls = [
     path("", shell.workspace_home, name="workspace"),
+    path("search/", search.search, name="search"),
+    path("audit/", audit.audit, name="audit"),
+    path("audit/export.csv", audit.audit_export, name="audit-export"),
     path("facts/", facts.facts_tab, name="facts"),
     path("facts/delete/", facts.facts_delete, name="facts-delete"),
     path("facts/<uuid:pk>/", facts.fact_detail, name="fact"),

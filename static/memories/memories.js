@@ -253,3 +253,118 @@
     }
   });
 })();
+
+// The header search (browser/views/search.py): an ARIA 1.2 combobox over the live results htmx
+// swaps into its listbox, grouped by tier. Arrow keys move through the results, Enter opens the
+// active one (with none active, the form goes to the results page), Escape closes the list and
+// a second Escape empties the box. "/" anywhere else focuses the box. Without JavaScript the box
+// is a plain GET form.
+(function () {
+  "use strict";
+
+  function searchBox() { return document.querySelector("input[data-site-search]"); }
+  function searchList(input) { return document.getElementById(input.getAttribute("aria-controls")); }
+  function searchOptions(list) { return Array.prototype.slice.call(list.querySelectorAll('[role="option"]')); }
+
+  function searchActivate(input, option) {
+    searchList(input).querySelectorAll('[aria-selected="true"]').forEach(function (o) {
+      o.setAttribute("aria-selected", "false");
+    });
+    if (option) {
+      option.setAttribute("aria-selected", "true");
+      input.setAttribute("aria-activedescendant", option.id);
+      option.scrollIntoView({ block: "nearest" });
+    } else {
+      input.removeAttribute("aria-activedescendant");
+    }
+  }
+
+  function searchOpen(input, open) {
+    var list = searchList(input);
+    open = open && searchOptions(list).length > 0;
+    list.hidden = !open;
+    input.setAttribute("aria-expanded", open ? "true" : "false");
+    if (!open) searchActivate(input, null);
+  }
+
+  function searchGo(option) {
+    var href = option && option.getAttribute("data-href");
+    if (href) window.location.assign(href);
+  }
+
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var input = searchBox();
+    if (!input || evt.detail.target !== searchList(input)) return;
+    var options = searchOptions(evt.detail.target);
+    var hits = options.filter(function (o) { return !o.classList.contains("site-search-more"); }).length;
+    searchOpen(input, document.activeElement === input && input.value.trim() !== "");
+    var status = input.form.querySelector("[data-site-search-status]");
+    if (status) {
+      status.textContent = !input.value.trim() ? "" : hits === 0 ? "No matches." :
+        hits + (hits === 1 ? " result" : " results") + ", use the arrow keys.";
+    }
+  });
+
+  document.addEventListener("input", function (evt) {
+    if (evt.target.matches && evt.target.matches("input[data-site-search]") && !evt.target.value.trim()) {
+      searchList(evt.target).innerHTML = "";
+      searchOpen(evt.target, false);
+    }
+  });
+
+  document.addEventListener("keydown", function (evt) {
+    var input = evt.target;
+    if (evt.key === "/" && !evt.ctrlKey && !evt.metaKey && !evt.altKey) {
+      var editing = input.closest && input.closest("input, textarea, select, [contenteditable]");
+      var box = searchBox();
+      if (!editing && box) {
+        evt.preventDefault();
+        box.focus();
+        box.select();
+      }
+      return;
+    }
+    if (!input.matches || !input.matches("input[data-site-search]")) return;
+    var list = searchList(input);
+    var open = input.getAttribute("aria-expanded") === "true";
+    var options = searchOptions(list);
+    var current = document.getElementById(input.getAttribute("aria-activedescendant") || "");
+    var index = options.indexOf(current);
+    if ((evt.key === "ArrowDown" || evt.key === "ArrowUp") && options.length) {
+      evt.preventDefault();
+      if (!open) searchOpen(input, true);
+      var step = evt.key === "ArrowDown" ? 1 : -1;
+      index = index < 0 ? (step > 0 ? 0 : options.length - 1) : (index + step + options.length) % options.length;
+      searchActivate(input, options[index]);
+    } else if (evt.key === "Enter" && open && current) {
+      evt.preventDefault();
+      searchGo(current);
+    } else if (evt.key === "Escape") {
+      evt.preventDefault();
+      evt.stopPropagation();
+      if (open) {
+        searchOpen(input, false);
+      } else if (input.value) {
+        input.value = "";
+        list.innerHTML = "";
+      }
+    }
+  });
+
+  // mousedown, not click: the box keeps its focus until the page changes.
+  document.addEventListener("mousedown", function (evt) {
+    var option = evt.target.closest && evt.target.closest('.site-search-list [role="option"]');
+    if (!option) return;
+    evt.preventDefault();
+    searchGo(option);
+  });
+
+  document.addEventListener("focusout", function (evt) {
+    if (evt.target.matches && evt.target.matches("input[data-site-search]")) searchOpen(evt.target, false);
+  });
+  document.addEventListener("focusin", function (evt) {
+    if (evt.target.matches && evt.target.matches("input[data-site-search]") && evt.target.value.trim()) {
+      searchOpen(evt.target, true);
+    }
+  });
+})();

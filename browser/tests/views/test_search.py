@@ -1,0 +1,180 @@
+"""The one search across tiers (issue 15): grouped results, live results, isolation."""
+
+from urllib.parse import quote
+
+from browser.selectors.search import LIVE_PER_TIER, PAGE_PER_TIER, search_everywhere, search_query_clean
+from browser.tests.base import BrowserTestCase
+from browser.tests.factories import entry_make, memory_user_make
+from episodes.services import episode_create
+from facts.services import fact_remember
+from procedures.services import procedure_create
+from threads.services import thread_append_messages, thread_create
+
+_CALL = {"id": "call-1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+
+
+class SearchTests(BrowserTestCase):
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        cls.ada = memory_user_make(cls.workspace, canonical_id="telegram:1", display_name="Ada Lisbon")
+        cls.fact = fact_remember(
+            workspace=cls.workspace, key="home_city", value="Lisbon", scope="user", memory_user=cls.ada
+        ).fact
+        cls.entry = entry_make(agent=cls.agent, memory_user=cls.ada, content="Ada moved to Lisbon in May.")
+        cls.episode = episode_create(
+            workspace=cls.workspace,
+            agent=cls.agent,
+            memory_user=cls.ada,
+            trigger_type="chat",
+            error="Lisbon timeout",
+        )
+        cls.procedure = procedure_create(
+            workspace=cls.workspace,
+            name="Book a Lisbon hotel",
+            procedure_type="prompt_template",
+            content="Ask for dates.",
+        )
+        cls.thread = thread_create(
+            workspace=cls.workspace, agent=cls.agent, memory_user=cls.ada, title="Trip"
+        )
+        thread_append_messages(
+            thread=cls.thread,
+            messages=[
+                {"role": "user", "content": "I am flying to Lisbon on Friday."},
+                {"role": "assistant", "content": "Have a good trip."},
+                {"role": "assistant", "content": "", "tool_calls": [_CALL]},
+                {"role": "tool", "tool_call_id": "call-1", "content": "Lisbon weather: sunny"},
+            ],
+        )
+        # The same words in another workspace: never found.
+        globex = memory_user_make(
+            cls.other_workspace, canonical_id="telegram:1", display_name="Globex Lisbon"
+        )
+        fact_remember(
+            workspace=cls.other_workspace, key="globex_city", value="Lisbon", scope="user", memory_user=globex
+        )
+        entry_make(agent=cls.outsider_agent, memory_user=globex, content="Globex secret Lisbon note.")
+        other_thread = thread_create(workspace=cls.other_workspace, agent=cls.outsider_agent, title="Globex")
+        thread_append_messages(
+            thread=other_thread, messages=[{"role": "user", "content": "Globex Lisbon plan"}]
+        )
+
+    def test_every_tier_is_a_group_with_its_match(self):
+        """Each tier's group lists its match and opens it; another workspace's rows never show."""
+        response = self.open_as(self.viewer, self.url("memories:search") + "?q=lisbon")
+        html = response.content.decode()
+        for slug in ("facts", "entries", "episodes", "procedures", "people", "messages"):
+            assert f'id="tier-{slug}"' in html, slug
+        assert html.index('id="tier-facts"') < html.index('id="tier-messages"')
+        urls = {
+            "facts": self.url("memories:fact", pk=self.fact.pk),
+            "entries": self.url("memories:entry", pk=self.entry.pk),
+            "episodes": self.url("memories:episode", pk=self.episode.pk),
+            "procedures": self.url("memories:procedure", pk=self.procedure.pk),
+            "users": self.url("memories:user", pk=self.ada.pk),
+            "threads": self.url("memories:thread", pk=self.thread.pk),
+        }
+        for tab, url in urls.items():
+            assert f'href="{url}"' in html, tab
+        assert "Globex" not in html
+        # Only user and assistant messages are searched (tool output is not conversation).
+        assert "Lisbon weather" not in html and "flying to Lisbon" in html
+
+    def test_groups_come_from_the_tiers_own_filtersets(self):
+        """A group holds what its tab's q filter finds, so "more in" continues the same list."""
+        groups = {g.tier.slug: g for g in search_everywhere(principal=self._principal(), query="lisbon")}
+        assert [h.pk for h in groups["facts"].hits] == [self.fact.pk]
+        assert [h.pk for h in groups["entries"].hits] == [self.entry.pk]
+        assert [h.pk for h in groups["episodes"].hits] == [self.episode.pk]
+        assert [h.pk for h in groups["people"].hits] == [self.ada.pk]
+        assert [h.link_pk for h in groups["messages"].hits] == [self.thread.pk]
+        assert not any(g.more for g in groups.values())
+
+    def _principal(self):
+        from browser.selectors import operator_context
+
+        return operator_context(user=self.viewer, workspace_id=self.workspace.pk).principal
+
+    def test_more_links_open_the_tab_filtered_by_the_query(self):
+        for n in range(PAGE_PER_TIER + 1):
+            entry_make(agent=self.agent, memory_user=self.ada, content=f"Lisbon note number {n}.")
+        response = self.open_as(self.viewer, self.url("memories:search") + "?q=lisbon+note")
+        html = response.content.decode()
+        assert html.count('class="more-link"') == 1
+        more = self.url("memories:entries") + "?q=lisbon+note"
+        assert f'href="{more}"' in html
+        assert f'data-count="{PAGE_PER_TIER}"' in html
+        tab = self.client.get(more)
+        assert f'data-total="{PAGE_PER_TIER + 1}"'.encode() in tab.content
+
+    def test_messages_have_a_page_of_their_own(self):
+        thread_append_messages(
+            thread=self.thread, messages=[{"role": "user", "content": f"Lisbon again {n}"} for n in range(7)]
+        )
+        response = self.open_as(self.viewer, self.url("memories:search") + "?q=lisbon")
+        more = self.url("memories:search") + "?q=lisbon&amp;tier=messages"
+        assert f'href="{more}"'.encode() in response.content
+        page = self.client.get(self.url("memories:search") + "?q=lisbon&tier=messages&per_page=25")
+        assert b'data-total="8"' in page.content and b"Lisbon again 6" in page.content
+        assert b'id="tier-facts"' not in page.content
+
+    def test_live_results_are_a_grouped_listbox_fragment(self):
+        """The header box's fragment: groups of options, each naming the page it opens."""
+        for n in range(LIVE_PER_TIER + 2):
+            entry_make(agent=self.agent, memory_user=self.ada, content=f"Lisbon memo {n}.")
+        self.login(self.viewer)
+        response = self.htmx("get", self.url("memories:search") + "?q=lisbon", target="site-search-list")
+        html = response.content.decode()
+        assert "<html" not in html and "<main" not in html
+        assert html.count('role="group"') == 6
+        assert 'aria-label="Episodic entries"' in html
+        assert html.count('id="ss-entries-') == LIVE_PER_TIER + 1  # the hits and "More in"
+        assert f'data-href="{self.url("memories:entries")}?q=lisbon"' in html
+        assert 'id="ss-all"' in html and "Globex" not in html
+        empty = self.htmx("get", self.url("memories:search") + "?q=", target="site-search-list")
+        assert empty.content.strip() == b""
+
+    def test_bounded_queries_whatever_the_data(self):
+        url = self.url("memories:search") + "?q=lisbon"
+        self.open_as(self.viewer, url)
+        with self.assertNumQueries(9) as first:
+            self.client.get(url)
+        for n in range(20):
+            entry_make(agent=self.agent, memory_user=self.ada, content=f"Lisbon more {n}.")
+            fact_remember(workspace=self.workspace, key=f"lisbon_{n}", value="Lisbon", scope="global")
+        with self.assertNumQueries(len(first.captured_queries)):
+            self.client.get(url)
+
+    def test_hostile_queries_answer_never_a_server_error(self):
+        self.login(self.viewer)
+        base = self.url("memories:search")
+        for text in [
+            "a\x00b",
+            "x" * 10_000,
+            "' OR 1=1 --",
+            '"',
+            "-",
+            "!!! & | :*",
+            "or",
+            "{{ 7*7 }}",
+            "\u202e",
+        ]:
+            for tier in ("", "messages", "facts", "nope"):
+                response = self.client.get(f"{base}?q={quote(text)}&tier={tier}&page=x&per_page=-1&sort=zz")
+                assert response.status_code == 200, (text, tier, response.status_code)
+        assert search_query_clean("a\x00b  c" + "x" * 500) == ("a b c" + "x" * 500)[:200]
+
+    def test_empty_query_explains_the_syntax(self):
+        response = self.open_as(self.viewer, self.url("memories:search"))
+        assert b"as in a web search" in response.content
+
+    def test_header_box_is_a_combobox_on_every_page(self):
+        response = self.open_as(self.viewer, self.url("memories:facts"))
+        html = response.content.decode()
+        assert 'role="combobox"' in html and 'aria-controls="site-search-list"' in html
+        assert f'action="{self.url("memories:search")}"' in html
+
+    def test_outsider_gets_a_404(self):
+        self.login(self.outsider)
+        assert self.client.get(self.url("memories:search") + "?q=lisbon").status_code == 404
