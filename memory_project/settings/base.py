@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "checkpoints",
     "store",
     "webhooks",
+    "portability",
     "runtime",
     "browser",
 ]
@@ -335,6 +336,7 @@ CELERY_TASK_ROUTES = {
     "store.tasks.store_item_embed_task": {"queue": "embeddings"},
     "episodes.tasks.episode_embed_task": {"queue": "embeddings"},
     "runtime.tasks.embeddings_sweep_task": {"queue": "embeddings"},
+    "portability.tasks.import_embed_task": {"queue": "embeddings"},
     "episodes.tasks.entry_extract_task": {"queue": "llm"},
     # Deliveries wait on subscribers' servers: a slow one never delays maintenance.
     "webhooks.tasks.webhook_deliver_task": {"queue": "webhooks"},
@@ -488,6 +490,14 @@ LLM_BASE_URL = env_str("LLM_BASE_URL", "")
 LLM_MODEL = env_str("LLM_MODEL", "")
 LLM_API_KEY = env_str("LLM_API_KEY", "")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 30.0)
+# Export and import (docs/export.md). Uploads from /memories wait here for a worker: in a
+# deployment of several hosts it must be a volume every web and worker host shares.
+PORTABILITY_IMPORT_DIR = Path(env_str("PORTABILITY_IMPORT_DIR", str(VAR_DIR / "imports")))
+# A longer line (one record) stops an import instead of filling memory; the largest records
+# are checkpoints (base64 state) and messages of THREADS_MAX_CONTENT_CHARS.
+PORTABILITY_LINE_MAX_BYTES = env_int("PORTABILITY_LINE_MAX_BYTES", 16 * 1024 * 1024)
+# An import job's hard time limit (~1 GB at the rates in docs/export.md, with room).
+PORTABILITY_IMPORT_TIME_LIMIT = env_int("PORTABILITY_IMPORT_TIME_LIMIT", 6 * 3600)
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", "")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "")

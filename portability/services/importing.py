@@ -1,0 +1,753 @@
+"""The import reader: line by line, batch by batch, into one transaction (all or nothing).
+
+Ids are remapped through ImportIdMap, in the database: the map of a huge file never sits in
+memory, and a second run of the same export finds the rows the first one made and skips
+them. Rows that already exist in the target under a natural key (an agent's slug, a
+person's canonical id, a channel identity, a procedure's name and version, a store item's
+namespace and key) are reused and reported; a current fact whose key and scope is already
+held becomes a version of it.
+"""
+
+import base64
+import binascii
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DatabaseError, IntegrityError, connection, models, transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from pgvector.django import VectorField
+
+from core.embeddings import embedding_provider_for
+from core.errors import ApplicationError
+from core.parsers import JSONRefused, json_loads_checked
+from core.services import audit_record
+from facts.models import Fact, FactKey
+from portability.models import ImportIdMap
+from portability.registry import AUDIT_ENTITY_TYPES, BY_NAME, EMBEDDED_TYPES, record_key, ref_type
+from portability.services.exporting import FORMAT, VERSION
+
+# Records written per INSERT: 500 messages (~25 columns) stay far under PostgreSQL's 65,535
+# parameters, and a batch's map lookups are one indexed query per type it names.
+IMPORT_BATCH = 500
+HEADER_KEYS = {"format", "version", "embedding_model", "dimensions", "scope", "exported_at", "source"}
+MAX_CONFLICTS_LISTED = 200
+
+HEADER_REQUIRED = "The first line must be the export header (docs/export.md)."
+UNSUPPORTED_VERSION = "Unsupported export format version {version}; this server reads version {supported}."
+LINE_TOO_LONG = "The line is longer than {limit} bytes."
+NOT_A_RECORD = "A record must be a JSON object with a string `type` and `id`."
+UNKNOWN_TYPE = "Unknown record type '{type}'."
+UNKNOWN_FIELDS = "Unknown fields for a {type} record: {names}."
+DUPLICATE_ID = "The {type} {id} appears twice in this file."
+MISSING_ROW = "The {type} {id} is named here but never appears in the file."
+NO_END = 'The file ends without its closing line ({{"type": "end"}}): it is incomplete.'
+AFTER_END = "Nothing may follow the closing line."
+COUNT_MISMATCH = "The closing line counts {expected} records; the file holds {found}."
+REUSED_REFERENCED = (
+    "The {type} {id} matches a row already in this workspace, but earlier lines named it "
+    "before it appeared; put it before the rows that name it."
+)
+ROW_REFUSED = "The row cannot be stored: {detail}"
+
+
+class ImportFailed(ApplicationError):
+    """A line that stops the run; nothing of the run is stored."""
+
+    def __init__(self, message: str, *, line: int, code: str = "invalid_import", fields=None):
+        text = f"Line {line}: {message}" if line else message
+        super().__init__(text, code=code, fields={"line": [str(line)], **(fields or {})}, status_code=400)
+        self.line = line
+
+
+def lines_read(stream, *, limit: int | None = None) -> Iterator[tuple[int, bytes, int]]:
+    """(line number, line, bytes read so far) of a binary stream, never holding more than one
+    line; a line longer than `limit` bytes stops the run instead of filling memory."""
+    limit = limit or settings.PORTABILITY_LINE_MAX_BYTES
+    number = 0
+    done = 0
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        number += 1
+        done += len(raw)
+        if len(raw) > limit:
+            raise ImportFailed(LINE_TOO_LONG.format(limit=limit), line=number, code="line_too_long")
+        yield number, raw, done
+
+
+def _header_check(raw: bytes, line: int) -> dict:
+    try:
+        header = json_loads_checked(raw)
+    except JSONRefused as exc:
+        raise ImportFailed(f"{HEADER_REQUIRED} {exc}", line=line, code="malformed_header") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise ImportFailed(HEADER_REQUIRED, line=line, code="malformed_header")
+    unknown = sorted(set(header) - HEADER_KEYS)
+    if unknown:
+        raise ImportFailed(f"{HEADER_REQUIRED} Unknown keys: {unknown}.", line=line, code="malformed_header")
+    version = header.get("version")
+    if version != VERSION or isinstance(version, bool):
+        raise ImportFailed(
+            UNSUPPORTED_VERSION.format(version=str(version)[:20], supported=VERSION),
+            line=line,
+            code="unsupported_version",
+        )
+    problems = {}
+    source = header.get("source")
+    if not isinstance(source, str) or not 0 < len(source) <= 100:
+        problems["source"] = ["A non-empty string of at most 100 characters."]
+    model = header.get("embedding_model")
+    if not isinstance(model, str) or len(model) > 200:
+        problems["embedding_model"] = ["A string of at most 200 characters."]
+    dimensions = header.get("dimensions")
+    if dimensions is not None and (
+        not isinstance(dimensions, int) or isinstance(dimensions, bool) or not 0 < dimensions <= 16000
+    ):
+        problems["dimensions"] = ["A positive integer or null."]
+    if not isinstance(header.get("scope", {}), dict):
+        problems["scope"] = ["An object."]
+    exported_at = header.get("exported_at")
+    if not isinstance(exported_at, str) or len(exported_at) > 64 or _datetime(exported_at) is None:
+        problems["exported_at"] = ["An ISO 8601 date and time."]
+    if problems:
+        raise ImportFailed(HEADER_REQUIRED, line=line, code="malformed_header", fields=problems)
+    return header
+
+
+def _datetime(text: str):
+    try:
+        value = parse_datetime(text)
+    except ValueError:
+        return None
+    if value is None or timezone.is_naive(value):
+        return None
+    return value
+
+
+_INTEGERS = {
+    "IntegerField",
+    "BigIntegerField",
+    "SmallIntegerField",
+    "PositiveIntegerField",
+    "PositiveSmallIntegerField",
+    "PositiveBigIntegerField",
+}
+
+
+def _field_value(f, value):
+    """The column value of a record's field, or ValueError naming what is wrong."""
+    if value is None:
+        if not f.null:
+            raise ValueError("may not be null")
+        return None
+    kind = f.get_internal_type()
+    if isinstance(f, VectorField):
+        if not isinstance(value, list) or not value or len(value) > 16000:
+            raise ValueError("must be a non-empty list of numbers")
+        if any(isinstance(x, bool) or not isinstance(x, int | float) for x in value):
+            raise ValueError("must be a list of numbers")
+        return [float(x) for x in value]
+    if isinstance(f, models.JSONField):
+        return value
+    if isinstance(f, ArrayField):
+        if not isinstance(value, list) or any(not isinstance(x, str) for x in value):
+            raise ValueError("must be a list of strings")
+        return value
+    if kind in ("CharField", "TextField", "SlugField"):
+        if not isinstance(value, str):
+            raise ValueError("must be a string")
+    elif kind in _INTEGERS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("must be an integer")
+    elif kind == "FloatField":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("must be a number")
+        value = float(value)
+    elif kind == "BooleanField":
+        if not isinstance(value, bool):
+            raise ValueError("must be true or false")
+    elif kind == "DateTimeField":
+        value = _datetime(value) if isinstance(value, str) and len(value) <= 64 else None
+        if value is None:
+            raise ValueError("must be an ISO 8601 date and time with a zone")
+    elif kind == "UUIDField":
+        try:
+            value = uuid.UUID(value) if isinstance(value, str) and len(value) <= 64 else None
+        except ValueError:
+            value = None
+        if value is None:
+            raise ValueError("must be a UUID")
+    elif kind == "BinaryField":
+        try:
+            value = base64.b64decode(value, validate=True) if isinstance(value, str) else None
+        except (binascii.Error, ValueError):
+            value = None
+        if value is None:
+            raise ValueError("must be base64 text")
+    else:  # pragma: no cover - a column type the registry does not carry yet
+        raise ValueError(f"has an unsupported column type {kind}")
+    if f.choices and value not in {choice for choice, _ in f.flatchoices} and not (f.blank and value == ""):
+        raise ValueError("is not one of the allowed values")
+    try:
+        f.run_validators(value)
+    except DjangoValidationError as exc:
+        raise ValueError(" ".join(exc.messages)) from None
+    return value
+
+
+class _Pending:
+    """One record of a batch on its way to a row."""
+
+    __slots__ = ("line", "old_id", "new_id", "values", "refs", "map_row", "reused")
+
+    def __init__(self, line, old_id):
+        self.line = line
+        self.old_id = old_id
+        self.new_id = None
+        self.values = {}
+        # (attname, type, old id, kind): kind "fk" | "column" | "list"
+        self.refs = []
+        self.map_row = None
+        self.reused = None
+
+
+class _Importer:
+    def __init__(self, *, workspace, source: str, run: uuid.UUID, keep_vectors: bool, model: str):
+        self.workspace = workspace
+        self.source = source
+        self.run = run
+        self.keep_vectors = keep_vectors
+        self.model = model
+        self.created = Counter()
+        self.reused = Counter()
+        self.skipped = Counter()
+        self.vectors_dropped = 0
+        self.dangling = 0
+        self.versioned = 0
+        self.conflicts = []
+        self.conflict_count = 0
+        self.records = 0
+
+    # -- the map -------------------------------------------------------------------------
+
+    def _map(self, type_name: str, old_ids) -> dict:
+        return {
+            row.old_id: row
+            for row in ImportIdMap.objects.filter(
+                workspace=self.workspace, source=self.source, type=type_name, old_id__in=list(old_ids)
+            )
+        }
+
+    def _conflict(self, line, type_name, old_id, rule, detail):
+        self.conflict_count += 1
+        if len(self.conflicts) < MAX_CONFLICTS_LISTED:
+            self.conflicts.append(
+                {"line": line, "type": type_name, "id": old_id, "rule": rule, "detail": detail}
+            )
+
+    # -- records -------------------------------------------------------------------------
+
+    def _parse(self, record_type, line: int, record: dict) -> _Pending:
+        fields = {record_key(f): f for f in record_type.fields()}
+        unknown = sorted(set(record) - set(fields) - {"type", "id"})
+        if unknown:
+            raise ImportFailed(
+                UNKNOWN_FIELDS.format(type=record_type.name, names=", ".join(unknown)[:300]), line=line
+            )
+        pending = _Pending(line, record["id"])
+        for name, f in fields.items():
+            if name not in record:
+                # A field a hand-written file leaves out takes the column's default.
+                if f.is_relation and not f.null:
+                    raise ImportFailed(f"{name} is required.", line=line, fields={name: ["Required."]})
+                pending.values[f.attname] = _default(f)
+                continue
+            value = record[name]
+            target = ref_type(f) if f.is_relation else None
+            if f.is_relation:
+                if value is None:
+                    if not f.null:
+                        raise ImportFailed(
+                            f"{name} may not be null.", line=line, fields={name: ["Required."]}
+                        )
+                    pending.values[f.attname] = None
+                elif not isinstance(value, str) or not 0 < len(value) <= 64:
+                    raise ImportFailed(f"{name} must be an id.", line=line, fields={name: ["Must be an id."]})
+                else:
+                    pending.refs.append((f.attname, target, value, "fk"))
+                continue
+            try:
+                value = _field_value(f, value)
+            except ValueError as exc:
+                raise ImportFailed(f"{name} {exc}.", line=line, fields={name: [str(exc)]}) from None
+            if f.name in record_type.id_columns and value is not None:
+                pending.refs.append((f.attname, record_type.id_columns[f.name], str(value), "column"))
+            elif f.name in record_type.id_lists:
+                if any(len(x) > 64 for x in value):
+                    raise ImportFailed(f"{name} must list ids.", line=line, fields={name: ["Must list ids."]})
+                pending.refs.append((f.attname, record_type.id_lists[f.name], value, "list"))
+            else:
+                pending.values[f.attname] = value
+        if record_type.name == "audit_event":
+            entity = AUDIT_ENTITY_TYPES.get(pending.values["entity_type"])
+            if entity:
+                pending.refs.append(("entity_id", entity, pending.values.pop("entity_id"), "entity"))
+        return pending
+
+    def batch(self, record_type, items: list[tuple[int, dict]]) -> None:
+        pendings = [self._parse(record_type, line, record) for line, record in items]
+        if record_type.vectors:
+            kept = []
+            for p in pendings:
+                if self.keep_vectors and p.values.get("model") == self.model:
+                    kept.append(p)
+                else:
+                    self.vectors_dropped += 1
+            pendings = kept
+            if not pendings:
+                return
+        name = record_type.name
+        seen = {}
+        for p in pendings:
+            if p.old_id in seen:
+                raise ImportFailed(DUPLICATE_ID.format(type=name, id=p.old_id[:64]), line=p.line)
+            seen[p.old_id] = p
+        existing = self._map(name, seen)
+        fresh = []
+        for p in pendings:
+            row = existing.get(p.old_id)
+            if row is not None and row.state != ImportIdMap.State.RESERVED:
+                if self._made_this_run(row):
+                    raise ImportFailed(DUPLICATE_ID.format(type=name, id=p.old_id[:64]), line=p.line)
+                self.skipped[name] += 1
+                continue
+            p.map_row = row
+            if row is not None:
+                p.new_id = row.new_id
+            elif record_type.uuid_pk:
+                p.new_id = str(uuid.uuid4())
+            fresh.append(p)
+        if not fresh:
+            return
+        self._resolve(record_type, fresh, own=False)
+        self._match_existing(record_type, fresh)
+        self._resolve(record_type, fresh, own=True)
+        if name == "fact":
+            self._version_facts(fresh)
+        self._write(record_type, fresh)
+
+    def _made_this_run(self, row) -> bool:
+        return row.state in (ImportIdMap.State.CREATED, ImportIdMap.State.REUSED) and row.run_id == self.run
+
+    def _resolve(self, record_type, pendings, *, own: bool) -> None:
+        """Replace the old ids a batch names (of other types first, then of its own type)."""
+        wanted = defaultdict(dict)  # type -> old id -> first line
+        for p in pendings:
+            for _attname, target, old, _kind in p.refs:
+                if (target == record_type.name) != own:
+                    continue
+                for old_id in old if isinstance(old, list) else [old]:
+                    wanted[target].setdefault(old_id, p.line)
+        resolved = {}
+        for target, olds in wanted.items():
+            found = {old: row.new_id for old, row in self._map(target, olds).items()}
+            if own:
+                found.update({p.old_id: p.new_id for p in pendings if p.old_id in olds})
+            reserve = []
+            required = set()
+            for p in pendings:
+                for _attname, t, old, kind in p.refs:
+                    if t != target or kind == "list" or old in found:
+                        continue
+                    if kind == "fk":
+                        required.add(old)
+                    if old not in {r.old_id for r in reserve}:
+                        reserve.append(
+                            ImportIdMap(
+                                workspace=self.workspace,
+                                source=self.source,
+                                type=target,
+                                old_id=old,
+                                new_id=str(uuid.uuid4()),
+                                state=ImportIdMap.State.RESERVED,
+                                line=p.line,
+                                run_id=self.run,
+                            )
+                        )
+            for row in reserve:
+                row.required = row.old_id in required
+            ImportIdMap.objects.bulk_create(reserve)
+            found.update({row.old_id: row.new_id for row in reserve})
+            # A row named before by a plain id column is now named by a foreign key too.
+            if required:
+                ImportIdMap.objects.filter(
+                    workspace=self.workspace,
+                    source=self.source,
+                    type=target,
+                    old_id__in=list(required),
+                    state=ImportIdMap.State.RESERVED,
+                    required=False,
+                ).update(required=True)
+            resolved[target] = found
+        for p in pendings:
+            for attname, target, old, kind in p.refs:
+                if (target == record_type.name) != own:
+                    continue
+                if kind == "list":
+                    ids = [resolved[target][o] for o in old if o in resolved[target]]
+                    self.dangling += len(old) - len(ids)
+                    p.values[attname] = ids
+                else:
+                    p.values[attname] = resolved[target][old]
+
+    def _match_existing(self, record_type, pendings) -> None:
+        """Rows the target already holds under a natural key are reused, not duplicated."""
+        model = record_type.model
+        for key in record_type.natural_keys:
+            columns = [model._meta.get_field(name).attname for name in key]
+            candidates = [
+                p for p in pendings if p.reused is None and all(p.values.get(c) != "" for c in columns)
+            ]
+            if not candidates:
+                continue
+            condition = Q()
+            for p in candidates:
+                condition |= Q(**{c: p.values.get(c) for c in columns})
+            existing = {
+                tuple(str(v) if v is not None else None for v in row[1:]): row[0]
+                for row in model.objects.filter(workspace=self.workspace)
+                .filter(condition)
+                .values_list("pk", *columns)
+            }
+            for p in candidates:
+                found = existing.get(
+                    tuple(str(p.values.get(c)) if p.values.get(c) is not None else None for c in columns)
+                )
+                if found is None:
+                    continue
+                if p.map_row is not None and p.map_row.new_id != str(found):
+                    raise ImportFailed(
+                        REUSED_REFERENCED.format(type=record_type.name, id=p.old_id[:64]), line=p.line
+                    )
+                p.reused = str(found)
+                p.new_id = str(found)
+                self.reused[record_type.name] += 1
+                detail = {c: str(p.values.get(c)) for c in columns}
+                self._conflict(p.line, record_type.name, p.old_id, "reused_existing", detail)
+                if record_type.name == "channel_identity":
+                    self._identity_owner_check(p)
+
+    def _identity_owner_check(self, p) -> None:
+        from identities.models import ChannelIdentity
+
+        owner = ChannelIdentity.objects.filter(pk=p.reused).values_list("memory_user_id", flat=True).first()
+        if str(owner) != str(p.values["memory_user_id"]):
+            self._conflict(
+                p.line,
+                "channel_identity",
+                p.old_id,
+                "identity_of_another_person",
+                {
+                    "channel": p.values["channel"],
+                    "external_id": p.values["external_id"],
+                    "kept_with": str(owner),
+                },
+            )
+
+    def _version_facts(self, pendings) -> None:
+        """A current fact whose key and scope the target already holds open becomes a version:
+        the newer one stays current, the older one is closed and points at it."""
+        current = [p for p in pendings if p.values.get("valid_to") is None]
+        if not current:
+            return
+        columns = ("key", "scope", "memory_user_id", "agent_id", "thread_id")
+        condition = Q()
+        for p in current:
+            condition |= Q(**{c: p.values.get(c) for c in columns})
+        held = {}
+        for fact in Fact.objects.filter(workspace=self.workspace, valid_to__isnull=True).filter(condition):
+            held[tuple(str(getattr(fact, c)) if getattr(fact, c) is not None else None for c in columns)] = (
+                fact
+            )
+        for p in current:
+            key = tuple(str(p.values.get(c)) if p.values.get(c) is not None else None for c in columns)
+            fact = held.get(key)
+            if fact is None:
+                continue
+            self.versioned += 1
+            if fact.valid_from <= p.values["valid_from"]:
+                Fact.objects.filter(pk=fact.pk).update(
+                    valid_to=p.values["valid_from"], superseded_by=p.new_id
+                )
+                kept = "imported"
+            else:
+                p.values["valid_to"] = fact.valid_from
+                p.values["superseded_by_id"] = str(fact.pk)
+                kept = "existing"
+            self._conflict(p.line, "fact", p.old_id, "fact_versioned", {"key": fact.key, "current": kept})
+
+    def _write(self, record_type, pendings) -> None:
+        model = record_type.model
+        name = record_type.name
+        new = [p for p in pendings if p.reused is None]
+        objs = []
+        for p in new:
+            obj = model(**p.values)
+            if record_type.uuid_pk:
+                obj.pk = uuid.UUID(p.new_id)
+            obj.workspace_id = self.workspace.pk
+            if name in ("episodic_entry", "store_item") and not self.keep_vectors:
+                obj.embedding_model = ""
+            objs.append(obj)
+        if objs:
+            self._insert(record_type, objs, new)
+        if name == "fact" and objs:
+            FactKey.objects.bulk_create(
+                [FactKey(workspace=self.workspace, key_normalized=o.key_normalized) for o in objs],
+                ignore_conflicts=True,
+            )
+        self.created[name] += len(objs)
+        # The map: reserved rows are taken, the others are new.
+        taken = [p for p in pendings if p.map_row is not None]
+        for p in taken:
+            p.map_row.state = ImportIdMap.State.REUSED if p.reused else ImportIdMap.State.CREATED
+            p.map_row.new_id = p.new_id
+            p.map_row.run_id = self.run
+        if taken:
+            ImportIdMap.objects.bulk_update([p.map_row for p in taken], ["state", "new_id", "run_id"])
+        ImportIdMap.objects.bulk_create(
+            [
+                ImportIdMap(
+                    workspace=self.workspace,
+                    source=self.source,
+                    type=name,
+                    old_id=p.old_id,
+                    new_id=p.new_id or "",
+                    state=ImportIdMap.State.REUSED if p.reused else ImportIdMap.State.CREATED,
+                    line=p.line,
+                    run_id=self.run,
+                )
+                for p in pendings
+                if p.map_row is None
+            ]
+        )
+
+    def _insert(self, record_type, objs, pendings) -> None:
+        """INSERT as given (raw: auto_now columns keep the exported times); a refused batch is
+        retried row by row to name the line that cannot be stored."""
+        model = record_type.model
+        fields = [
+            f
+            for f in model._meta.concrete_fields
+            if not f.generated and (record_type.uuid_pk or not f.primary_key)
+        ]
+        if record_type.name == "audit_event":
+            for obj in objs:
+                obj.txid = None  # imported events are history: never delivered to webhooks again
+        try:
+            with transaction.atomic():
+                model._base_manager._insert(objs, fields=fields, raw=True)
+        except (IntegrityError, DatabaseError):
+            for obj, p in zip(objs, pendings, strict=True):
+                try:
+                    with transaction.atomic():
+                        model._base_manager._insert([obj], fields=fields, raw=True)
+                except (IntegrityError, DatabaseError) as exc:
+                    detail = str(exc).splitlines()[0][:300]
+                    raise ImportFailed(
+                        ROW_REFUSED.format(detail=detail), line=p.line, code="row_refused"
+                    ) from None
+            raise  # pragma: no cover - the batch failed but no single row did
+
+    # -- the end -------------------------------------------------------------------------
+
+    def finish(self, last_line: int) -> None:
+        missing = (
+            ImportIdMap.objects.filter(
+                workspace=self.workspace, source=self.source, state=ImportIdMap.State.RESERVED, required=True
+            )
+            .order_by("line")
+            .first()
+        )
+        if missing is not None:
+            raise ImportFailed(
+                MISSING_ROW.format(type=missing.type, id=missing.old_id),
+                line=missing.line,
+                code="missing_reference",
+            )
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+        except (IntegrityError, DatabaseError) as exc:
+            detail = str(exc).splitlines()[0][:300]
+            raise ImportFailed(
+                ROW_REFUSED.format(detail=detail), line=last_line, code="row_refused"
+            ) from None
+
+    def report(self) -> dict:
+        return {
+            "records": self.records,
+            "created": dict(self.created),
+            "reused": dict(self.reused),
+            "already_imported": dict(self.skipped),
+            "facts_versioned": self.versioned,
+            "vectors_dropped": self.vectors_dropped,
+            "dangling_ids_dropped": self.dangling,
+            "conflict_count": self.conflict_count,
+            "conflicts": self.conflicts,
+        }
+
+
+def _default(f):
+    if f.has_default():
+        return f.get_default()
+    return None
+
+
+def import_run(
+    *,
+    workspace,
+    lines: Iterable[tuple[int, bytes, int]],
+    actor: str,
+    dry_run: bool = False,
+    run: uuid.UUID | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """Import the lines of an export (from `lines_read`) into `workspace`; return the report.
+
+    One transaction: a line that cannot be stored raises ImportFailed (its number in the
+    message and `fields.line`) and nothing of the run remains. `dry_run` does all the work and
+    rolls it back, so its report lists what would be created and every conflict. A second
+    run of the same export creates nothing (its rows are `already_imported`).
+    """
+    run = run or uuid.uuid4()
+    with transaction.atomic():
+        report = _import(workspace=workspace, lines=lines, actor=actor, run=run, progress=progress)
+        report["dry_run"] = dry_run
+        if dry_run:
+            transaction.set_rollback(True)
+    if not dry_run and any(report["created"].get(t) for t in EMBEDDED_TYPES):
+        from portability.tasks import import_embed_task
+
+        import_embed_task.delay_on_commit(str(workspace.pk), str(run))
+    return report
+
+
+def _import(*, workspace, lines, actor, run, progress) -> dict:
+    iterator = iter(lines)
+    first = next(iterator, None)
+    if first is None:
+        raise ImportFailed(HEADER_REQUIRED, line=1, code="malformed_header")
+    header = _header_check(first[1], first[0])
+    provider = embedding_provider_for(workspace)
+    keep_vectors = header["embedding_model"] == provider.model_name and header.get("dimensions") in (
+        None,
+        provider.dimensions,
+    )
+    importer = _Importer(
+        workspace=workspace,
+        source=header["source"],
+        run=run,
+        keep_vectors=keep_vectors,
+        model=provider.model_name,
+    )
+    batch_type, batch = None, []
+    ended = None
+    last = first[0]
+    for number, raw, done in iterator:
+        last = number
+        if not raw.strip():
+            continue
+        if ended is not None:
+            raise ImportFailed(AFTER_END, line=number, code="after_end")
+        try:
+            record = json_loads_checked(raw)
+        except JSONRefused as exc:
+            raise ImportFailed(str(exc), line=number, code="malformed_line", fields=exc.fields) from None
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            raise ImportFailed(NOT_A_RECORD, line=number, code="malformed_line")
+        if record["type"] == "end":
+            ended = record
+            continue
+        if not isinstance(record.get("id"), str) or not 0 < len(record["id"]) <= 64:
+            raise ImportFailed(NOT_A_RECORD, line=number, code="malformed_line")
+        record_type = BY_NAME.get(record["type"])
+        if record_type is None:
+            raise ImportFailed(
+                UNKNOWN_TYPE.format(type=record["type"][:50]), line=number, code="unknown_type"
+            )
+        importer.records += 1
+        if batch and (record_type is not batch_type or len(batch) >= IMPORT_BATCH):
+            importer.batch(batch_type, batch)
+            batch = []
+            if progress:
+                progress(done, number)
+        batch_type = record_type
+        batch.append((number, record))
+    if batch:
+        importer.batch(batch_type, batch)
+    if ended is None:
+        raise ImportFailed(NO_END, line=last, code="incomplete_file")
+    count = ended.get("count")
+    if count is not None and count != importer.records:
+        raise ImportFailed(
+            COUNT_MISMATCH.format(expected=str(count)[:20], found=importer.records),
+            line=last,
+            code="count_mismatch",
+        )
+    importer.finish(last)
+    report = importer.report()
+    report["source"] = header["source"]
+    report["embedding_model"] = header["embedding_model"]
+    report["vectors_kept"] = keep_vectors
+    if sum(importer.created.values()) or importer.versioned:
+        audit_record(
+            workspace=workspace,
+            actor=actor,
+            action="create",
+            entity_type="import",
+            entity_id=str(run),
+            changes={"source": header["source"], "created": dict(importer.created)},
+        )
+    return report
+
+
+def import_embed_missing(*, workspace_id, run, chunk: int = 256) -> int:
+    """Embed the rows an import created without a vector of the workspace's model, through
+    each tier's own (idempotent) embed service. Reads the ids from the map, page by page."""
+    from episodes.services import episode_embed_batch
+    from episodic.services import entry_embed_batch
+    from facts.services import fact_embed_batch
+    from procedures.services import procedure_embed_batch
+    from store.services import store_items_embed
+    from threads.services import message_embed_batch
+
+    embed = {
+        "message": lambda ids: message_embed_batch(message_ids=ids),
+        "episode": lambda ids: episode_embed_batch(episode_ids=ids),
+        "fact": lambda ids: fact_embed_batch(fact_ids=ids),
+        "episodic_entry": lambda ids: entry_embed_batch(entry_ids=ids),
+        "procedure": lambda ids: procedure_embed_batch(procedure_ids=ids),
+        "store_item": lambda ids: store_items_embed(item_ids=ids),
+    }
+    written = 0
+    for type_name in EMBEDDED_TYPES:
+        rows = ImportIdMap.objects.filter(
+            workspace_id=workspace_id, run_id=run, type=type_name, state=ImportIdMap.State.CREATED
+        ).order_by("pk")
+        after = 0
+        while True:
+            page = list(rows.filter(pk__gt=after).values_list("pk", "new_id")[:chunk])
+            if not page:
+                break
+            after = page[-1][0]
+            written += embed[type_name]([new_id for _, new_id in page])
+    return written

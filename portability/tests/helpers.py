@@ -1,0 +1,63 @@
+"""Reading exports in tests: records as dicts, and a form of them equal across workspaces."""
+
+import io
+import json
+
+from portability.registry import AUDIT_ENTITY_TYPES, BY_NAME, record_key, ref_type
+from portability.services import export_lines, import_run, lines_read
+
+
+def export_bytes(scope) -> bytes:
+    return b"".join(export_lines(scope=scope, chunk_size=7))
+
+
+def records(data: bytes) -> list[dict]:
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+def import_bytes(workspace, data: bytes, **kwargs) -> dict:
+    return import_run(workspace=workspace, lines=lines_read(io.BytesIO(data)), actor="test", **kwargs)
+
+
+def normalized(data: bytes) -> list:
+    """The records with every id replaced by (type, order of first appearance): two exports
+    are equal modulo ids when these are equal. The header's instant and source, and the audit
+    event of the import itself, are not part of the memory."""
+    rows = records(data)
+    header, body = rows[0], rows[1:]
+    labels = {}
+
+    def label(type_name, old):
+        key = (type_name, old)
+        if key not in labels:
+            labels[key] = f"{type_name}#{sum(1 for t, _ in labels if t == type_name)}"
+        return labels[key]
+
+    for record in body:
+        if record["type"] != "end":
+            label(record["type"], record["id"])
+    out = [{k: v for k, v in header.items() if k not in ("exported_at", "source")}]
+    for record in body:
+        if record.get("entity_type") == "import":
+            continue
+        record_type = BY_NAME.get(record["type"])
+        if record_type is None:  # the closing line
+            out.append({"type": record["type"]})
+            continue
+        fields = {record_key(f): f for f in record_type.fields()}
+        item = {"type": record["type"], "id": label(record["type"], record["id"])}
+        for name, value in record.items():
+            if name in ("type", "id"):
+                continue
+            f = fields[name]
+            if value is not None and f.is_relation and ref_type(f):
+                value = label(ref_type(f), value)
+            elif value is not None and name in record_type.id_columns:
+                value = label(record_type.id_columns[name], value)
+            elif name in record_type.id_lists:
+                value = [label(record_type.id_lists[name], v) for v in value]
+            elif name == "entity_id" and record.get("entity_type") in AUDIT_ENTITY_TYPES:
+                value = label(AUDIT_ENTITY_TYPES[record["entity_type"]], value)
+            item[name] = value
+        out.append(item)
+    return out
