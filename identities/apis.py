@@ -1,4 +1,4 @@
-from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,6 +12,8 @@ from identities.services import (
     memory_user_batch_delete,
     memory_user_create,
     memory_user_erase,
+    memory_user_hold_place,
+    memory_user_hold_release,
     memory_user_merge,
     memory_user_update,
 )
@@ -32,6 +34,7 @@ MEMORY_USER_EXAMPLE = {
     "first_seen_at": "2026-11-20T09:12:03.118204Z",
     "last_seen_at": "2026-11-23T14:40:52.957998Z",
     "created_at": "2026-11-20T09:12:03.118190Z",
+    "legal_hold": None,
 }
 MEMORY_USER_RESPONSE = OpenApiExample("A person", value=MEMORY_USER_EXAMPLE, response_only=True)
 ERASED_RESPONSE = OpenApiExample(
@@ -55,6 +58,12 @@ class ChannelIdentityOutputSerializer(serializers.Serializer):
     profile = serializers.JSONField()
 
 
+class LegalHoldOutputSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(source="legal_hold_at")
+    reason = serializers.CharField(source="legal_hold_reason")
+    by = serializers.CharField(source="legal_hold_by")
+
+
 class MemoryUserOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     canonical_id = serializers.CharField()
@@ -67,6 +76,15 @@ class MemoryUserOutputSerializer(serializers.Serializer):
     first_seen_at = serializers.DateTimeField()
     last_seen_at = serializers.DateTimeField()
     created_at = serializers.DateTimeField()
+    legal_hold = serializers.SerializerMethodField(
+        help_text="The person's legal hold (retention skips their rows, erasure is refused), or null."
+    )
+
+    @extend_schema_field(LegalHoldOutputSerializer(allow_null=True))
+    def get_legal_hold(self, memory_user):
+        if memory_user.legal_hold_at is None:
+            return None
+        return LegalHoldOutputSerializer(memory_user).data
 
 
 class MemoryUserEraseOutputSerializer(serializers.Serializer):
@@ -221,6 +239,59 @@ class MemoryUserMergeApi(APIView):
                 "already_merged": result.already_merged,
             }
         )
+
+
+class MemoryUserLegalHoldApi(APIView):
+    """Place or release a person's legal hold (workspace keys only)."""
+
+    class InputSerializer(StrictSerializer):
+        reason = serializers.CharField(max_length=500)
+
+    @extend_schema(
+        summary="Place a legal hold on a memory user",
+        description="Retention skips everything of this person and erasure answers 409 "
+        "`legal_hold` until the hold is released. Placing it again replaces the reason.",
+        request=InputSerializer,
+        responses=MemoryUserOutputSerializer,
+        examples=[
+            OpenApiExample("A court order", value={"reason": "Case 2026-114: preserve"}, request_only=True),
+            OpenApiExample(
+                "Held",
+                value={
+                    **MEMORY_USER_EXAMPLE,
+                    "legal_hold": {
+                        "at": "2026-11-23T15:02:11.512230Z",
+                        "reason": "Case 2026-114: preserve",
+                        "by": "api_key:mk_live_3f9a",
+                    },
+                },
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request, memory_user_id):
+        require_workspace_key(request.user)
+        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        memory_user_hold_place(
+            memory_user=memory_user, reason=serializer.validated_data["reason"], actor=request.user.actor
+        )
+        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
+        return Response(MemoryUserOutputSerializer(memory_user).data)
+
+    @extend_schema(
+        summary="Release a memory user's legal hold",
+        request=None,
+        responses=MemoryUserOutputSerializer,
+        examples=[MEMORY_USER_RESPONSE],
+    )
+    def delete(self, request, memory_user_id):
+        require_workspace_key(request.user)
+        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
+        memory_user_hold_release(memory_user=memory_user, actor=request.user.actor)
+        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
+        return Response(MemoryUserOutputSerializer(memory_user).data)
 
 
 class MemoryUserBatchDeleteApi(APIView):

@@ -26,6 +26,11 @@ class MemoryUser(TimeStampedModel):
     )
     first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
+    # A legal hold keeps everything of this person: the retention engine skips their rows and
+    # erasure is refused until the hold is released. Set when `legal_hold_at` is not NULL.
+    legal_hold_at = models.DateTimeField(null=True, blank=True)
+    legal_hold_reason = models.CharField(max_length=500, blank=True)
+    legal_hold_by = models.CharField(max_length=200, blank=True)
 
     objects = MemoryUserQuerySet.as_manager()
 

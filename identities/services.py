@@ -28,6 +28,8 @@ MERGE_INTO_MERGED = "The target was itself merged into another user; merge into 
 MERGE_SOURCE_MERGED_ELSEWHERE = "The source was already merged into another user."
 MERGE_ACROSS_WORKSPACES = "Both memory users must belong to the same workspace."
 MEMORY_USERS_NOT_FOUND = "Some of these memory users do not exist."
+LEGAL_HOLD_REASON_REQUIRED = "A legal hold needs a reason (1-500 characters)."
+UNDER_LEGAL_HOLD = "This person is under a legal hold: release the hold before erasing them."
 
 _CHANNEL = re.compile(r"^[a-z0-9_.\-]{1,50}$")
 # Profile keys that name the person, in order of preference, used for display_name.
@@ -307,6 +309,14 @@ def _memory_users_erase(*, workspace, ids: list, actor: str) -> dict:
         )
         all_ids |= frontier
     all_ids = list(all_ids)
+    # Locked so a hold placed at the same moment either lands first (and refuses) or waits.
+    held = list(
+        MemoryUser.objects.select_for_update()
+        .filter(pk__in=all_ids, legal_hold_at__isnull=False)
+        .values_list("pk", flat=True)
+    )
+    if held:
+        raise ConflictError(UNDER_LEGAL_HOLD, code="legal_hold", fields={"ids": [str(pk) for pk in held]})
     counts = {
         "memory_users": len(all_ids),
         "identities": ChannelIdentity.objects.filter(memory_user__in=all_ids).count(),
@@ -327,6 +337,51 @@ def _memory_users_erase(*, workspace, ids: list, actor: str) -> dict:
             changes={"counts": counts} if memory_user_id in ids else {"erased_with": [str(i) for i in ids]},
         )
     return counts
+
+
+def memory_user_hold_place(*, memory_user: MemoryUser, reason: str, actor: str) -> MemoryUser:
+    """Place a legal hold on the person (again: the reason is replaced); audited."""
+    reason = (reason or "").strip()
+    if not reason or len(reason) > 500:
+        raise ApplicationError(LEGAL_HOLD_REASON_REQUIRED, fields={"reason": [LEGAL_HOLD_REASON_REQUIRED]})
+    with transaction.atomic():
+        memory_user = MemoryUser.objects.select_for_update().get(pk=memory_user.pk)
+        before = memory_user.legal_hold_reason if memory_user.legal_hold_at else None
+        memory_user.legal_hold_at = memory_user.legal_hold_at or timezone.now()
+        memory_user.legal_hold_reason = reason
+        memory_user.legal_hold_by = actor
+        memory_user.save(update_fields=["legal_hold_at", "legal_hold_reason", "legal_hold_by", "updated_at"])
+        audit_record(
+            workspace=memory_user.workspace,
+            actor=actor,
+            action=AuditEvent.Action.UPDATE,
+            entity_type="memory_user",
+            entity_id=memory_user.pk,
+            changes={"legal_hold": {"before": before, "after": reason}},
+        )
+    return memory_user
+
+
+def memory_user_hold_release(*, memory_user: MemoryUser, actor: str) -> MemoryUser:
+    """Release the person's legal hold; releasing a person without one changes nothing."""
+    with transaction.atomic():
+        memory_user = MemoryUser.objects.select_for_update().get(pk=memory_user.pk)
+        if memory_user.legal_hold_at is None:
+            return memory_user
+        before = memory_user.legal_hold_reason
+        memory_user.legal_hold_at = None
+        memory_user.legal_hold_reason = ""
+        memory_user.legal_hold_by = ""
+        memory_user.save(update_fields=["legal_hold_at", "legal_hold_reason", "legal_hold_by", "updated_at"])
+        audit_record(
+            workspace=memory_user.workspace,
+            actor=actor,
+            action=AuditEvent.Action.UPDATE,
+            entity_type="memory_user",
+            entity_id=memory_user.pk,
+            changes={"legal_hold": {"before": before, "after": None}},
+        )
+    return memory_user
 
 
 def memory_user_erase(*, memory_user: MemoryUser, actor: str) -> dict:

@@ -20,6 +20,7 @@ api_v1 = [
     path("", include("store.urls")),
     path("", include("webhooks.urls")),
     path("", include("portability.urls")),
+    path("", include("retention.urls")),
     path("", include("runtime.urls")),
 ]
 

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "store",
     "webhooks",
     "portability",
+    "retention",
     "runtime",
     "browser",
 ]
@@ -276,6 +277,12 @@ SPECTACULAR_SETTINGS = {
             "endpoint and the events it wants; each delivery is signed and retried until it is "
             "acknowledged.",
         },
+        {
+            "name": "Retention",
+            "description": "How long each tier's rows are kept (by age, or the newest N), per "
+            "workspace with per-agent overrides; a preview of the next run, and runs. People under a "
+            "legal hold (Identities) are never touched.",
+        },
     ],
 }
 
@@ -359,8 +366,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "core.tasks.api_keys_purge_expired_task",
         "schedule": crontab(minute=17, hour=3),
     },
-    "threads-purge-expired": {
-        "task": "threads.tasks.threads_purge_expired_task",
+    # Every tier's retention rules (and the agents' thread `retention_days`), one engine.
+    "retention-run-due": {
+        "task": "retention.tasks.retention_run_due_task",
         "schedule": crontab(minute=31, hour="*/6"),
     },
     "checkpoints-prune": {
@@ -454,6 +462,9 @@ THREADS_FILE_TEXT_MAX_CHARS = env_int("THREADS_FILE_TEXT_MAX_CHARS", 100_000)
 THREADS_SUMMARY_MAX_TOKENS = env_int("THREADS_SUMMARY_MAX_TOKENS", 1_000)
 THREADS_COMPACTION_MAX_MESSAGES = env_int("THREADS_COMPACTION_MAX_MESSAGES", 400)
 THREADS_RETENTION_BATCH = env_int("THREADS_RETENTION_BATCH", 200)
+# Rows deleted per transaction by the retention engine: 500 messages with their vectors take
+# about 0.2 s to delete, short enough not to hold locks an append would wait on.
+RETENTION_BATCH = env_int("RETENTION_BATCH", 500)
 # Context windows by model name; a thread's `model` picks its row, else the agent's setting.
 THREADS_MODEL_CONTEXT_WINDOWS = {
     "gpt-4o": 128_000,

@@ -84,9 +84,9 @@ def threads_purge_expired(*, now=None) -> int:
         cutoff = now - timedelta(days=days)
         while True:
             ids = list(
-                Thread.objects.filter(agent=agent, last_activity_at__lt=cutoff).values_list("pk", flat=True)[
-                    :batch
-                ]
+                Thread.objects.filter(agent=agent, last_activity_at__lt=cutoff)
+                .exclude(memory_user__legal_hold_at__isnull=False)
+                .values_list("pk", flat=True)[:batch]
             )
             if not ids:
                 break

@@ -34,6 +34,7 @@ from episodic.services import entry_content_hash, entry_normalize
 from facts.services import fact_remember
 from identities.services import memory_user_create, memory_user_identify
 from procedures.services import procedure_create
+from retention.models import RetentionRule
 from store.services import store_item_put
 from threads.services import (
     iteration_log_append,
@@ -89,6 +90,7 @@ class World:
     w1_ids: list = field(default_factory=list)  # texts naming W1's rows (never shown to W2)
     store_item: object = None  # a1's long-term store item, about P1
     webhook: object = None  # a W1 webhook subscription (workspace-level)
+    retention_rule: object = None  # a W1 retention rule (workspace-level)
 
 
 def seed_world() -> World:
@@ -234,6 +236,8 @@ def seed_world() -> World:
         principal=principal_for_api_key(spare_key), url="http://127.0.0.1:9/hook", events=["fact.created"]
     )[0]
     world.w1_ids.append(str(world.webhook.pk))
+    world.retention_rule = RetentionRule.objects.create(workspace=w1, tier="checkpoints", max_age_days=3650)
+    world.w1_ids.append(str(world.retention_rule.pk))
     return world
 
 
@@ -492,6 +496,11 @@ API_CASES: dict[str, ApiCase] = {
         path=lambda w: {"memory_user_id": w.p1.pk},
         bodies={"post": lambda w: {"target": str(w.p2.pk)}},
         workspace_level=("post",),
+    ),
+    "api:identities:legal-hold": ApiCase(
+        path=lambda w: {"memory_user_id": w.p1.pk},
+        bodies={"post": lambda w: {"reason": "Case 114: preserve"}},
+        workspace_level=("post", "delete"),
     ),
     "api:threads:list": ApiCase(
         path=_none,
@@ -758,6 +767,17 @@ API_CASES: dict[str, ApiCase] = {
             }
         },
     ),
+    "api:retention:overview": ApiCase(path=_none, agent_field=None, workspace_level=("get",)),
+    "api:retention:rules": ApiCase(
+        path=_none,
+        bodies={"post": lambda w: {"tier": "episodes", "agent": A1_SLUG, "max_age_days": 3650}},
+        agent_field=None,
+        workspace_level=("post",),
+    ),
+    "api:retention:rule": ApiCase(
+        path=lambda w: {"rule_id": w.retention_rule.pk}, agent_field=None, workspace_level=("delete",)
+    ),
+    "api:retention:runs": ApiCase(path=_none, agent_field=None, workspace_level=("get", "post")),
     "api:webhooks:list": ApiCase(
         path=_none,
         bodies={"post": lambda w: {"url": "https://example.com/h2", "events": ["entry.created"]}},

@@ -56,5 +56,6 @@ class RetentionTests(MemoryTestCase):
         from django.conf import settings
 
         tasks = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
-        assert "threads.tasks.threads_purge_expired_task" in tasks
+        # The retention engine applies the agents' retention_days with every other rule.
+        assert "retention.tasks.retention_run_due_task" in tasks
         assert "checkpoints.tasks.checkpoints_prune_task" in tasks

@@ -1,0 +1,128 @@
+"""What each tier's retention rule selects: its rows' age column, the group "keep the newest N"
+counts within, how a row reaches its agent and its person (for legal holds), and what must
+happen before rows go.
+
+Messages are special: a thread is a tree whose window walks parent links and whose summary is
+found by depth, so only messages the conversation's summary already holds (deeper ones are
+kept) may go, and their children are detached first. A message the summary does not cover
+yet waits for the next compaction (retention asks for one).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db.models import F, OuterRef, Q, Subquery
+
+from checkpoints.models import Checkpoint
+from episodes.models import Episode
+from episodic.models import EpisodicEntry
+from facts.models import Fact
+from retention.models import Tier
+from threads.models import Message, NodeSummary, RunSnapshot, Thread
+
+
+def _messages_summarized() -> Q:
+    """Messages older than the summary of their scope (the thread's, or their node's)."""
+    node_depth = Subquery(
+        NodeSummary.objects.filter(thread_id=OuterRef("thread_id"), node_id=OuterRef("node_id")).values(
+            "summary_upto_depth"
+        )[:1]
+    )
+    return Q(node_id="", depth__lt=F("thread__summary_upto_depth")) | (
+        ~Q(node_id="") & Q(depth__lt=node_depth)
+    )
+
+
+def _messages_detach(ids: list) -> None:
+    # The parent constraint is deferred: children of deleted messages become roots of what
+    # is left, and the window's walk stops there.
+    Message.objects.filter(parent_id__in=ids).exclude(pk__in=ids).update(parent=None)
+
+
+@dataclass(frozen=True)
+class Target:
+    tier: str
+    model: type
+    age_field: str
+    group: tuple[str, ...]
+    newest_first: tuple[str, ...]
+    agent: str
+    person: str | None
+    # Rows audited one event each (curated memory the webhooks and the audit page follow);
+    # the others are audited as one event with the count per batch.
+    audit_entity: str = ""
+    eligible: Callable[[], Q] | None = None
+    before_delete: Callable[[list], None] | None = None
+
+
+TARGETS = {
+    Tier.THREADS: Target(
+        tier=Tier.THREADS,
+        model=Thread,
+        age_field="last_activity_at",
+        group=("agent_id", "memory_user_id"),
+        newest_first=("-last_activity_at", "-id"),
+        agent="agent_id",
+        person="memory_user",
+        audit_entity="thread",
+    ),
+    Tier.MESSAGES: Target(
+        tier=Tier.MESSAGES,
+        model=Message,
+        age_field="created_at",
+        group=("thread_id",),
+        newest_first=("-seq",),
+        agent="thread__agent_id",
+        person="thread__memory_user",
+        eligible=_messages_summarized,
+        before_delete=_messages_detach,
+    ),
+    Tier.CHECKPOINTS: Target(
+        tier=Tier.CHECKPOINTS,
+        model=Checkpoint,
+        age_field="created_at",
+        group=("thread_id", "checkpoint_ns"),
+        newest_first=("-checkpoint_id",),
+        agent="thread__agent_id",
+        person="thread__memory_user",
+    ),
+    Tier.RUN_SNAPSHOTS: Target(
+        tier=Tier.RUN_SNAPSHOTS,
+        model=RunSnapshot,
+        age_field="updated_at",
+        group=("thread_id",),
+        newest_first=("-updated_at", "-id"),
+        agent="thread__agent_id",
+        person="thread__memory_user",
+    ),
+    Tier.EPISODIC_ENTRIES: Target(
+        tier=Tier.EPISODIC_ENTRIES,
+        model=EpisodicEntry,
+        age_field="created_at",
+        group=("agent_id", "memory_user_id"),
+        newest_first=("-created_at", "-id"),
+        agent="agent_id",
+        person="memory_user",
+        audit_entity="episodic_entry",
+    ),
+    Tier.EPISODES: Target(
+        tier=Tier.EPISODES,
+        model=Episode,
+        age_field="created_at",
+        group=("agent_id", "memory_user_id"),
+        newest_first=("-created_at", "-id"),
+        agent="agent_id",
+        person="memory_user",
+        audit_entity="episode",
+    ),
+    Tier.FACTS: Target(
+        tier=Tier.FACTS,
+        model=Fact,
+        age_field="updated_at",
+        group=("agent_id", "memory_user_id"),
+        newest_first=("-updated_at", "-id"),
+        agent="agent_id",
+        person="memory_user",
+        audit_entity="fact",
+    ),
+}
