@@ -1,17 +1,43 @@
-"""Reads the browser needs that no tier exposes: memberships, the thread page's message tree,
-and what the filter pickers suggest and resolve. Pages with reads of their own keep them in a
-module of this package named after the page."""
+"""Reads the browser needs that no tier exposes: memberships, checkpoints by id, and what the
+filter pickers suggest and resolve. Pages with reads of their own keep them in a module of this
+package named after the page (the thread page's, `threads`, is re-exported here)."""
 
-import contextlib
-import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.http import Http404
 
+from browser.selectors.threads import (
+    THREAD_TREE_LIMIT,
+    TOOL_ARGUMENTS_CHARS,
+    BranchPage,
+    Fork,
+    ToolCall,
+    TreeRow,
+    thread_branch_leaf,
+    thread_message_tree,
+    thread_nodes,
+    thread_tool_result,
+    tool_arguments_display,
+)
 from core.access import Principal, principal_for_membership
 from core.models import Membership, Workspace
+
+# The thread page's reads live in browser.selectors.threads; these names stay importable here.
+__all__ = [
+    "THREAD_TREE_LIMIT",
+    "TOOL_ARGUMENTS_CHARS",
+    "BranchPage",
+    "Fork",
+    "ToolCall",
+    "TreeRow",
+    "thread_branch_leaf",
+    "thread_message_tree",
+    "thread_nodes",
+    "thread_tool_result",
+    "tool_arguments_display",
+]
 
 
 @dataclass(frozen=True)
@@ -99,150 +125,6 @@ def checkpoint_get_by_id(*, principal, checkpoint_pk):
     if checkpoint is None:
         raise NotFoundError("Checkpoint not found.")
     return checkpoint
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call of an assistant message, with the tool message that answered it (if loaded)."""
-
-    id: str
-    name: str
-    arguments: str  # pretty-printed when the model sent JSON, else as sent
-    result: object = None  # the paired tool Message, or None
-
-
-@dataclass(frozen=True)
-class TreeRow:
-    message: object
-    # 0 on the first-written path; +1 for each regeneration (a later sibling) on the way here.
-    branch: int
-    is_branch_start: bool
-    in_window: bool
-    calls: list = field(default_factory=list)  # ToolCall of an assistant message
-    call: ToolCall | None = None  # for a tool message: the call it answers
-
-
-# The thread page shows the newest messages only; a 100,000-message thread stays one page.
-THREAD_TREE_LIMIT = 300
-# Arguments longer than this are cut on the thread page (a model may send megabytes).
-TOOL_ARGUMENTS_CHARS = 10_000
-
-
-def tool_arguments_display(arguments: str) -> str:
-    """A call's arguments as indented JSON when they parse, else the text the model sent."""
-    text = arguments or ""
-    with contextlib.suppress(ValueError, TypeError, RecursionError):
-        text = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
-    if len(text) > TOOL_ARGUMENTS_CHARS:
-        text = f"{text[:TOOL_ARGUMENTS_CHARS]}… ({len(text) - TOOL_ARGUMENTS_CHARS:,} more characters)"
-    return text
-
-
-def _pair_tool_calls(messages) -> tuple[dict, dict]:
-    """Each assistant message's calls, and each tool message's call.
-
-    A tool message answers the nearest ancestor assistant message that made a call with its
-    `tool_call_id` (a regenerated branch may reuse ids, so the id alone is not enough).
-    """
-    by_id = {m.pk: m for m in messages}
-    calls_of: dict = {}
-    call_of_result: dict = {}
-    for message in messages:
-        if message.role == "assistant" and message.tool_calls:
-            calls_of[message.pk] = {
-                c.get("id"): c for c in message.tool_calls if isinstance(c, dict) and c.get("id")
-            }
-    results: dict = {}
-    for message in messages:
-        if message.role != "tool" or not message.tool_call_id:
-            continue
-        ancestor = by_id.get(message.parent_id)
-        while ancestor is not None and message.tool_call_id not in calls_of.get(ancestor.pk, {}):
-            ancestor = by_id.get(ancestor.parent_id)
-        if ancestor is not None:
-            results.setdefault((ancestor.pk, message.tool_call_id), message)
-    calls: dict = {}
-    for pk, made in calls_of.items():
-        calls[pk] = []
-        for call_id, call in made.items():
-            result = results.get((pk, call_id))
-            pair = ToolCall(
-                id=call_id,
-                name=str(call.get("name") or ""),
-                arguments=tool_arguments_display(call.get("arguments") or ""),
-                result=result,
-            )
-            calls[pk].append(pair)
-            if result is not None:
-                call_of_result[result.pk] = pair
-    return calls, call_of_result
-
-
-def thread_message_tree(*, thread, window_ids) -> tuple[list[TreeRow], int]:
-    """The newest messages of a thread in write order, each with its branch level.
-
-    A message that is not the first child of its parent starts a branch (a regenerated
-    answer or an edited question). Assistant messages carry their tool calls paired with the
-    tool messages that answered them. An archived tool result (over
-    THREADS_TOOL_RESULT_ARCHIVE_CHARS) loads only its preview as `text`; `content_chars`
-    is its whole length. Returns the rows and the number of older messages left out.
-    """
-    from django.conf import settings
-    from django.db.models import Case, F, TextField, When
-    from django.db.models.functions import Left, Length
-
-    from threads.models import Message
-
-    total = thread.message_count
-    fields = ("id", "role", "parent_id", "seq", "created_at", "token_count", "node_id", "name")
-    newest = list(
-        Message.objects.filter(thread=thread)
-        .order_by("-seq")
-        .only(*fields, "tool_calls", "tool_call_id", "archived")
-        .annotate(
-            text=Case(
-                When(archived=True, then=Left("content", settings.THREADS_TOOL_RESULT_PREVIEW_CHARS)),
-                default=F("content"),
-                output_field=TextField(),
-            ),
-            content_chars=Length("content"),
-        )[:THREAD_TREE_LIMIT]
-    )
-    newest.reverse()
-    calls, call_of_result = _pair_tool_calls(newest)
-    first_child: dict = {}
-    for message in newest:
-        first_child.setdefault(message.parent_id, message.pk)
-    branch_of: dict = {}
-    window = {str(pk) for pk in window_ids}
-    rows = []
-    for message in newest:
-        starts = message.parent_id is not None and first_child.get(message.parent_id) != message.pk
-        level = branch_of.get(message.parent_id, 0) + (1 if starts else 0)
-        branch_of[message.pk] = level
-        rows.append(
-            TreeRow(
-                message,
-                level,
-                starts,
-                str(message.pk) in window,
-                calls=calls.get(message.pk, []),
-                call=call_of_result.get(message.pk),
-            )
-        )
-    return rows, max(total - len(newest), 0)
-
-
-def thread_tool_result(*, principal, thread_id, message_id):
-    """One tool message, whole, of a thread the principal may read; anything else is NotFoundError."""
-    from core.errors import NotFoundError
-    from threads.selectors import message_get, thread_get
-
-    thread = thread_get(principal=principal, thread_id=thread_id)
-    message = message_get(thread=thread, message_id=message_id)
-    if message.role != "tool":
-        raise NotFoundError("Tool result not found.")
-    return thread, message
 
 
 # ---------------------------------------------------------------------------------------------

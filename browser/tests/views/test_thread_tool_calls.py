@@ -1,6 +1,7 @@
 """Tool calls on the thread page: name, arguments and the paired result, archived ones openable."""
 
 import json
+from unittest import mock
 
 from django.test import override_settings
 
@@ -63,7 +64,9 @@ class ThreadToolCallTests(BrowserTestCase):
         # The result sits inside its call, and the tool message names the call it answers.
         call = content[content.index("get_weather") : content.index("search_rows")]
         assert "Sunny, 24 °C" in call and "answered" in call
-        assert 'tool result</span> of <code class="tool-name">get_weather</code>' in content
+        # Results paired with their call are folded into it, not repeated as rows of their own.
+        assert 'class="tool-result' not in content
+        assert f'<li id="m-{self.weather.pk}"' not in content and f'id="m-{self.weather.pk}"' in content
         assert "no result on this page" in content[content.index("never_answered") :]
 
     def test_an_archived_result_shows_its_preview_and_opens_whole(self):
@@ -108,9 +111,55 @@ class ThreadToolCallTests(BrowserTestCase):
     def test_the_thread_page_stays_bounded(self):
         url = self.url("memories:thread", pk=self.thread.pk)
         self.open_as(self.viewer, url)
-        # Session, operator, memberships, thread, history window, messages.
-        with self.assertNumQueries(6) as queries:
+        # Session, operator, memberships, thread, leaf, history window, branch, forks, nodes.
+        with self.assertNumQueries(9) as queries:
             self.client.get(url)
         # An archived result's whole text never leaves the database for the page: only its preview.
-        (messages,) = [q["sql"] for q in queries.captured_queries if 'FROM "threads_message"' in q["sql"]]
-        assert 'LEFT("threads_message"."content"' in messages
+        (branch,) = [q["sql"] for q in queries.captured_queries if "walk(id, parent_id, node_id" in q["sql"]]
+        assert "CASE WHEN m.archived THEN left(m.content" in branch
+
+    def test_a_failed_call_is_marked(self):
+        (asking,) = append(
+            self.thread,
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "e1", "name": "book", "arguments": "{}"}],
+            },
+        )
+        append(
+            self.thread,
+            {"role": "tool", "tool_call_id": "e1", "content": "No seats", "metadata": {"is_error": True}},
+        )
+        (again,) = append(
+            self.thread,
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "e2", "name": "pay", "arguments": "{}"}],
+            },
+        )
+        append(
+            self.thread,
+            {"role": "tool", "tool_call_id": "e2", "content": "Declined", "metadata": {"status": "error"}},
+        )
+        self.login(self.viewer)
+        content = self.client.get(self.url("memories:thread", pk=self.thread.pk)).content.decode()
+        assert content.count('<details class="tool-call failed"') == 2
+        book = content[content.index('<code class="tool-name">book</code>') :]
+        assert book.index('<span class="badge bad">error</span>') < book.index("No seats")
+        # The earlier calls answered without an error stay unmarked.
+        assert content.count('<details class="tool-call"') == 3
+
+    def test_results_whose_call_is_on_an_older_page_stand_alone(self):
+        self.login(self.viewer)
+        url = self.url("memories:thread", pk=self.thread.pk)
+        with mock.patch("browser.selectors.threads.THREAD_TREE_LIMIT", 2):
+            content = self.client.get(url).content.decode()
+            assert content.count('<details class="tool-result') == 2
+            assert content.count("its call is not on this page") == 2
+            assert "call-1" in content and "call-2" in content
+            # The older page holds the calls, now without their results.
+            older = self.client.get(url, {"leaf": self.rows.pk, "before": self.weather.pk}).content.decode()
+        assert older.count('<details class="tool-call"') == 3
+        assert older.count("no result on this page") == 3

@@ -53,10 +53,16 @@ class ThreadsTabTests(BrowserTestCase):
         response = self.client.get(self.url("memories:thread", pk=self.thread.pk))
         content = response.content.decode()
         assert "Plan a trip to Lisbon" in content and "Regenerated draft" in content
-        assert 'class="badge">branch</span>' in content
+        assert "2 branches here, branch 2 is shown below" in content
         # The window follows the newest branch: the question and the regenerated answer.
         assert content.count("in-window") == 2
         assert "History window" in content and "Summary" in content
+
+    def test_cancelling_an_inline_rename_gets_the_row_back(self):
+        self.login(self.teammate)
+        url = self.url("memories:thread", pk=self.thread.pk)
+        row = self.htmx("get", url, target=f"row-{self.thread.pk}").content.decode()
+        assert row.lstrip().startswith(f'<tr id="row-{self.thread.pk}"') and "Trip planning" in row
 
     def test_editor_renames_inline(self):
         self.login(self.teammate)
