@@ -13,6 +13,10 @@ RECALL_MEMORY_TYPES = ("facts", "procedures", "episodes", "all")
 # Which messages a request naming a node reads (threads.selectors.memory_scope): `node` its
 # own (Dify's node memory), `conversation` the thread's main conversation.
 MEMORY_MODES = ("conversation", "node")
+# Which new memories wait for an operator's review before they are recalled (docs/review.md):
+# `extracted` holds what extraction (of turns or episodes) and consolidation propose, `all`
+# also what the agent or the API stores directly, `off` holds nothing.
+REVIEW_MODES = ("off", "extracted", "all")
 
 # name -> (type, minimum, maximum, help); a str setting names its choices in place of the range.
 SETTING_RULES = {
@@ -61,6 +65,12 @@ SETTING_RULES = {
         0.95,
         "Compact a node's (sub-agent's) history when it passes this fraction of the context window.",
     ),
+    "review": (
+        str,
+        REVIEW_MODES,
+        None,
+        "Hold new memories for review before they are recalled: extracted ones, all, or none (off).",
+    ),
 }
 
 # Defaults of the settings the environment does not set (settings.MEMORY_DEFAULTS wins).
@@ -76,6 +86,7 @@ CODE_DEFAULTS = {
     "fallback_window_tokens": 8000,
     # Inkeep compresses a sub-agent's history between 75% and 91% of the model's window.
     "subagent_compress_at": 0.75,
+    "review": "off",
 }
 
 
@@ -101,6 +112,7 @@ class MemorySettings:
     fallback_window_messages: int
     fallback_window_tokens: int
     subagent_compress_at: float
+    review: str
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -123,6 +135,15 @@ def memory_settings_for(agent=None) -> MemorySettings:
             except ValidationError:
                 continue
     return MemorySettings(**values)
+
+
+def review_holds(agent, *, extracted: bool) -> bool:
+    """Whether a memory written now for `agent` waits for review: `extracted` says it was
+    proposed by extraction or consolidation rather than stored directly. No agent, no hold."""
+    if agent is None:
+        return False
+    mode = memory_settings_for(agent).review
+    return mode == "all" or (mode == "extracted" and extracted)
 
 
 def memory_settings_validate(data) -> dict:

@@ -27,8 +27,11 @@ class EpisodicEntryFilter(django_filters.FilterSet):
         fields = []
 
     def filter_queryset(self, queryset):
-        # Readers see current entries by default, as search and <memory> do.
+        # Readers see current entries by default, as search and <memory> do; an entry rejected
+        # in review (docs/review.md) is shown only when its status is asked for.
         data = self.form.cleaned_data
+        if not data.get("status"):
+            queryset = queryset.exclude(status=EpisodicEntry.Status.REJECTED)
         if data.get("include_superseded") != "true" and not data.get("status"):
             queryset = queryset.exclude(status=EpisodicEntry.Status.SUPERSEDED)
         return super().filter_queryset(queryset)

@@ -26,6 +26,14 @@ class EpisodicEntry(TimeStampedModel):
         SUPERSEDED = "superseded", "Superseded"
         REJECTED = "rejected", "Rejected"
 
+    class Review(models.TextChoices):
+        # Every entry written before the review queue existed, and every entry of an agent
+        # whose `review` setting is off, is approved.
+        APPROVED = "approved", "Approved"
+        HELD = "held", "Held for review"
+        REJECTED = "rejected", "Rejected in review"
+        MERGED = "merged", "Merged into another entry in review"
+
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="episodic_entries")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="episodic_entries")
     memory_user = models.ForeignKey(
@@ -56,6 +64,15 @@ class EpisodicEntry(TimeStampedModel):
     consolidation = models.JSONField(default=dict, blank=True)
     # The model of the newest stored vector; blank until the embedding task has run.
     embedding_model = models.CharField(max_length=200, blank=True)
+    # The review queue (docs/review.md): a held entry is never searched, injected or offered as
+    # a duplicate twin to an entry that is not held itself; a rejected one is kept (status
+    # rejected) so extraction does not propose it again.
+    review = models.CharField(
+        max_length=10, choices=Review.choices, default=Review.APPROVED, db_default=Review.APPROVED
+    )
+    review_note = models.TextField(blank=True, default="", db_default="")
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.CharField(max_length=200, blank=True, default="", db_default="")
     # Lexical search works from the moment the row is committed, before any vector lands.
     search_vector = models.GeneratedField(
         expression=SearchVector("content", config="english"),
@@ -80,6 +97,13 @@ class EpisodicEntry(TimeStampedModel):
             # The browser's workspace-wide newest-first page: without it every first page
             # sorted the whole workspace (~140 ms at 100,000 entries, ~88 ms with it).
             models.Index(fields=["workspace", "-created_at"], name="episodes_entry_recent"),
+            # The review queue and its counts read only held rows: a partial index stays as
+            # small as the queue however many approved entries the workspace holds.
+            models.Index(
+                fields=["workspace", "agent", "-created_at"],
+                condition=models.Q(review="held"),
+                name="episodes_entry_review",
+            ),
         ]
 
     def __str__(self):

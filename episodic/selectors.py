@@ -45,7 +45,12 @@ def entry_get(*, principal: Principal, entry_id) -> EpisodicEntry:
 def entry_list(*, principal: Principal, filters=None):
     from facts.filters import filterset_apply
 
-    queryset = entry_scoped_queryset(principal=principal).select_related("agent", "memory_user")
+    # Held entries wait in the review queue (review.selectors), not in the list of what is remembered.
+    queryset = (
+        entry_scoped_queryset(principal=principal)
+        .exclude(review=EpisodicEntry.Review.HELD)
+        .select_related("agent", "memory_user")
+    )
     return filterset_apply(EpisodicEntryFilter, filters, queryset).order_by("-created_at", "pk")
 
 
@@ -86,7 +91,7 @@ def entry_search_hybrid(
     query_vector: list[float] | None = None,
     model: str | None = None,
 ) -> EntrySearchResult:
-    """The `top_k` active entries of (agent, memory user) for `query`, best first.
+    """The `top_k` active, approved entries of (agent, memory user) for `query`, best first.
 
     Lexical (BM25 over the stored tsvector), vector (cosine under the workspace's current
     embedding model, plan routed by scope size) and recency, fused by core.ranking. An
@@ -104,12 +109,15 @@ def entry_search_hybrid(
         "agent": agent.pk,
         "memory_user": memory_user.pk,
         "active": EpisodicEntry.Status.ACTIVE,
+        "approved": EpisodicEntry.Review.APPROVED,
     }
     corpus = Corpus(
         lexical_scope_sql=(
             "SELECT id, search_vector AS tsv, created_at FROM episodes_episodicentry "
             "WHERE workspace_id = %(workspace)s "
-            "AND agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND status = %(active)s"
+            "AND agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND status = %(active)s "
+            # Held entries are not recalled until approved (docs/review.md).
+            "AND review = %(approved)s"
         ),
         scope_size_sql=(
             "SELECT count(*) FROM (SELECT 1 FROM episodes_entryembedding "
@@ -123,7 +131,7 @@ def entry_search_hybrid(
             "SELECT e.id, e.created_at, NULL, NULL, NULL, NULL, 1 - (v.embedding <=> %(qvec)s::vector), NULL "
             "FROM episodes_episodicentry e LEFT JOIN episodes_entryembedding v "
             "ON v.entry_id = e.id AND v.model = %(model)s "
-            "WHERE e.id = ANY(%(ids)s) AND e.status = %(active)s"
+            "WHERE e.id = ANY(%(ids)s) AND e.status = %(active)s AND e.review = %(approved)s"
         ),
         params=params,
         has_context=False,

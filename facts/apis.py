@@ -150,7 +150,10 @@ class RememberInputSerializer(ContextInputSerializer):
 
 
 class RememberOutputSerializer(serializers.Serializer):
-    outcome = serializers.CharField(help_text="created, confirmed, superseded or skipped.")
+    outcome = serializers.CharField(
+        help_text="created, confirmed, superseded or skipped; held (stored for review, docs/review.md) "
+        "or rejected (this value was rejected in review)."
+    )
     fact = FactOutputSerializer()
     previous = serializers.UUIDField(allow_null=True, help_text="The version this one superseded.")
     consolidation = serializers.JSONField(
@@ -223,6 +226,7 @@ def _remember(request, data) -> tuple[dict, int]:
     return body, status.HTTP_201_CREATED if result.outcome in (
         "created",
         "superseded",
+        "held",
     ) else status.HTTP_200_OK
 
 

@@ -70,6 +70,13 @@ class Fact(TimeStampedModel):
         OPERATOR = "operator", "Operator"
         EXTRACTION = "extraction", "Extraction"
 
+    class Review(models.TextChoices):
+        # Every fact written before the review queue existed, or with review off, is approved.
+        APPROVED = "approved", "Approved"
+        HELD = "held", "Held for review"
+        REJECTED = "rejected", "Rejected in review"
+        MERGED = "merged", "Merged into another fact in review"
+
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="facts")
     scope = models.CharField(max_length=10, choices=Scope.choices)
     # The scope's reference: session -> thread (agent and memory user copied from it so
@@ -115,6 +122,20 @@ class Fact(TimeStampedModel):
     access_count = models.PositiveIntegerField(default=0)
     last_accessed_at = models.DateTimeField(null=True, blank=True)
     created_by = models.CharField(max_length=200, blank=True)
+    # The review queue (docs/review.md). A held or rejected fact is stored closed: its
+    # valid_to equals its valid_from, an empty validity, so every read of current facts
+    # (which all filter `valid_to IS NULL`) leaves it out and the one-open-version constraint
+    # is untouched. Approval opens it as the key's current version.
+    review = models.CharField(
+        max_length=10, choices=Review.choices, default=Review.APPROVED, db_default=Review.APPROVED
+    )
+    review_note = models.TextField(blank=True, default="", db_default="")
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.CharField(max_length=200, blank=True, default="", db_default="")
+    # The agent whose `review` setting held it: a user or global fact has no agent of its own.
+    review_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     objects = FactQuerySet.as_manager()
 
@@ -160,6 +181,10 @@ class Fact(TimeStampedModel):
             ),
             models.Index(
                 FACT_OWNER, F("key_normalized"), condition=Q(valid_to__isnull=True), name="facts_owner_key"
+            ),
+            # The review queue and its counts read only held rows.
+            models.Index(
+                fields=["workspace", "-created_at"], condition=Q(review="held"), name="facts_review"
             ),
         ]
 

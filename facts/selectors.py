@@ -248,8 +248,12 @@ def fact_get(*, principal: Principal, fact_id) -> Fact:
 
 
 def fact_list(*, principal: Principal, filters=None):
-    queryset = fact_scope_for_principal(Fact.objects.all(), principal).select_related(
-        "agent", "memory_user", "thread"
+    # Held, rejected and merged facts were never versions of their key: they are read in the
+    # review queue (review.selectors), not here.
+    queryset = (
+        fact_scope_for_principal(Fact.objects.all(), principal)
+        .filter(review=Fact.Review.APPROVED)
+        .select_related("agent", "memory_user", "thread")
     )
     return with_effective_confidence(filterset_apply(FactFilter, filters, queryset))
 
@@ -264,6 +268,7 @@ def fact_history(*, fact: Fact):
             agent_id=fact.agent_id,
             memory_user_id=fact.memory_user_id,
             thread_id=fact.thread_id,
+            review=Fact.Review.APPROVED,
         )
         .select_related("agent", "memory_user", "thread")
         .order_by("-valid_from")

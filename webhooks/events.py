@@ -25,8 +25,15 @@ PING = "ping"
 # An item held for an operator's review (today: a procedure learned from episodes, proposed
 # inactive), whatever its tier: its audit event carries `"review": "waiting"`.
 REVIEW_WAITING = "review.waiting"
+# The operator's decision on a held item (docs/review.md): its audit event carries `"review"`
+# set to approved, rejected or merged.
+REVIEW_DECIDED = {
+    "approved": "review.approved",
+    "rejected": "review.rejected",
+    "merged": "review.merged",
+}
 
-EVENT_TYPES = tuple(sorted({*EVENT_TYPES_BY_AUDIT.values(), REVIEW_WAITING}))
+EVENT_TYPES = tuple(sorted({*EVENT_TYPES_BY_AUDIT.values(), REVIEW_WAITING, *REVIEW_DECIDED.values()}))
 # What each audit entity is called in a payload's `data.object`.
 OBJECT_NAMES = {
     "episodic_entry": "entry",
@@ -39,6 +46,10 @@ AUDIT_ENTITY_TYPES = tuple(sorted(OBJECT_NAMES))
 
 
 def event_type_for(entity_type: str, action: str, changes=None) -> str | None:
-    if entity_type in OBJECT_NAMES and isinstance(changes, dict) and changes.get("review") == "waiting":
-        return REVIEW_WAITING
+    if entity_type in OBJECT_NAMES and isinstance(changes, dict) and "review" in changes:
+        review = changes["review"]
+        if review == "waiting":
+            return REVIEW_WAITING
+        if isinstance(review, str) and review in REVIEW_DECIDED:
+            return REVIEW_DECIDED[review]
     return EVENT_TYPES_BY_AUDIT.get((entity_type, action))

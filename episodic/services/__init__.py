@@ -53,11 +53,20 @@ from episodic.services.extraction import (
     entry_extract,
 )
 from episodic.services.normalize import entry_content_hash, entry_normalize
+from episodic.services.review import (
+    ENTRY_MERGE_TARGET_NOT_ACTIVE,
+    ENTRY_NOT_HELD,
+    entry_review_approve,
+    entry_review_merge,
+    entry_review_reject,
+)
 
 __all__ = [
     "CONTENT_REQUIRED",
     "CONTENT_TOO_LONG",
     "DUPLICATE_VANISHED",
+    "ENTRY_MERGE_TARGET_NOT_ACTIVE",
+    "ENTRY_NOT_HELD",
     "EPISODIC_DISABLED",
     "EVIDENCE_NOT_FROM_USER",
     "EVIDENCE_NOT_IN_MESSAGE",
@@ -98,5 +107,8 @@ __all__ = [
     "entry_embedding_text",
     "entry_extract",
     "entry_normalize",
+    "entry_review_approve",
+    "entry_review_merge",
+    "entry_review_reject",
     "entry_update",
 ]

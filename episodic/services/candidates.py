@@ -15,6 +15,8 @@ REJECT_LIMIT = "over_max_entries_per_turn"
 REJECT_DUPLICATE_HASH = "duplicate_exact"
 REJECT_DUPLICATE_SIMILAR = "duplicate_similar"
 REJECT_KNOWN = "already_in_context"
+# A candidate held for review that repeats an entry an operator rejected (docs/review.md).
+REJECT_REVIEW_REJECTED = "rejected_in_review"
 
 # The sources an extracted candidate may claim: each is proven by a quote of the transcript.
 EXTRACTED_SOURCES = {

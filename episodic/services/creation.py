@@ -15,7 +15,7 @@ from django.db import transaction
 from core.embeddings import embedding_provider_for
 from core.errors import ApplicationError, ConflictError
 from core.lib.escaping import strip_invisible
-from core.memory_settings import memory_settings_for
+from core.memory_settings import memory_settings_for, review_holds
 from episodic.models import EpisodicEntry
 from episodic.services.candidates import USER_SOURCES, _evidence_messages
 from episodic.services.entries import CONTENT_REQUIRED, SOURCE_UNKNOWN
@@ -188,6 +188,10 @@ def _entries_store(items, *, agent, memory_user, actor, agent_settings, provider
         dropped[item["index"]] = (reason, similarity, duplicate_of, twin, consolidation)
 
     threshold = agent_settings.dedupe_threshold
+    # Stored directly, an entry waits for review only when the agent's setting is `all`.
+    held = review_holds(agent, extracted=False)
+    for item in items:
+        item["held"] = held
     unique = _dedupe_exact(items, agent=agent, memory_user=memory_user, reject=reject)
     if unique:
         provider = provider or embedding_provider_for(agent.workspace)

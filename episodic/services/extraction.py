@@ -19,7 +19,7 @@ from core.embeddings import embedding_provider_for
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible
 from core.llm import LLMError, LLMUnavailable, chat_complete_json
-from core.memory_settings import memory_settings_for
+from core.memory_settings import memory_settings_for, review_holds
 from episodic.services.candidates import (
     EXTRACTED_SOURCES,
     REJECT_EMPTY,
@@ -183,6 +183,10 @@ def entry_extract(
     valid, rejected, routed = _candidates_validate(proposed, transcript=transcript, known_lines=known_lines)
     result.rejected.extend(rejected)
     proposed_facts = proposed_facts + routed
+    # Extracted entries wait for review when the agent's `review` setting says so (docs/review.md).
+    held = review_holds(agent, extracted=True)
+    for item in valid:
+        item["held"] = held
 
     def reject_dropped(item, reason, *, twin=None, **extra):
         result.rejected.append({**_public(item), "reason": reason, **extra})

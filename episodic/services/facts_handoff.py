@@ -32,6 +32,8 @@ def _facts_remember(*, agent, memory_user, facts, transcript, actor) -> list[dic
                     scope=Fact.Scope.USER,
                     fact_type=Fact.FactType.USER_PREFERENCE,
                     memory_user=memory_user,
+                    # Whose `review` setting holds it; a user fact stores no agent.
+                    agent=agent,
                     confidence=settings.EPISODIC_EXTRACTION_FACT_CONFIDENCE,
                     source=Fact.Source.EXTRACTION,
                     evidence=evidence,

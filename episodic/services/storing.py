@@ -33,7 +33,12 @@ from core.lib.consolidation import (
 from core.ranking import PLAN_EXACT, vector_literal, vector_sql
 from core.services import audit_record
 from episodic.models import EpisodicEntry
-from episodic.services.candidates import REJECT_DUPLICATE_HASH, REJECT_DUPLICATE_SIMILAR, REJECT_LIMIT
+from episodic.services.candidates import (
+    REJECT_DUPLICATE_HASH,
+    REJECT_DUPLICATE_SIMILAR,
+    REJECT_LIMIT,
+    REJECT_REVIEW_REJECTED,
+)
 from episodic.services.consolidation import (
     _noop_confirm,
     _replaced_close,
@@ -50,22 +55,44 @@ Reject = Callable[..., None]
 
 
 def _stored_hashes(*, agent, memory_user, hashes) -> dict[str, str]:
-    """{content hash: id} of the scope's active entries among `hashes`."""
+    """{content hash: id} of the scope's active, approved entries among `hashes`."""
     rows = EpisodicEntry.objects.filter(
         agent=agent,
         memory_user=memory_user,
         content_hash__in=list(hashes),
         status=EpisodicEntry.Status.ACTIVE,
+        review=EpisodicEntry.Review.APPROVED,
     ).values_list("content_hash", "pk")
     return {content_hash: str(pk) for content_hash, pk in rows}
 
 
+def _reviewed_hashes(items, *, agent, memory_user) -> dict[str, tuple[str, str]]:
+    """{content hash: (reason, id)} of held and review-rejected entries that the held items
+    among `items` repeat: a copy of a held entry is a duplicate, a copy of a rejected one is
+    not proposed again. Items not held are stored whatever waits in the queue."""
+    hashes = {i["hash"] for i in items if i.get("held")}
+    if not hashes:
+        return {}
+    rows = EpisodicEntry.objects.filter(
+        agent=agent,
+        memory_user=memory_user,
+        content_hash__in=list(hashes),
+        review__in=[EpisodicEntry.Review.HELD, EpisodicEntry.Review.REJECTED],
+    ).values_list("content_hash", "pk", "review")
+    reasons = {
+        EpisodicEntry.Review.HELD: REJECT_DUPLICATE_HASH,
+        EpisodicEntry.Review.REJECTED: REJECT_REVIEW_REJECTED,
+    }
+    return {content_hash: (reasons[review], str(pk)) for content_hash, pk, review in rows}
+
+
 def _similar_stored(*, agent, memory_user, vector, model) -> tuple[str | None, float]:
     """The most similar active stored entry of the scope under `model`, and its similarity."""
-    # A superseded or rejected entry is no twin, as for the exact check (`_stored_hashes`).
+    # A superseded, rejected or held entry is no twin, as for the exact check (`_stored_hashes`):
+    # near copies of a held entry wait in the queue, where an operator merges them.
     where = (
         "agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND EXISTS (SELECT 1 FROM "
-        "episodes_episodicentry e WHERE e.id = entry_id AND e.status = 'active')"
+        "episodes_episodicentry e WHERE e.id = entry_id AND e.status = 'active' AND e.review = 'approved')"
     )
     sql = vector_sql(
         table="episodes_entryembedding", id_column="entry_id", scope_where=where, plan=PLAN_EXACT
@@ -111,6 +138,7 @@ def _dedupe_exact(items, *, agent, memory_user, reject: Reject, known_hashes: di
     stored and active, or earlier in `items`."""
     known_hashes = known_hashes or {}
     stored = _stored_hashes(agent=agent, memory_user=memory_user, hashes={i["hash"] for i in items})
+    reviewed = _reviewed_hashes(items, agent=agent, memory_user=memory_user)
     first: dict = {}
     unique = []
     for item in items:
@@ -118,6 +146,9 @@ def _dedupe_exact(items, *, agent, memory_user, reject: Reject, known_hashes: di
             reject(item, known_hashes[item["hash"]])
         elif item["hash"] in stored:
             reject(item, REJECT_DUPLICATE_HASH, duplicate_of=stored[item["hash"]])
+        elif item.get("held") and item["hash"] in reviewed:
+            reason, entry_id = reviewed[item["hash"]]
+            reject(item, reason, duplicate_of=entry_id)
         elif item["hash"] in first:
             reject(item, REJECT_DUPLICATE_HASH, twin=first[item["hash"]])
         else:
@@ -186,10 +217,15 @@ def _dedupe_similar(
 def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshold, model) -> list:
     """`kept` without the items that an entry stored since the first checks now duplicates."""
     stored = _stored_hashes(agent=agent, memory_user=memory_user, hashes={i["hash"] for i in kept})
+    reviewed = _reviewed_hashes(kept, agent=agent, memory_user=memory_user)
     still = []
     for item in kept:
         if item["hash"] in stored:
             reject(item, REJECT_DUPLICATE_HASH, duplicate_of=stored[item["hash"]])
+            continue
+        if item.get("held") and item["hash"] in reviewed:
+            reason, entry_id = reviewed[item["hash"]]
+            reject(item, reason, duplicate_of=entry_id)
             continue
         if "vector" in item:
             twin = _stored_twin(
@@ -234,6 +270,7 @@ def _entries_insert(
             metadata=item["metadata"],
             valid_from=now,
             consolidation=item["decision"].record() if "decision" in item else {},
+            review=EpisodicEntry.Review.HELD if item.get("held") else EpisodicEntry.Review.APPROVED,
         )
         for item in kept
     ]
@@ -241,7 +278,8 @@ def _entries_insert(
     for entry, item in zip(entries, kept, strict=True):
         item["entry"] = entry
         decision = item.get("decision")
-        if decision is not None and decision.decision in REPLACING:
+        # A held entry replaces nothing until it is approved (episodic.services.review).
+        if decision is not None and decision.decision in REPLACING and not item.get("held"):
             decision = _replaced_close(agent=agent, actor=actor, decision=decision, entry=entry, now=now)
         if decision is not None:
             item["decision"] = decision
@@ -264,7 +302,11 @@ def _entries_insert(
             action="create",
             entity_type="episodic_entry",
             entity_id=entry.pk,
-            changes={"source": entry.source, **entry.consolidation},
+            changes={
+                "source": entry.source,
+                **entry.consolidation,
+                **({"review": "waiting"} if entry.review == EpisodicEntry.Review.HELD else {}),
+            },
         )
     return entries
 

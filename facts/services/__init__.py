@@ -34,6 +34,8 @@ from facts.services.remember import (
     FACT_VALUE_TOO_LARGE,
     OUTCOME_CONFIRMED,
     OUTCOME_CREATED,
+    OUTCOME_HELD,
+    OUTCOME_REVIEW_REJECTED,
     OUTCOME_SKIPPED,
     OUTCOME_SUPERSEDED,
     RememberResult,
@@ -42,8 +44,20 @@ from facts.services.remember import (
     fact_search_text,
     fact_update,
 )
+from facts.services.review import (
+    FACT_MERGE_TARGET_NOT_CURRENT,
+    FACT_NOT_HELD,
+    fact_review_approve,
+    fact_review_merge,
+    fact_review_reject,
+)
 
 __all__ = [
+    "FACT_MERGE_TARGET_NOT_CURRENT",
+    "FACT_NOT_HELD",
+    "fact_review_approve",
+    "fact_review_merge",
+    "fact_review_reject",
     "CONFIRM_RATE",
     "DEFAULT_CONFIDENCE",
     "FACT_AGENT_NEEDS_AGENT",
@@ -62,6 +76,8 @@ __all__ = [
     "FACT_VALUE_TOO_LARGE",
     "OUTCOME_CONFIRMED",
     "OUTCOME_CREATED",
+    "OUTCOME_HELD",
+    "OUTCOME_REVIEW_REJECTED",
     "OUTCOME_SKIPPED",
     "OUTCOME_SUPERSEDED",
     "RememberResult",

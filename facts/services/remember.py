@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from core.errors import ApplicationError, NotFoundError
 from core.lib.consolidation import DECISION_NOOP, REPLACING
+from core.memory_settings import review_holds
 from core.models import AuditEvent
 from core.services import audit_record
 from facts.models import Fact, FactKey, key_normalize
@@ -57,12 +58,16 @@ OUTCOME_CREATED = "created"
 OUTCOME_CONFIRMED = "confirmed"
 OUTCOME_SUPERSEDED = "superseded"
 OUTCOME_SKIPPED = "skipped"
+# Stored for an operator's review, not recalled until approved (docs/review.md).
+OUTCOME_HELD = "held"
+# Held for review, but an operator already rejected this value for this key: not stored again.
+OUTCOME_REVIEW_REJECTED = "rejected"
 
 
 @dataclass(frozen=True)
 class RememberResult:
     fact: Fact
-    outcome: str  # created | confirmed | superseded | skipped
+    outcome: str  # created | confirmed | superseded | skipped | held | rejected
     previous: Fact | None = None
     # A new key reconciled with a fact of another key (facts.services.consolidation): the
     # decision record {decision, reason, by, old, new}; None for same-key remembering.
@@ -181,6 +186,12 @@ def fact_remember(
 
     Safe under concurrency: the current row is locked, and two racing creations of the same
     key resolve through the unique constraint into a confirmation.
+
+    When the review setting of the agent writing it (`agent`, or the thread's) holds this
+    source (`extraction` under `extracted`; every source but `operator` under `all`), a value
+    that would be created or supersede is stored held instead (outcome "held"): closed, so no
+    read of current facts sees it, until facts.services.review approves it. The same value
+    held again is that held fact; a value rejected in review is not stored again ("rejected").
     """
     key = _key_validate(key)
     encoded = _value_validate(value)
@@ -191,6 +202,10 @@ def fact_remember(
     confidence = _confidence_validate(confidence)
     reference = fact_scope_reference(
         workspace=workspace, scope=scope, agent=agent, memory_user=memory_user, thread=thread
+    )
+    review_agent = agent if agent is not None else getattr(thread, "agent", None)
+    held = source != Fact.Source.OPERATOR and review_holds(
+        review_agent, extracted=source == Fact.Source.EXTRACTION
     )
     cross_key = fact_cross_key_decide(
         workspace=workspace,
@@ -220,6 +235,7 @@ def fact_remember(
                     overwrite=overwrite,
                     actor=actor,
                     cross_key=cross_key,
+                    review_agent=review_agent if held else None,
                 )
             return result
         except IntegrityError:
@@ -246,6 +262,7 @@ def _fact_remember_locked(
     overwrite,
     actor,
     cross_key=None,
+    review_agent=None,
 ) -> RememberResult:
     now = timezone.now()
     current = (
@@ -283,6 +300,25 @@ def _fact_remember_locked(
         return RememberResult(fact=current, outcome=OUTCOME_CONFIRMED)
     if current is not None and not overwrite:
         return RememberResult(fact=current, outcome=OUTCOME_SKIPPED)
+    if review_agent is not None:
+        return _fact_hold(
+            workspace=workspace,
+            key=key,
+            value=value,
+            encoded=encoded,
+            scope=scope,
+            reference=reference,
+            fact_type=fact_type,
+            confidence=confidence,
+            source=source,
+            source_message=source_message,
+            source_episode=source_episode,
+            evidence=evidence,
+            actor=actor,
+            cross_key=cross_key,
+            review_agent=review_agent,
+            now=now,
+        )
 
     fact = Fact(
         workspace=workspace,
@@ -346,6 +382,82 @@ def _fact_remember_locked(
     ):
         memory_user_preferences_sync(memory_user_ids=[reference["memory_user_id"]])
     return RememberResult(fact=fact, outcome=outcome, previous=current, consolidation=record)
+
+
+def _fact_hold(
+    *,
+    workspace,
+    key,
+    value,
+    encoded,
+    scope,
+    reference,
+    fact_type,
+    confidence,
+    source,
+    source_message,
+    source_episode,
+    evidence,
+    actor,
+    cross_key,
+    review_agent,
+    now,
+) -> RememberResult:
+    """Store `value` held for review (fact_remember's docstring); the current version, if any,
+    stays current and no other key is closed until an operator approves it."""
+    reviewed = Fact.objects.filter(
+        workspace=workspace,
+        key=key,
+        scope=scope,
+        review__in=[Fact.Review.HELD, Fact.Review.REJECTED],
+        **reference,
+    ).order_by("-created_at")[:50]
+    for earlier in reviewed:
+        if _value_encode(earlier.value) == encoded:
+            outcome = OUTCOME_HELD if earlier.review == Fact.Review.HELD else OUTCOME_REVIEW_REJECTED
+            return RememberResult(fact=earlier, outcome=outcome)
+    fact = Fact.objects.create(
+        workspace=workspace,
+        key=key,
+        key_normalized=key_normalize(key),
+        value=value,
+        search_text=fact_search_text(key, value),
+        scope=scope,
+        fact_type=fact_type,
+        confidence=confidence if confidence is not None else DEFAULT_CONFIDENCE[source],
+        source=source,
+        source_message=source_message,
+        source_episode=source_episode,
+        evidence=evidence,
+        # An empty validity: closed from the start, so no read of current facts sees it.
+        valid_from=now,
+        valid_to=now,
+        last_confirmed_at=now,
+        created_by=actor,
+        review=Fact.Review.HELD,
+        review_agent=review_agent,
+        **reference,
+    )
+    record = None
+    if cross_key is not None:
+        # Kept for the reviewer to read; approval opens this key and closes no other.
+        record = {**cross_key.record(new=fact.pk)}
+        record.pop("similarity", None)
+    audit_record(
+        workspace=workspace,
+        actor=actor,
+        action=AuditEvent.Action.CREATE,
+        entity_type="fact",
+        entity_id=fact.pk,
+        changes=_fact_audit_payload(
+            fact,
+            outcome=OUTCOME_HELD,
+            source=source,
+            review="waiting",
+            **({"consolidation": record} if record else {}),
+        ),
+    )
+    return RememberResult(fact=fact, outcome=OUTCOME_HELD, consolidation=record)
 
 
 def fact_update(

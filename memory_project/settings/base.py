@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "webhooks",
     "portability",
     "retention",
+    "review",
     "runtime",
     "browser",
 ]

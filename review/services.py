@@ -1,0 +1,191 @@
+"""Every write of the review queue: approve (optionally edited), reject, merge, one or many.
+
+Each tier decides on its own rows (episodic.services.review, facts.services.review); a
+learned procedure is approved by activating it and rejected by leaving it inactive, both
+audited with `review` (its queue state is read from that audit, review.selectors). Items
+named in a batch are decided one by one, each in its own transaction: one that is out of
+scope, already decided or invalid is reported and the others still go through.
+"""
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from core.access import Principal, scope_to_principal
+from core.errors import ApplicationError, NotFoundError
+from core.models import AuditEvent
+from core.services import audit_record
+from episodic.models import EpisodicEntry
+from episodic.services import entry_review_approve, entry_review_merge, entry_review_reject
+from facts.models import Fact
+from facts.selectors import fact_scope_for_principal
+from facts.services import fact_review_approve, fact_review_merge, fact_review_reject
+from facts.services.review import review_reason_clean
+from procedures.models import Procedure
+from procedures.services import procedure_update
+from review.selectors import (
+    REVIEW_ITEM_NOT_FOUND,
+    STATE_HELD,
+    TIER_ENTRY,
+    TIER_FACT,
+    TIER_PROCEDURE,
+    TIERS,
+    ReviewItem,
+    review_item_get,
+)
+
+ACTION_APPROVE = "approve"
+ACTION_REJECT = "reject"
+ACTION_MERGE = "merge"
+
+OUTCOME_NOT_FOUND = "not_found"
+OUTCOME_NOT_HELD = "not_held"
+OUTCOME_INVALID = "invalid"
+
+EDITABLE = {
+    TIER_ENTRY: ("content",),
+    TIER_FACT: ("value", "fact_type", "confidence"),
+    TIER_PROCEDURE: ("name", "description"),
+}
+EDIT_NOT_FOR_TIER = "Not an editable field of this tier."
+ITEM_NOT_HELD = "This item is not waiting for review (it was approved, rejected or merged already)."
+MERGE_NOT_FOR_PROCEDURES = "Procedures are not merged: approve or reject them."
+MERGE_TARGET_NOT_FOUND = "The item to merge into was not found."
+MERGE_INTO_REQUIRED = "Name the item to merge into."
+
+
+def _held(*, principal: Principal, tier: str, item_id) -> ReviewItem:
+    """The held item, or NotFoundError (out of scope or missing) / 409 (decided already)."""
+    try:
+        return review_item_get(principal=principal, tier=tier, item_id=item_id, state=STATE_HELD)
+    except NotFoundError:
+        review_item_get(principal=principal, tier=tier, item_id=item_id)  # NotFoundError if missing
+        raise ApplicationError(ITEM_NOT_HELD, code="conflict", status_code=409)
+
+
+def _edits_clean(tier: str, edits: dict | None) -> dict:
+    edits = {name: value for name, value in (edits or {}).items() if value is not None}
+    wrong = sorted(set(edits) - set(EDITABLE[tier]))
+    if wrong:
+        raise ApplicationError(EDIT_NOT_FOR_TIER, fields={name: [EDIT_NOT_FOR_TIER] for name in wrong})
+    return edits
+
+
+def review_approve(*, principal: Principal, tier: str, item_id, edits: dict | None = None) -> ReviewItem:
+    """Approve the held item after `edits` (EDITABLE per tier); returns it as approved (or, for
+    an entry or fact that turned out to restate a stored one, that stored item it merged into)."""
+    if tier not in TIERS:
+        raise NotFoundError(REVIEW_ITEM_NOT_FOUND)
+    edits = _edits_clean(tier, edits)
+    item = _held(principal=principal, tier=tier, item_id=item_id)
+    actor = principal.actor
+    if tier == TIER_ENTRY:
+        row = entry_review_approve(entry=item.row, actor=actor, **edits)
+        return review_item_get(principal=principal, tier=tier, item_id=row.pk)
+    if tier == TIER_FACT:
+        row = fact_review_approve(fact=item.row, actor=actor, **edits)
+        return review_item_get(principal=principal, tier=tier, item_id=row.pk)
+    _procedure_decide(principal=principal, procedure=item.row, decision="approved", edits=edits)
+    return review_item_get(principal=principal, tier=tier, item_id=item.row.pk)
+
+
+def review_reject(*, principal: Principal, tier: str, item_id, reason: str = "") -> ReviewItem:
+    """Reject the held item with `reason`: kept, never recalled, not proposed again."""
+    if tier not in TIERS:
+        raise NotFoundError(REVIEW_ITEM_NOT_FOUND)
+    reason = review_reason_clean(reason)
+    item = _held(principal=principal, tier=tier, item_id=item_id)
+    if tier == TIER_ENTRY:
+        entry_review_reject(entry=item.row, actor=principal.actor, reason=reason)
+    elif tier == TIER_FACT:
+        fact_review_reject(fact=item.row, actor=principal.actor, reason=reason)
+    else:
+        _procedure_decide(principal=principal, procedure=item.row, decision="rejected", reason=reason)
+    return review_item_get(principal=principal, tier=tier, item_id=item.row.pk)
+
+
+def review_merge(*, principal: Principal, tier: str, item_id, into) -> ReviewItem:
+    """Merge the held entry or fact into `into`, a stored item of the same tier the principal
+    may read; returns that item."""
+    if tier not in TIERS:
+        raise NotFoundError(REVIEW_ITEM_NOT_FOUND)
+    if tier == TIER_PROCEDURE:
+        raise ApplicationError(MERGE_NOT_FOR_PROCEDURES, fields={"tier": [MERGE_NOT_FOR_PROCEDURES]})
+    if not into:
+        raise ApplicationError(MERGE_INTO_REQUIRED, fields={"into": [MERGE_INTO_REQUIRED]})
+    item = _held(principal=principal, tier=tier, item_id=item_id)
+    not_found = NotFoundError(MERGE_TARGET_NOT_FOUND, fields={"into": [MERGE_TARGET_NOT_FOUND]})
+    if tier == TIER_ENTRY:
+        target = scope_to_principal(EpisodicEntry.objects.filter(pk=into), principal).first()
+        if target is None:
+            raise not_found
+        row = entry_review_merge(entry=item.row, target=target, actor=principal.actor)
+    else:
+        target = fact_scope_for_principal(Fact.objects.filter(pk=into), principal).first()
+        if target is None:
+            raise not_found
+        row = fact_review_merge(fact=item.row, target=target, actor=principal.actor)
+    return review_item_get(principal=principal, tier=tier, item_id=row.pk)
+
+
+def _procedure_decide(*, principal: Principal, procedure: Procedure, decision: str, edits=None, reason=""):
+    with transaction.atomic():
+        # Serializes two reviewers of one proposal: the second sees the first one's audit event.
+        locked = Procedure.objects.select_for_update().filter(pk=procedure.pk, is_active=False).first()
+        decided = AuditEvent.objects.filter(
+            workspace_id=procedure.workspace_id,
+            entity_type="procedure",
+            entity_id=str(procedure.pk),
+            changes__review__in=["approved", "rejected"],
+        ).exists()
+        if locked is None or decided:
+            raise ApplicationError(ITEM_NOT_HELD, code="conflict", status_code=409)
+        fields = dict(edits or {})
+        if decision == "approved":
+            fields["is_active"] = True
+        if fields:
+            procedure_update(procedure=locked, actor=principal.actor, **fields)
+        audit_record(
+            workspace=locked.workspace,
+            actor=principal.actor,
+            action=AuditEvent.Action.UPDATE,
+            entity_type="procedure",
+            entity_id=locked.pk,
+            changes={"review": decision, **({"reason": reason} if reason else {})},
+        )
+
+
+@dataclass
+class BatchOutcome:
+    tier: str
+    id: str
+    outcome: str  # approved | rejected | merged | not_found | not_held | invalid
+    message: str = ""
+    item: ReviewItem | None = None
+
+
+def review_batch(
+    *, principal: Principal, action: str, items: list[dict], reason: str = ""
+) -> list[BatchOutcome]:
+    """Apply `action` to each of `items` ({tier, id, into?}) in order; one outcome each."""
+    outcomes = []
+    for raw in items:
+        tier, item_id = raw["tier"], raw["id"]
+        try:
+            if action == ACTION_APPROVE:
+                item = review_approve(principal=principal, tier=tier, item_id=item_id)
+            elif action == ACTION_REJECT:
+                item = review_reject(principal=principal, tier=tier, item_id=item_id, reason=reason)
+            else:
+                item = review_merge(principal=principal, tier=tier, item_id=item_id, into=raw.get("into"))
+        except NotFoundError as exc:
+            outcome = OUTCOME_INVALID if exc.fields else OUTCOME_NOT_FOUND
+            outcomes.append(BatchOutcome(tier, str(item_id), outcome, exc.message))
+            continue
+        except ApplicationError as exc:
+            outcome = OUTCOME_NOT_HELD if exc.status_code == 409 else OUTCOME_INVALID
+            outcomes.append(BatchOutcome(tier, str(item_id), outcome, exc.message))
+            continue
+        done = {ACTION_APPROVE: "approved", ACTION_REJECT: "rejected", ACTION_MERGE: "merged"}[action]
+        outcomes.append(BatchOutcome(tier, str(item_id), done, item=item))
+    return outcomes
