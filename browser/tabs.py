@@ -11,6 +11,7 @@ TABS = [
     ("store", "Store", "memories:store"),
     ("procedures", "Procedures", "memories:procedures"),
     ("users", "Users", "memories:users"),
+    ("context", "Context preview", "memories:context-preview"),
 ]
 
 

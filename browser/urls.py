@@ -3,6 +3,7 @@ from django.urls import include, path
 from browser.views import (
     audit,
     checkpoints,
+    context_preview,
     entries,
     episodes,
     facts,
@@ -24,6 +25,7 @@ workspace_urls = [
     path("search/", search.search, name="search"),
     path("audit/", audit.audit, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit-export"),
+    path("context/", context_preview.context_preview, name="context-preview"),
     path("facts/", facts.facts_tab, name="facts"),
     path("facts/delete/", facts.facts_delete, name="facts-delete"),
     path("facts/<uuid:pk>/", facts.fact_detail, name="fact"),

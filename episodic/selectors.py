@@ -4,7 +4,7 @@ Read scope is fixed to (agent, memory user): searches take both and never widen 
 """
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.utils import timezone
@@ -12,7 +12,15 @@ from django.utils import timezone
 from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError, NotFoundError
 from core.lib.escaping import escape_text
-from core.ranking import Corpus, RankingWeights, hybrid_search, mode_weights, query_clean, query_vector_for
+from core.ranking import (
+    Corpus,
+    RankingWeights,
+    hybrid_search,
+    mode_weights,
+    query_clean,
+    query_vector_for,
+    recency_term,
+)
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
 
@@ -58,6 +66,9 @@ def entry_list(*, principal: Principal, filters=None):
 class EntryHit:
     entry: EpisodicEntry
     score: float
+    # The raw parts the fused score came from: BM25 (lexical), cosine similarity (vector, None
+    # without a vector) and the recency term added as is; shown by the context preview.
+    parts: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -65,6 +76,8 @@ class EntrySearchResult:
     hits: list[EntryHit]
     plan: str | None
     scope_size: int | None
+    # Entries ranked before the top_k cut.
+    candidates: int | None = None
 
 
 def episodic_memory_required(agent) -> None:
@@ -136,21 +149,32 @@ def entry_search_hybrid(
         params=params,
         has_context=False,
     )
+    # One clock for the fusion and for the recency part reported with each hit.
+    now = now or timezone.now()
     outcome = hybrid_search(
-        corpus=corpus,
-        query=query,
-        query_vector=query_vector,
-        model=model or "",
-        weights=weights,
-        now=now or timezone.now(),
+        corpus=corpus, query=query, query_vector=query_vector, model=model or "", weights=weights, now=now
     )
     top = outcome.ranked[:top_k]
     entries = EpisodicEntry.objects.defer("search_vector").in_bulk([c.id for c, _ in top])
     for entry in entries.values():
         # Every hit belongs to the searched pair: no join needed to serialize them.
         entry.agent, entry.memory_user = agent, memory_user
-    hits = [EntryHit(entry=entries[c.id], score=score) for c, score in top if c.id in entries]
-    return EntrySearchResult(hits=hits, plan=outcome.plan, scope_size=outcome.scope_size)
+    hits = [
+        EntryHit(
+            entry=entries[c.id],
+            score=score,
+            parts={
+                "lexical": c.lexical,
+                "vector": c.vector,
+                "recency": recency_term(c.created_at, now=now, weights=weights),
+            },
+        )
+        for c, score in top
+        if c.id in entries
+    ]
+    return EntrySearchResult(
+        hits=hits, plan=outcome.plan, scope_size=outcome.scope_size, candidates=len(outcome.ranked)
+    )
 
 
 # --- <memory> rendering ------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from identities.apis import ADA_ID, MEMORY_USER_EXAMPLE, MemoryUserOutputSeriali
 from identities.selectors import memory_user_get
 from identities.services import memory_user_identify
 from procedures.apis import ProcedureOutputSerializer
-from runtime.selectors import MEMORY_TYPES, SECTIONS, recall
+from runtime.selectors import MEMORY_TYPES, SECTIONS, context_result_data, recall
 from runtime.services import ContextRequest, context_assemble
 from runtime.tool_calls import (
     ID_MAX_CHARS,
@@ -95,33 +95,6 @@ class ContextOutputSerializer(serializers.Serializer):
     history = HistorySerializer()
     timings_ms = serializers.DictField(
         child=serializers.FloatField(), help_text="Server time per part; query_embedding is inside memory."
-    )
-
-
-def context_result_data(result) -> dict:
-    """The context as the API and the `context` tool answer it. Everything in it is for a model,
-    items and history included, so no invisible or bidi control character leaves here."""
-    context = result.context
-    user = context.memory_user
-    return strip_invisible_json(
-        {
-            "agent": context.agent.slug,
-            "memory_user": (
-                {"id": str(user.pk), "canonical_id": user.canonical_id, "display_name": user.display_name}
-                if user is not None
-                else None
-            ),
-            "thread": str(context.thread.pk) if context.thread is not None else None,
-            "appended_message": str(result.appended.pk) if result.appended is not None else None,
-            "token_budget": result.token_budget,
-            "tokens": result.tokens,
-            "message_tokens": result.message_tokens,
-            "allocation": result.allocation,
-            "system_prompt": result.system_prompt,
-            **{name: section.as_dict() for name, section in result.sections.items()},
-            "history": result.history,
-            "timings_ms": result.timings,
-        }
     )
 
 

@@ -8,6 +8,7 @@ from runtime.selectors.build import (
     allocation_clean,
     chat_message_tokens,
     context_build,
+    context_result_data,
 )
 from runtime.selectors.memory_recall import MEMORY_TYPES, RECALL_MEMORY_TYPE_UNKNOWN, RecallResult, recall
 from runtime.selectors.sections import (
@@ -43,6 +44,7 @@ __all__ = [
     "allocation_clean",
     "chat_message_tokens",
     "context_build",
+    "context_result_data",
     "context_memory",
     "context_procedures",
     "context_session_memory",

@@ -2,7 +2,8 @@
 window into the token budget (in parallel when a pool is configured).
 
 It never writes; the optional append of the incoming message happens in
-`runtime.services.context_assemble` first.
+`runtime.services.context_assemble` first. With `explain` it also says why each item was
+chosen and what the budget cut (the /memories context preview).
 """
 
 import threading
@@ -11,9 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from core.errors import ApplicationError
+from core.lib.escaping import strip_invisible_json
 from core.lib.tokens import count_message_tokens
 from core.memory_settings import memory_settings_for
 from runtime.selectors.sections import (
+    BLOCK_NOT_INCLUDED,
     DEFAULT_ALLOCATION,
     SECTIONS,
     Section,
@@ -22,6 +25,7 @@ from runtime.selectors.sections import (
     context_session_memory,
     context_user_profile,
     memory_query,
+    memory_query_skipped,
     message_tokens,
 )
 from threads.lib.parts import content_parts
@@ -61,6 +65,7 @@ class ContextResult:
     # "user": the blocks travel as the first history message (context_message_id), not as
     # system_prompt, for providers that ignore the system role.
     system_as: str = "system"
+    explained: bool = False
 
     @property
     def tokens(self) -> int:
@@ -80,6 +85,71 @@ class ContextResult:
         """The blocks, ready to prepend to the agent's own instructions ("" with system_as=user:
         they are the history's first message then)."""
         return "" if self.system_as == "user" else self.blocks_text
+
+    @property
+    def explanation(self) -> dict:
+        """Per block (built with `explain`): why each kept item was chosen (`chosen`, in the
+        block's item order), what the cap cut (`cut`) and why an empty block is empty (`note`)."""
+        blocks = {
+            name: {"chosen": section.why, "cut": section.cut, "note": section.note}
+            for name, section in self.sections.items()
+        }
+        history = self.history
+        if history.get("off_reason"):
+            note = "The agent's conversation_memory setting is off."
+        elif self.context.thread is None:
+            note = "No thread: there is no conversation to send."
+        elif not history["messages"]:
+            note = "Nothing left of the budget for the history, or the thread is empty."
+        else:
+            note = ""
+        recalled = [
+            {
+                "id": hit["id"],
+                "label": hit["content"][:120],
+                "lexical": None,
+                "vector": None,
+                "recency": None,
+                "score": hit.get("score"),
+                "reason": "Recalled: an older message of this person related to the incoming one.",
+            }
+            for hit in history.get("recalled") or ()
+        ]
+        blocks["history"] = {
+            "chosen": recalled,
+            "cut": [],
+            "cut_count": history["cut_count"],
+            "note": note,
+        }
+        return blocks
+
+
+def context_result_data(result: ContextResult) -> dict:
+    """The context as POST /api/v1/context/ and the `context` tool answer it. Everything in it
+    is for a model, items and history included, so no invisible or bidi control character
+    leaves here."""
+    context = result.context
+    user = context.memory_user
+    return strip_invisible_json(
+        {
+            "agent": context.agent.slug,
+            "memory_user": (
+                {"id": str(user.pk), "canonical_id": user.canonical_id, "display_name": user.display_name}
+                if user is not None
+                else None
+            ),
+            "thread": str(context.thread.pk) if context.thread is not None else None,
+            "appended_message": str(result.appended.pk) if result.appended is not None else None,
+            "token_budget": result.token_budget,
+            "tokens": result.tokens,
+            "message_tokens": result.message_tokens,
+            "allocation": result.allocation,
+            "system_prompt": result.system_prompt,
+            **{name: section.as_dict() for name, section in result.sections.items()},
+            "history": result.history,
+            "timings_ms": result.timings,
+        }
+    )
 
 
 def context_message_id(context: MemoryContext) -> str:
@@ -139,6 +209,7 @@ def context_build(
     system_as: str = "system",
     content_format: str = "plain",
     tool_format: str = "native",
+    explain: bool = False,
 ) -> ContextResult:
     """The context for one turn, never over `token_budget` tokens in total.
 
@@ -151,6 +222,9 @@ def context_build(
     With the agent's `conversation_memory` off there is no history (`off_reason` says why)
     and the message is reserved even when appended. With `system_as="user"` the blocks are
     sent as the history's first message, a user message with a stable id.
+
+    `explain` changes nothing in the result's blocks: it adds, per block, the scores and
+    reasons of the items kept and the candidates the caps cut (`ContextResult.explanation`).
     """
     shares = allocation_clean(allocation)
     system_as_clean(system_as)
@@ -176,15 +250,32 @@ def context_build(
     query = memory_query(context=context, message=message) if caps["memory"] > 0 else None
     parallel = _parallel_enabled()
     jobs = {
-        "user_profile": (context_user_profile, {"context": context, "cap": caps["user_profile"]}),
-        "memory": (context_memory, {"context": context, "query": query, "cap": caps["memory"]}),
+        "user_profile": (
+            context_user_profile,
+            {"context": context, "cap": caps["user_profile"], "explain": explain},
+        ),
+        "memory": (
+            context_memory,
+            {"context": context, "query": query, "cap": caps["memory"], "explain": explain},
+        ),
         "procedures": (
             context_procedures,
-            {"context": context, "goal": message, "channel": channel, "cap": caps["procedures"]},
+            {
+                "context": context,
+                "goal": message,
+                "channel": channel,
+                "cap": caps["procedures"],
+                "explain": explain,
+            },
         ),
         "session_memory": (
             _session_memory_job,
-            {"context": context, "cap": caps["session_memory"], "wanted": "session_memory" in wanted},
+            {
+                "context": context,
+                "cap": caps["session_memory"],
+                "wanted": "session_memory" in wanted,
+                "explain": explain,
+            },
         ),
     }
     if parallel and "history" in wanted:
@@ -206,6 +297,8 @@ def context_build(
         )
     parts, timings = _run_parts(jobs, parallel=parallel)
     sections = {name: parts[name] for name in ("user_profile", "memory", "procedures", "session_memory")}
+    if explain and query is None and caps["memory"] > 0:
+        sections["memory"].note = memory_query_skipped(context=context, message=message)
     plan = sections["session_memory"].plan
     timings["query_embedding"] = round(query.embedding_ms, 3) if query is not None else 0.0
     remaining = available - sum(s.tokens for s in sections.values())
@@ -248,6 +341,7 @@ def context_build(
             summary=context.thread.summary,
             facts=session.candidates,
             attempts=session.attempts,
+            explain=explain,
         )
         if moved.summary_included:
             moved.cap = session.cap
@@ -269,6 +363,7 @@ def context_build(
         message_tokens=reserved,
         appended=appended,
         timings=timings,
+        explained=explain,
     )
     blocks = result.blocks_text
     if system_as == "user" and blocks:
@@ -285,11 +380,11 @@ def context_build(
     return result
 
 
-def _session_memory_job(*, context: MemoryContext, cap: int, wanted: bool) -> Section:
+def _session_memory_job(*, context: MemoryContext, cap: int, wanted: bool, explain: bool = False) -> Section:
     if not wanted:
-        return Section(cap=0)
+        return Section(cap=0, note=BLOCK_NOT_INCLUDED)
     plan = _thread_plan(context.thread)
-    section = context_session_memory(context=context, cap=cap, plan=plan)
+    section = context_session_memory(context=context, cap=cap, plan=plan, explain=explain)
     section.plan = plan
     return section
 

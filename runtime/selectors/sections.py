@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
+from core.lib.escaping import strip_invisible
 from core.lib.tokens import count_message_tokens, count_tokens
 from core.memory_settings import memory_settings_for
 from facts.models import Fact
@@ -45,6 +46,18 @@ USER_PROFILE_HEADER = "What is known about the person you are talking to (stored
 SESSION_MEMORY_HEADER = "State of this conversation:"
 PROCEDURES_HEADER = "Procedures that apply to this request (follow them when relevant):"
 
+# Why a block is empty or an item was left out, for `explain` (the /memories context preview).
+CUT_BY_CAP = "Left out: the block with it would pass its cap of {cap} tokens."
+CUT_BY_ATTEMPT_SHARE = "Left out: older than the retry attempts that fit half of the block."
+BLOCK_NOT_INCLUDED = "Not requested, or given no tokens by the allocation."
+NO_PERSON = "No person is named: there is nothing to recall about them."
+NO_THREAD = "No thread: there is no conversation state."
+NO_MESSAGE = "No incoming message to match against."
+MEMORY_OFF = "The agent's episodic_memory or auto_inject setting is off."
+NOTHING_STORED = "Nothing stored qualifies."
+# Characters of an item's label in an explanation.
+LABEL_CHARS = 120
+
 
 @dataclass
 class Section:
@@ -59,6 +72,11 @@ class Section:
     candidates: list = field(default_factory=list, repr=False)
     attempts: list | None = field(default=None, repr=False)
     plan: object = None
+    # With `explain` only: why each kept item was chosen (in `items` order), the candidates
+    # the cap cut with the reason, and why the block is empty when it is.
+    why: list = field(default_factory=list, repr=False)
+    cut: list = field(default_factory=list, repr=False)
+    note: str = ""
 
     def as_dict(self) -> dict:
         return {
@@ -96,6 +114,48 @@ def _fact_item(fact: dict) -> dict:
     }
 
 
+def _why(item_id, label: str, reason: str, *, score=None, lexical=None, vector=None, recency=None) -> dict:
+    """One row of an explanation: what the item is, its scores (None where a part does not
+    apply to its block) and the reason in words."""
+    return {
+        "id": str(item_id),
+        "label": label,
+        "lexical": lexical,
+        "vector": vector,
+        "recency": recency,
+        "score": score,
+        "reason": reason,
+    }
+
+
+def _label(value) -> str:
+    """An item as an operator reads it in an explanation: one line, cut, no invisible text
+    (not escaped for a model: the page escapes it as HTML)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = strip_invisible(" ".join(text.split()))
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def _fact_label(fact: dict) -> str:
+    return _label(f"{fact['key']}: {_label(_fact_value(fact))}")
+
+
+def _fact_why(fact: dict, rank: int, *, order: str) -> dict:
+    confidence = round(fact["effective_confidence"], 4)
+    kind = fact["fact_type"].replace("_", " ")
+    reason = f"{kind}, rank {rank} ({order}); confidence {confidence} after decay"
+    return _why(fact["id"], _fact_label(fact), reason, score=confidence)
+
+
+def _fact_cut(fact: dict, cap: int) -> dict:
+    confidence = round(fact["effective_confidence"], 4)
+    return _why(fact["id"], _fact_label(fact), CUT_BY_CAP.format(cap=cap), score=confidence)
+
+
+def _empty_note(section: "Section", default: str = NOTHING_STORED) -> str:
+    return "" if section.text else default
+
+
 def _candidate_limit(cap: int) -> int:
     # A fact line costs at least ~5 tokens ("- a: b"), so a block of `cap` tokens never
     # holds more than cap / 5 of them; fetching more would only be thrown away.
@@ -119,7 +179,7 @@ FACT_COLUMNS = ("id", "key", "value_json", "fact_type", "effective_confidence")
 SESSION_FACTS_TOKENS = 1000
 
 
-def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
+def context_user_profile(*, context: MemoryContext, cap: int, explain: bool = False) -> Section:
     """User-scope facts of the person: preferences first, then the other facts; within each,
     by confidence, then recency.
 
@@ -131,6 +191,7 @@ def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
     """
     section = Section(cap=cap)
     if context.memory_user is None or cap <= 0:
+        section.note = BLOCK_NOT_INCLUDED if cap <= 0 else NO_PERSON
         return section
     limit = _candidate_limit(cap)
     base = _current_facts(context, scope=Fact.Scope.USER, memory_user=context.memory_user).order_by(
@@ -154,6 +215,11 @@ def context_user_profile(*, context: MemoryContext, cap: int) -> Section:
     kept_facts = max(kept - len(named), 0)
     section.items = [_fact_item(f) for f in facts[:kept_facts]]
     section.omitted = len(facts) - kept_facts
+    if explain:
+        order = "preferences first, then by confidence"
+        section.why = [_fact_why(f, rank, order=order) for rank, f in enumerate(facts[:kept_facts], 1)]
+        section.cut = [_fact_cut(f, cap) for f in facts[kept_facts:]]
+        section.note = _empty_note(section)
     return section
 
 
@@ -209,6 +275,7 @@ def context_session_memory(
     summary: str = "",
     facts: list | None = None,
     attempts: list | None = None,
+    explain: bool = False,
 ) -> Section:
     """The thread's plan, its compaction summary (when the history window applied it), its
     retry history (the newest iteration logs, newest first) and its session-scope facts, in
@@ -217,6 +284,7 @@ def context_session_memory(
 
     section = Section(cap=cap)
     if context.thread is None or cap <= 0:
+        section.note = BLOCK_NOT_INCLUDED if cap <= 0 else NO_THREAD
         return section
     if facts is None:
         facts = list(
@@ -243,7 +311,28 @@ def context_session_memory(
         _fact_item(f) for f in facts[:kept_facts]
     ]
     section.omitted = fixed + len(attempts) + len(facts) - kept
+    if explain:
+        _session_memory_explain(section, attempts, len(attempt_lines), kept_attempts, facts, kept_facts)
     return section
+
+
+def _attempt_label(row: dict) -> str:
+    return _label(f"attempt {row['task_key']} #{row['attempt']} {row['outcome']}")
+
+
+def _session_memory_explain(section, attempts, attempt_lines, kept_attempts, facts, kept_facts) -> None:
+    why = [
+        _why(a["id"], _attempt_label(a), f"Retry history, newest first: attempt {rank} of {len(attempts)}.")
+        for rank, a in enumerate(attempts[:kept_attempts], 1)
+    ]
+    order = "session facts by confidence, then recency"
+    why += [_fact_why(f, rank, order=order) for rank, f in enumerate(facts[:kept_facts], 1)]
+    by_cap = CUT_BY_CAP.format(cap=section.cap)
+    cut = [_why(a["id"], _attempt_label(a), by_cap) for a in attempts[kept_attempts:attempt_lines]]
+    cut += [_why(a["id"], _attempt_label(a), CUT_BY_ATTEMPT_SHARE) for a in attempts[attempt_lines:]]
+    cut += [_fact_cut(f, section.cap) for f in facts[kept_facts:]]
+    section.why, section.cut = why, cut
+    section.note = _empty_note(section)
 
 
 def _procedure_line(match) -> str:
@@ -255,12 +344,15 @@ def _procedure_line(match) -> str:
     return text
 
 
-def context_procedures(*, context: MemoryContext, goal: str, channel: str = "", cap: int) -> Section:
+def context_procedures(
+    *, context: MemoryContext, goal: str, channel: str = "", cap: int, explain: bool = False
+) -> Section:
     """Procedures whose trigger conditions fire for the incoming message, best first."""
     from procedures.selectors import procedure_match
 
     section = Section(cap=cap)
     if not goal or cap <= 0:
+        section.note = BLOCK_NOT_INCLUDED if cap <= 0 else NO_MESSAGE
         return section
     match_context = {"channel": channel} if channel else {}
     matches = procedure_match(
@@ -283,7 +375,20 @@ def context_procedures(*, context: MemoryContext, goal: str, channel: str = "", 
         for m in matches[:kept]
     ]
     section.omitted = len(matches) - kept
+    if explain:
+        section.why = [_procedure_why(m, rank, len(matches)) for rank, m in enumerate(matches[:kept], 1)]
+        section.cut = [
+            _why(m.procedure.pk, _label(m.procedure.name), CUT_BY_CAP.format(cap=cap), score=m.score)
+            for m in matches[kept:]
+        ]
+        section.note = _empty_note(section, "No active procedure's trigger conditions fire for this message.")
     return section
+
+
+def _procedure_why(match, rank: int, total: int) -> dict:
+    matched = ", ".join(match.matched) or "none: it always applies"
+    reason = f"Trigger conditions matched: {matched}; rank {rank} of {total} by condition score."
+    return _why(match.procedure.pk, _label(match.procedure.name), reason, score=match.score)
 
 
 def message_tokens(text: str) -> int:
@@ -299,22 +404,30 @@ class MemoryQuery:
     embedding_ms: float
 
 
+def memory_query_skipped(*, context: MemoryContext, message: str) -> str:
+    """Why there is no `<memory>` query for this turn, or "" when there is one."""
+    if context.memory_user is None or context.agent is None:
+        return NO_PERSON
+    if not message.strip():
+        return NO_MESSAGE
+    agent_settings = memory_settings_for(context.agent)
+    if not (agent_settings.episodic_memory and agent_settings.auto_inject):
+        return MEMORY_OFF
+    return ""
+
+
 def memory_query(*, context: MemoryContext, message: str) -> MemoryQuery | None:
     """The auto-inject query for `<memory>` (the user's message, cut to what a search accepts)
     and its embedding, or None when the agent's settings turn auto-inject off
     (`episodic_memory`, `auto_inject`) or there is no person or message."""
-    if context.memory_user is None or context.agent is None or not message:
-        return None
-    agent_settings = memory_settings_for(context.agent)
-    if not (agent_settings.episodic_memory and agent_settings.auto_inject):
+    if memory_query_skipped(context=context, message=message or ""):
         return None
     from django.conf import settings
 
     from core.embeddings import embedding_provider_for
 
+    agent_settings = memory_settings_for(context.agent)
     text = message.strip()[: settings.EPISODIC_QUERY_MAX_LENGTH]
-    if not text:
-        return None
     started = time.perf_counter()
     provider = embedding_provider_for(context.workspace)
     vector = provider.embed([text])[0]
@@ -327,24 +440,29 @@ def memory_query(*, context: MemoryContext, message: str) -> MemoryQuery | None:
     )
 
 
-def context_memory(*, context: MemoryContext, query: MemoryQuery | None, cap: int) -> Section:
+def context_memory(
+    *, context: MemoryContext, query: MemoryQuery | None, cap: int, explain: bool = False
+) -> Section:
     """Episodic entries for (agent, person) relevant to the incoming message: the auto-inject
     of `<memory>`, at most `auto_inject_top_k`. The block is rendered by the episodic tier;
     entries are dropped from the least relevant end until it fits `cap`."""
     section = Section(cap=cap)
     if query is None or cap <= 0:
+        # context_build fills in why there was no query (it knows the message).
+        section.note = BLOCK_NOT_INCLUDED if cap <= 0 else ""
         return section
     from episodic.selectors import entry_render_memory_block, entry_search_hybrid
 
     section.embedding_ms = query.embedding_ms
-    hits = entry_search_hybrid(
+    search = entry_search_hybrid(
         agent=context.agent,
         memory_user=context.memory_user,
         query=query.text,
         top_k=query.top_k,
         query_vector=query.vector,
         model=query.model,
-    ).hits
+    )
+    hits = search.hits
     entries = [getattr(hit, "entry", hit) for hit in hits]
     kept = len(entries)
     while kept > 0:
@@ -364,4 +482,34 @@ def context_memory(*, context: MemoryContext, query: MemoryQuery | None, cap: in
         for entry in entries[:kept]
     ]
     section.omitted = len(entries) - kept
+    if explain:
+        _memory_explain(section, hits, kept, query=query, candidates=search.candidates)
     return section
+
+
+def _entry_why(hit, reason: str) -> dict:
+    entry = getattr(hit, "entry", hit)
+    parts = getattr(hit, "parts", {}) or {}
+
+    def rounded(value):
+        return None if value is None else round(value, 4)
+
+    return _why(
+        entry.pk,
+        _label(entry.content),
+        reason,
+        score=rounded(getattr(hit, "score", None)),
+        lexical=rounded(parts.get("lexical")),
+        vector=rounded(parts.get("vector")),
+        recency=rounded(parts.get("recency")),
+    )
+
+
+def _memory_explain(section: Section, hits: list, kept: int, *, query: MemoryQuery, candidates) -> None:
+    pool = f" of {candidates} candidates" if candidates is not None else ""
+    section.why = [
+        _entry_why(hit, f"Rank {rank}{pool} by fused score; the agent takes the top {query.top_k}.")
+        for rank, hit in enumerate(hits[:kept], 1)
+    ]
+    section.cut = [_entry_why(hit, CUT_BY_CAP.format(cap=section.cap)) for hit in hits[kept:]]
+    section.note = _empty_note(section, "No active entry of this person matches the message.")

@@ -953,6 +953,8 @@ BROWSER_CASES: dict[str, BrowserCase] = {
     # The filter pickers' suggestions; with no query, the newest rows of the workspace.
     "memories:user-pick": BrowserCase(path=_none, levels={"get": "read"}),
     "memories:thread-pick": BrowserCase(path=_none, levels={"get": "read"}),
+    # The context preview: read-only (a read-only transaction, rolled back) for every role.
+    "memories:context-preview": BrowserCase(path=_none, levels={"get": "read"}),
     **_tab("checkpoint", "checkpoint"),
     "memories:checkpoint-edit": BrowserCase(
         path=_pk("checkpoint"),
