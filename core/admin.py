@@ -12,7 +12,18 @@ from core.lib.admin import (
 )
 from core.lib.crypto import encrypt
 from core.memory_settings import memory_settings_validate
-from core.models import Agent, ApiKey, AuditEvent, Membership, ProviderCredential, WorkerHeartbeat, Workspace
+from core.models import (
+    Agent,
+    ApiKey,
+    AuditEvent,
+    LLMBudget,
+    LLMJob,
+    LLMUsage,
+    Membership,
+    ProviderCredential,
+    WorkerHeartbeat,
+    Workspace,
+)
 from core.services import api_key_create, api_key_revoke
 
 # Operators and groups span workspaces: only superusers manage them here. Workspace admins
@@ -211,4 +222,66 @@ class AuditEventAdmin(WorkspaceScopedAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(LLMBudget)
+class LLMBudgetAdmin(WorkspaceScopedAdmin):
+    """A workspace's daily token budget and what happens past it (core/lib/llm_budget.py)."""
+
+    # A one-to-one field, which workspace_lookup does not take for the tenant key by itself.
+    workspace_field = "workspace"
+    list_display = ["workspace", "daily_tokens", "policy", "used_today", "updated_at"]
+    list_select_related = ["workspace"]
+    fields = ["workspace", "daily_tokens", "policy", "used_today"]
+    readonly_fields = ["used_today"]
+
+    @admin.display(description="tokens used today (UTC)")
+    def used_today(self, obj):
+        from core.lib.llm_budget import budget_day, llm_usage_total
+
+        if obj is None or obj.workspace_id is None:
+            return "-"
+        return llm_usage_total(workspace=obj.workspace, day=budget_day())
+
+
+@admin.register(LLMUsage)
+class LLMUsageAdmin(WorkspaceScopedAdmin):
+    """The ledger, filled from the provider's usage fields; read-only."""
+
+    list_display = [
+        "day",
+        "workspace",
+        "purpose",
+        "calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "refused",
+    ]
+    list_filter = ["purpose", "day", "workspace"]
+    list_select_related = ["workspace"]
+    date_hierarchy = "day"
+    readonly_fields = [f.name for f in LLMUsage._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(LLMJob)
+class LLMJobAdmin(WorkspaceScopedAdmin):
+    """LLM-bound work waiting its workspace's turn (core/lib/fair_queue.py); read-only."""
+
+    list_display = ["id", "workspace", "task", "state", "created_at", "sent_at", "finished_at"]
+    list_filter = ["state", "task", "workspace"]
+    list_select_related = ["workspace"]
+    readonly_fields = [f.name for f in LLMJob._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
         return False

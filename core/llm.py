@@ -1,8 +1,12 @@
-"""A small client for OpenAI-compatible chat endpoints (compaction, extraction).
+"""A small client for OpenAI-compatible chat endpoints (compaction, extraction, consolidation,
+reflection).
 
 `chat_complete` raises `LLMUnavailable` when neither the workspace nor the settings name
 an endpoint, so callers fall back to their deterministic method; `LLMError` covers
-transport failures and malformed answers, which callers retry.
+transport failures and malformed answers, which callers retry. Every call is counted
+against the workspace's daily token budget under the caller's `purpose`
+(core.lib.llm_budget): past it, `LLMBudgetExceeded` (an LLMUnavailable: take the offline
+method) or `LLMBudgetWait` (an LLMError: retry after `retry_at`), as the workspace's policy says.
 """
 
 import json
@@ -10,6 +14,7 @@ import json
 import httpx
 from django.conf import settings
 
+from core.lib.llm_budget import PURPOSE_OTHER, llm_budget_check, llm_usage_record
 from core.models import ProviderCredential
 from core.selectors import provider_credential_get
 
@@ -20,6 +25,18 @@ class LLMUnavailable(Exception):
 
 class LLMError(Exception):
     """The endpoint failed or answered with something unusable."""
+
+
+class LLMBudgetExceeded(LLMUnavailable):
+    """The workspace's daily token budget is spent and its policy is `fallback`."""
+
+
+class LLMBudgetWait(LLMError):
+    """The workspace's daily token budget is spent and its policy is `wait`: retry after `retry_at`."""
+
+    def __init__(self, message: str, *, retry_at):
+        super().__init__(message)
+        self.retry_at = retry_at
 
 
 def chat_endpoint(*, workspace) -> dict | None:
@@ -33,11 +50,14 @@ def chat_complete(
     json_response: bool = False,
     temperature: float = 0.0,
     max_tokens: int | None = None,
+    purpose: str = PURPOSE_OTHER,
 ) -> str:
-    """Send `messages` to the workspace's chat endpoint and return the reply's text."""
+    """Send `messages` to the workspace's chat endpoint and return the reply's text; the
+    reply's `usage` is counted into the workspace's ledger under `purpose`."""
     endpoint = chat_endpoint(workspace=workspace)
     if endpoint is None:
         raise LLMUnavailable("No OpenAI-compatible chat endpoint is configured.")
+    llm_budget_check(workspace=workspace, purpose=purpose)
     payload: dict = {"model": endpoint["model"], "messages": messages, "temperature": temperature}
     if max_tokens:
         payload["max_tokens"] = max_tokens
@@ -49,9 +69,12 @@ def chat_complete(
         response = httpx.post(url, json=payload, headers=headers, timeout=settings.LLM_TIMEOUT_SECONDS)
         response.raise_for_status()
         body = response.json()
-        return body["choices"][0]["message"]["content"] or ""
+        content = body["choices"][0]["message"]["content"] or ""
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
         raise LLMError(f"Chat endpoint failed: {exc}") from exc
+    # A reply the caller then finds unusable still cost its tokens.
+    llm_usage_record(workspace=workspace, purpose=purpose, usage=body.get("usage"))
+    return content
 
 
 def chat_complete_json(*, workspace, messages: list[dict], **kwargs) -> dict:

@@ -196,3 +196,81 @@ class AuditEvent(models.Model):
 
     def __str__(self):
         return f"{self.action} {self.entity_type} {self.entity_id} by {self.actor}"
+
+
+class LLMBudget(models.Model):
+    """A workspace's daily token budget for LLM work; a workspace without a row, or a blank
+    field, uses the settings (LLM_DAILY_TOKEN_BUDGET, LLM_BUDGET_POLICY). core.lib.llm_budget."""
+
+    class Policy(models.TextChoices):
+        FALLBACK = "fallback", "Fall back to the offline method"
+        WAIT = "wait", "Wait until the budget resets"
+
+    workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, related_name="llm_budget")
+    # Tokens (prompt + completion) per UTC day; 0 blocks every call, NULL: the settings default.
+    daily_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    policy = models.CharField(max_length=10, choices=Policy.choices, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "LLM budget"
+
+    def __str__(self):
+        return f"{self.workspace}: {self.daily_tokens if self.daily_tokens is not None else 'default'}"
+
+
+class LLMUsage(models.Model):
+    """Tokens a workspace's LLM calls used on one UTC day for one purpose, from the provider's
+    `usage` fields; rows are counters raised by UPDATE ... F(), never rewritten."""
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="llm_usage")
+    day = models.DateField()
+    purpose = models.CharField(max_length=30)
+    calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    total_tokens = models.PositiveBigIntegerField(default=0)
+    # Calls refused because the day's budget was spent.
+    refused = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day", "purpose"]
+        verbose_name = "LLM usage"
+        verbose_name_plural = "LLM usage"
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "day", "purpose"], name="core_llm_usage_day_purpose")
+        ]
+
+    def __str__(self):
+        return f"{self.workspace} {self.day} {self.purpose}: {self.total_tokens}"
+
+
+class LLMJob(models.Model):
+    """LLM-bound work waiting its workspace's turn (core.lib.fair_queue): the broker holds at
+    most LLM_JOBS_PER_WORKSPACE of a workspace's jobs at once, so one tenant's backlog waits
+    here instead of in front of every other tenant's work."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        SENT = "sent", "Sent to a worker"
+        DONE = "done", "Done"
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    # A registered Celery task name; it receives `kwargs` plus `llm_job_id`.
+    task = models.CharField(max_length=200)
+    kwargs = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["state", "workspace", "created_at"], name="core_llm_job_queue"),
+        ]
+
+    def __str__(self):
+        return f"{self.task} ({self.state})"

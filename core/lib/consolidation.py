@@ -183,7 +183,9 @@ def claim_rule(*, old_text: str, new_text: str, new_may_replace: bool = True) ->
     return DECISION_ADD, "Similar, but a different claim."
 
 
-def _llm_decide(*, workspace, old_text: str, new_text: str, old_when: str, kind: str) -> tuple[str, str]:
+def _llm_decide(
+    *, workspace, old_text: str, new_text: str, old_when: str, kind: str, purpose: str
+) -> tuple[str, str]:
     reply = chat_complete_json(
         workspace=workspace,
         messages=[
@@ -195,6 +197,7 @@ def _llm_decide(*, workspace, old_text: str, new_text: str, old_when: str, kind:
             },
         ],
         max_tokens=200,
+        purpose=purpose,
     )
     decision, reason = reply.get("decision"), reply.get("reason")
     if decision not in DECISIONS:
@@ -215,6 +218,7 @@ def claim_decide(
     new_may_replace: bool = True,
     kind: str = "episodic note",
     rule=None,
+    purpose: str = "consolidation",
 ) -> Decision:
     """The decision for `new_text` against the stored `old_text`: by the workspace's chat model
     when one is configured and answers validly, else by `rule()` ((decision, reason)), by
@@ -223,7 +227,12 @@ def claim_decide(
     fallback = ""
     try:
         decision, reason = _llm_decide(
-            workspace=workspace, old_text=old_text, new_text=new_text, old_when=old_when, kind=kind
+            workspace=workspace,
+            old_text=old_text,
+            new_text=new_text,
+            old_when=old_when,
+            kind=kind,
+            purpose=purpose,
         )
         return Decision(decision, reason, BY_LLM, str(old_id), similarity)
     except LLMUnavailable:

@@ -141,6 +141,7 @@ def _llm_candidates(episode: Episode) -> list[EpisodeFactCandidate]:
             {"role": "system", "content": PROPOSE_PROMPT},
             {"role": "user", "content": f"<episode>\n{record}\n</episode>"},
         ],
+        purpose="extraction",
     )
     facts = reply.get("facts")
     if not isinstance(facts, list):

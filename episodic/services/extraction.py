@@ -119,6 +119,7 @@ def _llm_candidates(*, workspace, transcript, known_memory, known_profile) -> tu
             {"role": "system", "content": EXTRACTION_PROMPT},
             {"role": "user", "content": f"{context}<conversation>\n{lines}\n</conversation>"},
         ],
+        purpose="extraction",
     )
     entries = reply.get("entries") or []
     facts = reply.get("facts") or []

@@ -510,6 +510,32 @@ PORTABILITY_IMPORT_DIR = Path(env_str("PORTABILITY_IMPORT_DIR", str(VAR_DIR / "i
 PORTABILITY_LINE_MAX_BYTES = env_int("PORTABILITY_LINE_MAX_BYTES", 16 * 1024 * 1024)
 # An import job's hard time limit (~1 GB at the rates in docs/export.md, with room).
 PORTABILITY_IMPORT_TIME_LIMIT = env_int("PORTABILITY_IMPORT_TIME_LIMIT", 6 * 3600)
+# Tokens of LLM work per workspace and UTC day (0: no budget); a workspace's LLMBudget row
+# overrides it. Past it, `fallback` takes the offline method and `wait` retries the work after
+# the day rolls over (core/lib/llm_budget.py, docs/reflection.md).
+LLM_DAILY_TOKEN_BUDGET = env_int("LLM_DAILY_TOKEN_BUDGET", 0)
+LLM_BUDGET_POLICY = env_str("LLM_BUDGET_POLICY", "fallback")
+# LLM-bound jobs of one workspace in the broker at once (core/lib/fair_queue.py): the rest
+# wait in core_llmjob and are handed out one workspace at a time, so one tenant's backlog
+# never sits in front of another's work. A job sent this long ago and not finished was lost.
+LLM_JOBS_PER_WORKSPACE = env_int("LLM_JOBS_PER_WORKSPACE", 1)
+LLM_JOB_LOST_SECONDS = env_int("LLM_JOB_LOST_SECONDS", 900)
+# Reflection (reflection/, docs/reflection.md): a per-agent pass over its memory every
+# REFLECTION_INTERVAL_HOURS, REFLECTION_BATCH people per transaction, each step at most
+# REFLECTION_STEP_SECONDS before it yields its workspace's turn.
+REFLECTION_INTERVAL_HOURS = env_int("REFLECTION_INTERVAL_HOURS", 24)
+REFLECTION_BATCH = env_int("REFLECTION_BATCH", 20)
+REFLECTION_STEP_SECONDS = env_float("REFLECTION_STEP_SECONDS", 60.0)
+REFLECTION_ENTRIES_PER_PERSON = env_int("REFLECTION_ENTRIES_PER_PERSON", 200)
+REFLECTION_SWEEP_AGENTS = env_int("REFLECTION_SWEEP_AGENTS", 100)
+# Export and import (docs/export.md). Uploads from /memories wait here for a worker: in a
+# deployment of several hosts it must be a volume every web and worker host shares.
+PORTABILITY_IMPORT_DIR = Path(env_str("PORTABILITY_IMPORT_DIR", str(VAR_DIR / "imports")))
+# A longer line (one record) stops an import instead of filling memory; the largest records
+# are checkpoints (base64 state) and messages of THREADS_MAX_CONTENT_CHARS.
+PORTABILITY_LINE_MAX_BYTES = env_int("PORTABILITY_LINE_MAX_BYTES", 16 * 1024 * 1024)
+# An import job's hard time limit (~1 GB at the rates in docs/export.md, with room).
+PORTABILITY_IMPORT_TIME_LIMIT = env_int("PORTABILITY_IMPORT_TIME_LIMIT", 6 * 3600)
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", "")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "")
