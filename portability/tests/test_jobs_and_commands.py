@@ -1,0 +1,88 @@
+"""Import jobs (an upload run by a worker) and the two management commands."""
+
+import io
+import json
+import os
+import tempfile
+
+from django.core.management import CommandError, call_command
+
+from core.services import workspace_create
+from core.testing import MemoryTestCase
+from portability.models import ImportJob
+from portability.registry import Scope
+from portability.services import import_job_create, import_job_progress, import_job_run, import_upload_path
+from portability.tests.helpers import export_bytes, normalized
+from threads.models import Thread
+from threads.services import thread_create
+
+
+class JobTests(MemoryTestCase):
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        thread_create(workspace=cls.workspace, agent=cls.agent, title="Mine")
+        cls.data = export_bytes(Scope(workspace=cls.workspace))
+
+    def job_for(self, data: bytes, **kwargs) -> ImportJob:
+        with self.settings(PORTABILITY_IMPORT_DIR=tempfile.mkdtemp()):
+            path = import_upload_path()
+        with open(path, "wb") as f:
+            f.write(data)
+        return import_job_create(
+            workspace=self.other_workspace,
+            actor="operator:t",
+            file_name="x.jsonl",
+            file_path=path,
+            bytes_total=len(data),
+            **kwargs,
+        )
+
+    def test_a_job_runs_once_and_reports(self):
+        job = self.job_for(self.data)
+        assert import_job_progress(job)["percent"] == 0
+        job = import_job_run(job_id=job.pk)
+        assert job.status == "done" and job.report["created"]["thread"] == 1
+        assert import_job_progress(job) == {
+            "done": len(self.data),
+            "total": len(self.data),
+            "lines": 3,
+            "percent": 100,
+        }
+        assert not os.path.exists(job.file_path or "/nonexistent") and job.file_path == ""
+        import_job_run(job_id=job.pk)  # a redelivered task finds the job taken
+        assert Thread.objects.filter(workspace=self.other_workspace).count() == 1
+
+    def test_a_failing_job_records_the_line_and_stores_nothing(self):
+        job = import_job_run(job_id=self.job_for(self.data.replace(b'"Mine"', b"7")).pk)
+        assert job.status == "failed" and job.error["line"] == 4 and job.error["code"] == "invalid_import"
+        assert not Thread.objects.filter(workspace=self.other_workspace).exists()
+
+
+class CommandTests(MemoryTestCase):
+    def test_export_then_import_through_the_commands(self):
+        thread_create(workspace=self.workspace, agent=self.agent, title="Mine")
+        target = workspace_create(name="Target")
+        path = os.path.join(tempfile.mkdtemp(), "out.jsonl")
+        call_command("export_memory", workspace="Acme", output=path, history=True, no_progress=True)
+        with open(path, "rb") as f:
+            data = f.read()
+        out = io.StringIO()
+        call_command(
+            "import_memory", path, workspace=str(target.pk), dry_run=True, no_progress=True, stdout=out
+        )
+        assert json.loads(out.getvalue())["created"]["thread"] == 1
+        assert not Thread.objects.filter(workspace=target).exists()
+        call_command("import_memory", path, workspace="Target", no_progress=True, stdout=io.StringIO())
+        assert normalized(export_bytes(Scope(workspace=target, history=True)))[1:-1] != []
+        assert Thread.objects.filter(workspace=target).count() == 1
+        assert data.startswith(b'{"format":"memory-export"')
+
+    def test_errors_are_command_errors(self):
+        with self.assertRaisesMessage(CommandError, "No workspace"):
+            call_command("export_memory", workspace="Nope", no_progress=True)
+        path = os.path.join(tempfile.mkdtemp(), "bad.jsonl")
+        with open(path, "wb") as f:
+            f.write(b"not json\n")
+        with self.assertRaisesMessage(CommandError, "nothing was imported"):
+            call_command("import_memory", path, workspace="Acme", no_progress=True, stdout=io.StringIO())
