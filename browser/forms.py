@@ -7,6 +7,7 @@ from django import forms
 
 from core.models import Membership
 from core.parsers import JSONRefused, json_loads_checked
+from retention.models import Tier as RetentionTier
 from webhooks.events import EVENT_TYPES
 from webhooks.models import WebhookDelivery
 
@@ -364,3 +365,34 @@ class WebhookCreateForm(forms.Form):
 
 class DeliveryFilterForm(forms.Form):
     status = forms.ChoiceField(choices=[("", "Any status"), *WebhookDelivery.Status.choices], required=False)
+
+
+class RetentionRuleForm(forms.Form):
+    """One tier's rule, for the workspace (no agent) or one agent; blank limits are off."""
+
+    tier = forms.ChoiceField(choices=RetentionTier.choices)
+    agent = forms.ChoiceField(required=False, help_text="Blank: every agent without a rule of its own.")
+    max_age_days = forms.IntegerField(
+        min_value=1,
+        max_value=36_500,
+        required=False,
+        label="Older than (days)",
+        help_text="Delete rows older than this.",
+    )
+    keep_latest = forms.IntegerField(
+        min_value=1,
+        max_value=10_000_000,
+        required=False,
+        label="Keep the newest",
+        help_text="Per thread (messages, snapshots), per thread and namespace (checkpoints), "
+        "per person (the rest).",
+    )
+
+    def __init__(self, *args, agents=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].choices = [("", "Workspace (every agent)")] + [(a.slug, a.slug) for a in agents]
+
+
+class LegalHoldForm(forms.Form):
+    person = forms.CharField(max_length=255, help_text="The person's id or canonical id, e.g. telegram:1001.")
+    reason = forms.CharField(max_length=500)

@@ -1023,6 +1023,24 @@ BROWSER_CASES: dict[str, BrowserCase] = {
         path=lambda w: {"api_key_id": w.spare_key.pk}, levels={"post": "admin"}
     ),
     "memories:webhooks": BrowserCase(path=_none, levels={"get": "admin"}),
+    "memories:retention": BrowserCase(path=_none, levels={"get": "admin"}),
+    "memories:retention-rule-save": BrowserCase(
+        path=_none,
+        levels={"post": "admin"},
+        data={"post": lambda w: {"tier": "episodes", "agent": A1_SLUG, "max_age_days": "3650"}},
+    ),
+    "memories:retention-rule-remove": BrowserCase(
+        path=lambda w: {"rule_id": w.retention_rule.pk}, levels={"post": "admin"}
+    ),
+    "memories:retention-run": BrowserCase(path=_none, levels={"post": "admin"}),
+    "memories:legal-hold-place": BrowserCase(
+        path=_none,
+        levels={"post": "admin"},
+        data={"post": lambda w: {"person": str(w.p2.pk), "reason": "Case 114"}},
+    ),
+    "memories:legal-hold-release": BrowserCase(
+        path=lambda w: {"memory_user_id": w.p2.pk}, levels={"post": "admin"}
+    ),
     "memories:webhook-create": BrowserCase(
         path=_none,
         levels={"post": "admin"},

@@ -1,0 +1,119 @@
+"""The Retention page: each tier's rule with what the next run deletes, legal holds, and runs.
+Admins only: retention deletes rows of every agent and person."""
+
+from django.http import Http404
+from django.views.decorators.http import require_POST
+
+from browser.access import ADMIN, workspace_view
+from browser.forms import LegalHoldForm, RetentionRuleForm, form_add_service_errors
+from browser.lib.rendering import render_page, toast
+from browser.selectors.retention import held_people, person_find, retention_rules_shown, workspace_agents
+from core.errors import ApplicationError
+from identities.services import memory_user_hold_place, memory_user_hold_release
+from retention.models import Tier
+from retention.selectors import retention_preview, retention_rule_get, retention_run_list
+from retention.services import retention_rule_delete, retention_rule_set, retention_run_request
+
+PARTIALS = {"main": "retention-panel"}
+PERSON_UNKNOWN = "No person with this id or canonical id in the workspace."
+
+
+def _page(request, *, rule_form=None, hold_form=None, status=200):
+    workspace = request.operator.workspace
+    agents = workspace_agents(workspace=workspace)
+    preview = retention_preview(workspace=workspace)
+    labels = dict(Tier.choices)
+    deletes = [(labels[tier], count) for tier, count in preview["deletes"].items() if count]
+    context = {
+        "tab": "retention",
+        "rules": retention_rules_shown(workspace=workspace),
+        "preview": preview,
+        "preview_rows": [(labels[tier], count) for tier, count in preview["deletes"].items()],
+        "deletes": deletes,
+        "held": held_people(workspace=workspace),
+        "runs": [
+            (run, [(labels.get(tier, tier).lower(), count) for tier, count in run.deleted.items()])
+            for run in retention_run_list(workspace=workspace, limit=10)
+        ],
+        "rule_form": rule_form or RetentionRuleForm(agents=agents),
+        "hold_form": hold_form or LegalHoldForm(),
+    }
+    return render_page(request, "memories/retention.html", context, partials=PARTIALS, status=status)
+
+
+@workspace_view(ADMIN)
+def retention(request):
+    return _page(request)
+
+
+@require_POST
+@workspace_view(ADMIN)
+def retention_rule_save(request):
+    operator = request.operator
+    agents = workspace_agents(workspace=operator.workspace)
+    form = RetentionRuleForm(request.POST, agents=agents)
+    if not form.is_valid():
+        return _page(request, rule_form=form, status=400)
+    data = form.cleaned_data
+    try:
+        retention_rule_set(
+            principal=operator.principal,
+            tier=data["tier"],
+            agent_slug=data["agent"] or None,
+            max_age_days=data["max_age_days"],
+            keep_latest=data["keep_latest"],
+        )
+    except ApplicationError as exc:
+        form_add_service_errors(form, exc)
+        return _page(request, rule_form=form, status=400)
+    return toast(request, _page(request), "Retention rule saved.")
+
+
+@require_POST
+@workspace_view(ADMIN)
+def retention_rule_remove(request, rule_id):
+    rule = retention_rule_get(principal=request.operator.principal, rule_id=rule_id)
+    retention_rule_delete(principal=request.operator.principal, rule=rule)
+    return toast(request, _page(request), "Retention rule removed.")
+
+
+@require_POST
+@workspace_view(ADMIN)
+def retention_run_now(request):
+    try:
+        retention_run_request(principal=request.operator.principal)
+    except ApplicationError as exc:
+        return toast(request, _page(request, status=409), exc.message, level="error")
+    return toast(request, _page(request), "Retention run queued.")
+
+
+@require_POST
+@workspace_view(ADMIN)
+def legal_hold_place(request):
+    operator = request.operator
+    form = LegalHoldForm(request.POST)
+    if not form.is_valid():
+        return _page(request, hold_form=form, status=400)
+    person = person_find(workspace=operator.workspace, reference=form.cleaned_data["person"])
+    if person is None:
+        form.add_error("person", PERSON_UNKNOWN)
+        return _page(request, hold_form=form, status=400)
+    try:
+        memory_user_hold_place(
+            memory_user=person, reason=form.cleaned_data["reason"], actor=operator.principal.actor
+        )
+    except ApplicationError as exc:
+        form_add_service_errors(form, exc)
+        return _page(request, hold_form=form, status=400)
+    return toast(request, _page(request), f"Legal hold placed on {person}.")
+
+
+@require_POST
+@workspace_view(ADMIN)
+def legal_hold_release(request, memory_user_id):
+    operator = request.operator
+    person = person_find(workspace=operator.workspace, reference=str(memory_user_id))
+    if person is None:
+        raise Http404(PERSON_UNKNOWN)
+    memory_user_hold_release(memory_user=person, actor=operator.principal.actor)
+    return toast(request, _page(request), f"Legal hold on {person} released.")
