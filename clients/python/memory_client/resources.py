@@ -336,6 +336,44 @@ class MemoryUsers(CrudResource):
         body = {"target": _pk(target)}
         return self._run(Request("POST", f"memory-users/{_pk(id)}/merge/", json=body, idempotent=True))
 
+    def place_legal_hold(self, id: Any, *, reason: str) -> JSON:
+        """Keep everything of this person: retention skips them and erasure answers 409."""
+        body = {"reason": reason}
+        return self._run(Request("POST", f"memory-users/{_pk(id)}/legal-hold/", json=body, idempotent=True))
+
+    def release_legal_hold(self, id: Any) -> JSON:
+        return self._run(Request("DELETE", f"memory-users/{_pk(id)}/legal-hold/", idempotent=True))
+
+
+class Retention(Resource):
+    """Retention rules per tier (workspace keys only): docs/retention.md."""
+
+    def get(self) -> JSON:
+        """The rules, what the next run deletes per tier, and the latest runs."""
+        return self._run(Request("GET", "retention/"))
+
+    def set_rule(
+        self,
+        *,
+        tier: str,
+        agent: str | None = None,
+        max_age_days: int | None = None,
+        keep_latest: int | None = None,
+    ) -> JSON:
+        """Create or replace the rule of `tier` for the workspace (no agent) or one agent."""
+        body = _body(tier=tier, agent=agent, max_age_days=max_age_days, keep_latest=keep_latest)
+        return self._run(Request("POST", "retention/rules/", json=body, idempotent=True))
+
+    def delete_rule(self, id: Any) -> JSON:
+        return self._run(Request("DELETE", f"retention/rules/{_pk(id)}/", idempotent=True))
+
+    def runs(self) -> JSON:
+        return self._run(Request("GET", "retention/runs/"))
+
+    def run(self) -> JSON:
+        """Queue a run now (202); a ConflictError while one runs."""
+        return self._run(Request("POST", "retention/runs/"))
+
 
 class EpisodicEntries(CrudResource):
     prefix = "episodic-entries"

@@ -154,3 +154,25 @@ def test_episodic_and_context_resources(client):
     client.episodic_entries.delete(entry_id)
     with pytest.raises(NotFoundError):
         client.episodic_entries.get(entry_id)
+
+
+def test_retention_rules_and_legal_holds(client):
+    rule = client.retention.set_rule(tier="episodes", max_age_days=30)
+    assert (rule["tier"], rule["agent"], rule["max_age_days"]) == ("episodes", None, 30)
+    assert client.retention.set_rule(tier="episodes", keep_latest=5)["id"] == rule["id"]
+    overview = client.retention.get()
+    assert [r["tier"] for r in overview["rules"]] == ["episodes"]
+    assert overview["preview"]["deletes"]["episodes"] == 0
+    assert client.retention.run() == {"status": "queued"}
+    client.retention.delete_rule(rule["id"])
+    assert client.retention.get()["rules"] == []
+    with pytest.raises(ValidationError):
+        client.retention.set_rule(tier="episodes")
+
+    person = client.memory_users.identify(channel="telegram", external_id="77")["memory_user"]
+    held = client.memory_users.place_legal_hold(person["id"], reason="Case 114")
+    assert held["legal_hold"]["reason"] == "Case 114"
+    with pytest.raises(ConflictError):
+        client.memory_users.delete(person["id"])
+    assert client.memory_users.release_legal_hold(person["id"])["legal_hold"] is None
+    client.memory_users.delete(person["id"])
