@@ -7,6 +7,7 @@ from rest_framework.views import APIView
 
 from core.access import require_write, scope_to_principal
 from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
+from core.counters import EXTRACTIONS_QUEUED, RECALLS_SEARCH, counters_add, recall_served
 from core.errors import ApplicationError, NotFoundError
 from core.lib.consolidation import REJECT_CONFIRMED
 from core.lib.escaping import strip_invisible_json
@@ -695,6 +696,11 @@ class EntryExtractApi(APIView):
                 thread_id=str(context.thread.pk) if context.thread else None,
                 **kwargs,
             )
+            counters_add(
+                workspace_id=context.agent.workspace_id,
+                agent_id=context.agent.pk,
+                counts={EXTRACTIONS_QUEUED: 1},
+            )
             return Response({"status": "queued"}, status=status.HTTP_202_ACCEPTED)
         result = entry_extract(
             agent=context.agent, memory_user=context.memory_user, thread=context.thread, **kwargs
@@ -778,6 +784,7 @@ class EntrySearchApi(APIView):
             top_k=top_k,
             mode=data["mode"],
         )
+        recall_served(context=context, metric=RECALLS_SEARCH)
         body = {
             "results": [
                 {"score": round(hit.score, 6), "entry": EntryOutputSerializer(hit.entry).data}

@@ -2,6 +2,7 @@
 
 from celery import shared_task
 
+from core.counters import EXTRACTIONS_RUN, counters_add
 from core.tasks import EMBED_RETRY
 from episodic.services import entries_reembed, entry_embed_batch
 
@@ -47,6 +48,7 @@ def entry_extract_task(
     from threads.models import Thread
 
     agent = Agent.objects.select_related("workspace").get(pk=agent_id)
+    counters_add(workspace_id=agent.workspace_id, agent_id=agent.pk, counts={EXTRACTIONS_RUN: 1})
     memory_user = MemoryUser.objects.get(pk=memory_user_id)
     thread = Thread.objects.filter(pk=thread_id).first() if thread_id else None
     result = entry_extract(

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.access import agent_resolve_optional
+from core.counters import RECALLS_CONTEXT, RECALLS_RECALL, recall_served
 from core.lib.escaping import strip_invisible_json
 from core.memory_settings import MEMORY_MODES, memory_settings_for
 from core.serializers import ContextInputSerializer, StrictSerializer
@@ -248,6 +249,7 @@ class ContextAssembleApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         result = context_assemble(principal=request.user, request=ContextRequest.from_validated(data))
+        recall_served(context=result.context, metric=RECALLS_CONTEXT)
         return Response(context_result_data(result), status=status.HTTP_200_OK)
 
 
@@ -317,6 +319,7 @@ class RecallApi(APIView):
             min_confidence=data.get("min_confidence", defaults.recall_min_confidence),
             semantic=data["semantic"],
         )
+        recall_served(context=context, metric=RECALLS_RECALL)
         if result.facts and request.user.can_write:
             # Read-only keys may recall; only writable keys leave access statistics behind.
             transaction.on_commit(lambda ids=[f.pk for f in result.facts]: fact_touch(fact_ids=ids))

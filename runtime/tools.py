@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.access import Principal, require_write
+from core.counters import RECALLS_CONTEXT, RECALLS_RECALL, RECALLS_SEARCH, recall_served
 from core.errors import ApplicationError, NotFoundError
 from core.lib.escaping import strip_invisible_json
 from runtime import tool_schemas
@@ -235,6 +236,7 @@ def recall(
         limit=_check_limit(limit if limit is not None else defaults.recall_limit),
         min_confidence=min_confidence if min_confidence is not None else defaults.recall_min_confidence,
     )
+    recall_served(context=context, metric=RECALLS_RECALL)
     return {
         "mode": result.mode,
         "facts": [fact_json(f) for f in result.facts],
@@ -267,6 +269,7 @@ def recall_memory(
     result = entry_search_hybrid(
         agent=context.agent, memory_user=context.memory_user, query=_check_query(query), top_k=top_k
     )
+    recall_served(context=context, metric=RECALLS_SEARCH)
     entries = [hit.entry for hit in result.hits]
     return {
         "results": [
@@ -326,6 +329,7 @@ def search(
         top_k=top_k,
         mode=mode,
     )
+    recall_served(context=context, metric=RECALLS_SEARCH)
     return {
         "results": [
             {
@@ -500,6 +504,7 @@ def context(
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
     result = context_assemble(principal=principal, request=ContextRequest.from_validated(data))
+    recall_served(context=result.context, metric=RECALLS_CONTEXT)
     return context_result_data(result)
 
 

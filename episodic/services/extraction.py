@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
+from core.counters import rejections_count
 from core.embeddings import embedding_provider_for
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible
@@ -225,6 +226,7 @@ def entry_extract(
             agent=agent, memory_user=memory_user, facts=proposed_facts, transcript=transcript, actor=actor
         )
     result.stored = entries
+    rejections_count(workspace_id=workspace.pk, agent_id=agent.pk, rejected=result.rejected)
     return result
 
 

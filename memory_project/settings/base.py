@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "checkpoints",
     "store",
     "webhooks",
+    "activity",
     "portability",
     "retention",
     "review",
@@ -391,6 +392,12 @@ CELERY_BEAT_SCHEDULE = {
     "webhooks-deliveries-purge": {
         "task": "webhooks.tasks.webhook_deliveries_purge_task",
         "schedule": crontab(minute=53, hour=4),
+    },
+    # The overview's daily aggregates: yesterday's and today's buckets recomputed (activity/).
+    "activity-aggregate": {
+        "task": "activity.tasks.activity_aggregate_task",
+        "schedule": timedelta(minutes=10),
+        "options": {"expires": 540},
     },
     # Procedures learned from episodes, for workspaces whose nudge was lost (procedures/tasks.py).
     "procedures-learn-sweep": {

@@ -1,0 +1,84 @@
+import datetime as dt
+
+from django.utils import timezone
+
+from activity.models import DailyCounter
+from core.counters import (
+    ENTRIES_REJECTED,
+    RECALLS_RECALL,
+    RECALLS_SEARCH,
+    counters_add,
+)
+from core.testing import MemoryTestCase
+from episodic.tests.factories import memory_user_factory
+
+
+def counted(workspace, name, agent="any") -> int:
+    rows = DailyCounter.objects.filter(workspace=workspace, metric=name)
+    if agent != "any":
+        rows = rows.filter(agent=agent)
+    return sum(rows.values_list("value", flat=True))
+
+
+class CountersTest(MemoryTestCase):
+    def test_counts_add_up_in_one_row_per_day_agent_and_metric(self):
+        """Each call adds to the day's row; a call without an agent has a row of its own."""
+        with self.captureOnCommitCallbacks(execute=True):
+            counters_add(workspace_id=self.workspace.pk, agent_id=self.agent.pk, counts={RECALLS_RECALL: 1})
+            counters_add(workspace_id=self.workspace.pk, agent_id=self.agent.pk, counts={RECALLS_RECALL: 2})
+            counters_add(workspace_id=self.workspace.pk, counts={RECALLS_RECALL: 1})
+            counters_add(workspace_id=self.workspace.pk, counts={RECALLS_RECALL: 1})
+        rows = DailyCounter.objects.filter(workspace=self.workspace, metric=RECALLS_RECALL)
+        assert sorted((r.agent_id is None, r.value) for r in rows) == [(False, 3), (True, 2)]
+        assert rows.first().day == timezone.now().astimezone(dt.UTC).date()
+
+    def test_nothing_is_stored_before_the_commit_or_after_a_rollback(self):
+        """Counts ride on the caller's commit: a rolled-back write counts nothing."""
+        with self.captureOnCommitCallbacks(execute=False) as callbacks:
+            counters_add(workspace_id=self.workspace.pk, agent_id=self.agent.pk, counts={RECALLS_RECALL: 1})
+        assert len(callbacks) == 1
+        assert counted(self.workspace, RECALLS_RECALL) == 0
+
+    def test_the_recall_api_counts_a_recall_served(self):
+        """POST /recall/ adds one to today's recalls of the agent."""
+        with self.captureOnCommitCallbacks(execute=True):
+            response = self.api(self.agent_key).post("/api/v1/recall/", {}, format="json")
+        assert response.status_code == 200, response.content
+        assert counted(self.workspace, RECALLS_RECALL, self.agent) == 1
+        assert counted(self.other_workspace, RECALLS_RECALL) == 0
+
+    def test_episodic_search_counts_a_recall_served(self):
+        """POST /entries/search/ adds one to the agent's episodic searches."""
+        person = memory_user_factory(self.workspace)
+        with self.captureOnCommitCallbacks(execute=True):
+            response = self.api(self.agent_key).post(
+                "/api/v1/episodic-entries/search/",
+                {"memory_user": str(person.pk), "query": "Lisbon", "mode": "lexical"},
+                format="json",
+            )
+        assert response.status_code == 200, response.content
+        assert counted(self.workspace, RECALLS_SEARCH, self.agent) == 1
+
+    def test_extraction_counts_rejected_candidates_by_reason(self):
+        """A candidate without evidence is rejected, and counted under its reason."""
+        person = memory_user_factory(self.workspace)
+        with self.captureOnCommitCallbacks(execute=True):
+            response = self.api(self.agent_key).post(
+                "/api/v1/episodic-entries/extract/",
+                {
+                    "memory_user": str(person.pk),
+                    "transcript": [{"role": "user", "content": "I moved to Lisbon in May."}],
+                    "candidates": [
+                        {"content": "Ada moved to Porto.", "source": "user_assertion", "evidence": ""},
+                        {"content": "Ada likes tea.", "source": "user_assertion", "evidence": "not said"},
+                    ],
+                    "use_llm": False,
+                    "sync": True,
+                },
+                format="json",
+            )
+        assert response.status_code == 200, response.content
+        reasons = sorted(item["reason"] for item in response.json()["rejected"])
+        assert len(reasons) == 2
+        for reason in set(reasons):
+            assert counted(self.workspace, ENTRIES_REJECTED + reason, self.agent) == reasons.count(reason)
