@@ -396,3 +396,9 @@ class RetentionRuleForm(forms.Form):
 class LegalHoldForm(forms.Form):
     person = forms.CharField(max_length=255, help_text="The person's id or canonical id, e.g. telegram:1001.")
     reason = forms.CharField(max_length=500)
+
+
+class SourceMessageForm(forms.Form):
+    """Purge by source: the thread's message whose derived memory goes (blank: the whole thread)."""
+
+    message = forms.UUIDField(required=False)

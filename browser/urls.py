@@ -9,6 +9,7 @@ from browser.views import (
     facts,
     pickers,
     procedures,
+    provenance,
     retention,
     search,
     shell,
@@ -75,6 +76,9 @@ workspace_urls = [
     path("members/<uuid:membership_id>/role/", workspace_admin.member_role, name="member-role"),
     path("members/<uuid:membership_id>/remove/", workspace_admin.member_delete, name="member-remove"),
     path("api-keys/", workspace_admin.api_keys, name="api-keys"),
+    path("evidence/<slug:tier>/<uuid:pk>/", provenance.evidence, name="evidence"),
+    path("threads/<uuid:pk>/derived/", provenance.derived, name="thread-derived"),
+    path("threads/<uuid:pk>/derived/delete/", provenance.derived_delete, name="thread-derived-delete"),
     path("retention/", retention.retention, name="retention"),
     path("retention/rules/", retention.retention_rule_save, name="retention-rule-save"),
     path(

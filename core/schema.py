@@ -75,6 +75,7 @@ TAG_BY_ROUTE = {
     "store": "Long-term store",
     "webhooks": "Webhooks",
     "retention": "Retention",
+    "provenance": "Provenance",
 }
 
 

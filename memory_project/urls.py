@@ -21,6 +21,7 @@ api_v1 = [
     path("", include("webhooks.urls")),
     path("", include("portability.urls")),
     path("", include("retention.urls")),
+    path("", include("provenance.urls")),
     path("", include("runtime.urls")),
 ]
 

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "portability",
     "retention",
     "review",
+    "provenance",
     "runtime",
     "browser",
 ]
@@ -278,6 +279,12 @@ SPECTACULAR_SETTINGS = {
             "description": "Subscriptions that tell your service when memory changes: register an "
             "endpoint and the events it wants; each delivery is signed and retried until it is "
             "acknowledged.",
+        },
+        {
+            "name": "Provenance",
+            "description": "Why the agent believes something: the evidence of an entry, fact, episode "
+            "or procedure (source messages, how it was made, confirmations, contradictions, audit), "
+            "and purge by source: delete what one thread or message backs.",
         },
         {
             "name": "Retention",

@@ -767,6 +767,12 @@ API_CASES: dict[str, ApiCase] = {
             }
         },
     ),
+    "api:provenance:evidence": ApiCase(
+        path=lambda w: {"tier": "entry", "item_id": w.entry.pk}, agent_field=None
+    ),
+    "api:provenance:thread-derived": ApiCase(
+        path=_thread, bodies={"post": lambda w: {"message": str(w.m_user.pk)}}, agent_field=None
+    ),
     "api:retention:overview": ApiCase(path=_none, agent_field=None, workspace_level=("get",)),
     "api:retention:rules": ApiCase(
         path=_none,
@@ -1023,6 +1029,13 @@ BROWSER_CASES: dict[str, BrowserCase] = {
         path=lambda w: {"api_key_id": w.spare_key.pk}, levels={"post": "admin"}
     ),
     "memories:webhooks": BrowserCase(path=_none, levels={"get": "admin"}),
+    "memories:evidence": BrowserCase(
+        path=lambda w: {"tier": "entry", "pk": w.entry.pk}, levels={"get": "read"}
+    ),
+    "memories:thread-derived": BrowserCase(path=_pk("thread"), levels={"get": "edit"}),
+    "memories:thread-derived-delete": BrowserCase(
+        path=_pk("thread"), levels={"post": "edit"}, data={"post": lambda w: {"message": str(w.m_user.pk)}}
+    ),
     "memories:retention": BrowserCase(path=_none, levels={"get": "admin"}),
     "memories:retention-rule-save": BrowserCase(
         path=_none,

@@ -1,0 +1,41 @@
+"""Purge by source: delete what was derived from one thread or one message (episodic entries,
+facts, learned procedures not yet approved), in one transaction, each row audited."""
+
+from django.db import transaction
+
+from core.access import Principal, require_write
+from core.models import AuditEvent
+from core.services import audit_record, audit_record_deletes
+from provenance.selectors import derived_from_source
+from threads.models import Message, Thread
+
+AUDIT_ENTITY = {"entries": "episodic_entry", "facts": "fact", "procedures": "procedure"}
+
+
+def derived_purge(*, principal: Principal, thread: Thread, message: Message | None = None) -> dict:
+    """Delete everything derived from `thread` (or `message`) that the principal may delete;
+    returns the counts per kind. The thread and its messages stay."""
+    require_write(principal)
+    counts = {}
+    with transaction.atomic():
+        derived = derived_from_source(principal=principal, thread=thread, message=message)
+        for name, rows in derived.items():
+            ids = list(rows.select_for_update(of=("self",)).values_list("pk", flat=True))
+            if ids:
+                rows.model.objects.filter(pk__in=ids).delete()
+                audit_record_deletes(
+                    workspace=principal.workspace,
+                    actor=principal.actor,
+                    entity_type=AUDIT_ENTITY[name],
+                    ids=ids,
+                )
+            counts[name] = len(ids)
+        audit_record(
+            workspace=principal.workspace,
+            actor=principal.actor,
+            action=AuditEvent.Action.DELETE,
+            entity_type="source_purge",
+            entity_id=message.pk if message is not None else thread.pk,
+            changes={"thread": str(thread.pk), "message": str(message.pk) if message else None, **counts},
+        )
+    return counts
