@@ -18,8 +18,11 @@ from browser.tabs import tab_urls
 from core.errors import ApplicationError
 from core.selectors import agent_list
 
-# As POST /api/v1/context/ accepts them (runtime.apis MAX_MESSAGE_CHARS, MAX_TOKEN_BUDGET).
-MESSAGE_MAX_CHARS = 100_000
+# The form is a GET, so the message travels in the URL, and gunicorn refuses a request line
+# over 4,094 bytes (limit_request_line): 2,000 characters of English fit with the other fields.
+# The API itself takes 100,000 (runtime.apis MAX_MESSAGE_CHARS).
+MESSAGE_MAX_CHARS = 2_000
+# As POST /api/v1/context/ accepts them (runtime.apis MAX_TOKEN_BUDGET).
 TOKEN_BUDGET_MIN = 100
 TOKEN_BUDGET_MAX = 2_000_000
 PERSON_OR_THREAD = "Pick a person, or a thread."
@@ -40,6 +43,7 @@ class ContextPreviewForm(forms.Form):
     message = forms.CharField(
         label="Next user message",
         required=False,
+        help_text=f"Up to {MESSAGE_MAX_CHARS:,} characters: the preview is a shareable URL.",
         max_length=MESSAGE_MAX_CHARS,
         strip=False,
         widget=forms.Textarea(attrs={"rows": 3}),

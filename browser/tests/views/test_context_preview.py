@@ -108,6 +108,8 @@ class ContextPreviewPageTests(BrowserTestCase):
             "person": ({"memory_user": "Nobody At All"}, "No memory user matches"),
             "agent": ({"agent": "no-such-agent"}, "Select a valid choice"),
             "neither": ({"memory_user": ""}, "Pick a person, or a thread."),
+            # The message travels in the URL of a GET form: capped so a server's line limit holds.
+            "message": ({"message": "x" * 2001}, "at most 2000 characters"),
         }
         for name, (params, message) in cases.items():
             response = self.client.get(self.preview_url(**params))
