@@ -16,9 +16,9 @@ from core.errors import NotFoundError
 from threads.lib.tree import ancestor_at_depth
 from threads.models import Message, NodeSummary
 
-# The thread page shows this many messages of a branch, newest first; older ones are a link away.
-# 300 rows render in ~40 ms (bench/browser_thread.py).
-THREAD_TREE_LIMIT = 300
+# The thread page shows this many messages of a branch, newest first; older ones are a page
+# away. Rendering dominates the page: 300 rows took ~3x as long as 100 (bench/browser_thread.py).
+THREAD_TREE_LIMIT = 100
 # Arguments longer than this are cut on the thread page (a model may send megabytes).
 TOOL_ARGUMENTS_CHARS = 10_000
 # A fork shows this many of its branches as cards (plus the shown one and its two neighbours);
@@ -177,8 +177,35 @@ def thread_nodes(*, thread) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-# From the named message down to its branch's newest message: at each step the newest child
-# of the same scope (the latest regeneration), one index probe on parent_id per step.
+# The newest message below the named one: the scope's newest messages written after it are
+# candidates, newest first, and jump pointers walk each up to the named message's depth
+# (O(log n) steps each), so a branch that reaches the thread's newest messages costs the same
+# at any depth. Only a branch none of them is on needs the step-by-step descent below.
+_NEWEST_DESCENDANT_SQL = """
+WITH RECURSIVE
+named AS (SELECT id, depth, seq FROM threads_message WHERE id = %(leaf)s AND thread_id = %(thread)s),
+cand AS (
+    SELECT m.id, m.seq FROM threads_message m, named
+    WHERE m.thread_id = %(thread)s AND m.node_id = %(node)s AND m.seq > named.seq
+    ORDER BY m.seq DESC LIMIT %(candidates)s
+),
+anc(cand_id, seq, id, depth, parent_id, jump_id, jump_depth, steps) AS (
+    SELECT c.id, c.seq, m.id, m.depth, m.parent_id, m.jump_id, m.jump_depth, 0
+    FROM cand c JOIN threads_message m ON m.id = c.id
+  UNION ALL
+    SELECT a.cand_id, a.seq, m.id, m.depth, m.parent_id, m.jump_id, m.jump_depth, a.steps + 1
+    FROM anc a JOIN threads_message m ON m.id = CASE
+        WHEN a.jump_depth >= (SELECT depth FROM named) AND a.jump_id <> a.id THEN a.jump_id
+        ELSE a.parent_id END
+    WHERE a.depth > (SELECT depth FROM named) AND a.steps < 256
+)
+SELECT cand_id FROM anc WHERE id = (SELECT id FROM named) ORDER BY seq DESC LIMIT 1
+"""
+# How many of the scope's newest messages are tried as the named message's newest descendant.
+DESCENDANT_CANDIDATES = 64
+
+# From the named message down: at each step the newest child of the same scope (the latest
+# regeneration), one index probe on parent_id per step.
 _DESCENT_SQL = """
 WITH RECURSIVE down(id, steps) AS (
     SELECT id, 0 FROM threads_message WHERE id = %(leaf)s AND thread_id = %(thread)s
@@ -201,8 +228,9 @@ def thread_branch_leaf(*, thread, node: str = "", leaf=None):
 
     Without `leaf`: the newest message of the scope (`node`; "" is the main conversation),
     as the history window picks it, or None when the scope is empty. With `leaf`: that
-    message's branch followed down through the newest child at each fork; a message of
-    another thread (or none) is NotFoundError.
+    message's newest descendant in the scope (itself when it has none), so a link to a
+    regenerated answer shows its branch down to where that conversation went on; a message
+    of another thread (or none) is NotFoundError.
     """
     if leaf is None:
         return (
@@ -211,11 +239,19 @@ def thread_branch_leaf(*, thread, node: str = "", leaf=None):
             .values_list("id", flat=True)
             .first()
         )
+    params = {
+        "leaf": leaf,
+        "thread": thread.pk,
+        "node": node,
+        "cap": DESCENT_MAX_STEPS,
+        "candidates": DESCENDANT_CANDIDATES,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            _DESCENT_SQL, {"leaf": leaf, "thread": thread.pk, "node": node, "cap": DESCENT_MAX_STEPS}
-        )
+        cursor.execute(_NEWEST_DESCENDANT_SQL, params)
         row = cursor.fetchone()
+        if row is None:
+            cursor.execute(_DESCENT_SQL, params)
+            row = cursor.fetchone()
     if row is None:
         raise NotFoundError(LEAF_NOT_FOUND)
     return row[0]
