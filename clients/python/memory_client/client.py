@@ -23,6 +23,7 @@ class _Resources:
         self.procedures = resources.Procedures(run)
         self.memory_users = resources.MemoryUsers(run)
         self.retention = resources.Retention(run)
+        self.evidence = resources.Evidence(run)
         self.episodic_entries = resources.EpisodicEntries(run)
         self.memory = resources.Memory(run)
         self.context = resources.Context(run)

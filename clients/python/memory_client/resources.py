@@ -193,6 +193,16 @@ class Threads(CrudResource):
             Request("GET", f"threads/{_pk(thread_id)}/iterations/", params={"task": task, **params})
         )
 
+    def derived(self, thread_id: Any, *, message: Any = None) -> JSON:
+        """Preview what the thread (or one of its messages) backs: entries, facts, proposed procedures."""
+        params = {"message": _pk(message)} if message is not None else None
+        return self._run(Request("GET", f"threads/{_pk(thread_id)}/derived/", params=params))
+
+    def purge_derived(self, thread_id: Any, *, message: Any = None) -> JSON:
+        """Delete what the thread (or one of its messages) backs; the messages stay."""
+        body = {"message": _pk(message)} if message is not None else {}
+        return self._run(Request("POST", f"threads/{_pk(thread_id)}/derived/", json=body, idempotent=True))
+
     def compact(self, thread_id: Any, *, node: str | None = None) -> JSON:
         """Queue a compaction now (202); with ``node``, of that node's (sub-agent's) history.
         Compaction is idempotent, so retries are safe."""
@@ -343,6 +353,12 @@ class MemoryUsers(CrudResource):
 
     def release_legal_hold(self, id: Any) -> JSON:
         return self._run(Request("DELETE", f"memory-users/{_pk(id)}/legal-hold/", idempotent=True))
+
+
+class Evidence(Resource):
+    def get(self, tier: str, id: Any) -> JSON:
+        """Why the agent believes an `entry`, `fact`, `episode` or `procedure` (docs/provenance.md)."""
+        return self._run(Request("GET", f"evidence/{tier}/{_pk(id)}/"))
 
 
 class Retention(Resource):

@@ -176,3 +176,26 @@ def test_retention_rules_and_legal_holds(client):
         client.memory_users.delete(person["id"])
     assert client.memory_users.release_legal_hold(person["id"])["legal_hold"] is None
     client.memory_users.delete(person["id"])
+
+
+def test_evidence_and_purge_by_source(client):
+    user = client.memory_users.identify(channel="web", external_id="ev-1")["memory_user"]
+    thread = client.threads.create(agent="assistant", title="Card", memory_user=user["id"])
+    appended = client.threads.append_message(thread["id"], role="user", content="My card is declined again.")
+    message_id = appended["messages"][0]["id"]
+    entry = client.episodic_entries.create(
+        agent="assistant",
+        memory_user=user["id"],
+        thread=thread["id"],
+        content="Ada's card keeps getting declined.",
+        source="user_assertion",
+        evidence="My card is declined again.",
+        source_message=message_id,
+    )
+    evidence = client.evidence.get("entry", entry["id"])
+    assert evidence["evidence"] == "My card is declined again."
+    assert [m["id"] for m in evidence["messages"]] == [message_id]
+    assert client.threads.derived(thread["id"], message=message_id)["entries"]["count"] == 1
+    assert client.threads.purge_derived(thread["id"], message=message_id)["entries"] == 1
+    with pytest.raises(NotFoundError):
+        client.evidence.get("entry", entry["id"])
