@@ -2,8 +2,6 @@
 
 import uuid
 
-from django.http import StreamingHttpResponse
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -15,11 +13,10 @@ from core.errors import NotFoundError
 from core.serializers import StrictSerializer
 from identities.models import MemoryUser
 from portability.registry import Scope
+from portability.responses import NDJSON, export_response
 from portability.selectors import import_job_get
 from portability.services import export_stream, import_job_progress, import_run, lines_read
 from portability.services.jobs import import_job_record
-
-NDJSON = "application/x-ndjson"
 
 
 class ImportJobOutputSerializer(serializers.Serializer):
@@ -93,10 +90,7 @@ class ExportApi(APIView):
             history=data["history"],
             vectors=data["vectors"],
         )
-        response = StreamingHttpResponse(export_stream(scope=scope), content_type=NDJSON)
-        stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-        response["Content-Disposition"] = f'attachment; filename="memory-{scope.kind}-{stamp}.jsonl"'
-        return response
+        return export_response(export_stream(scope=scope), kind=scope.kind)
 
 
 class ImportApi(APIView):

@@ -595,15 +595,20 @@ class _Importer:
     def report(self) -> dict:
         return {
             "records": self.records,
-            "created": dict(self.created),
-            "reused": dict(self.reused),
-            "already_imported": dict(self.skipped),
+            "created": _ordered(self.created),
+            "reused": _ordered(self.reused),
+            "already_imported": _ordered(self.skipped),
             "facts_versioned": self.versioned,
             "vectors_dropped": self.vectors_dropped,
             "dangling_ids_dropped": self.dangling,
             "conflict_count": self.conflict_count,
             "conflicts": self.conflicts,
         }
+
+
+def _ordered(counts: Counter) -> dict:
+    """Counts per type in the file's order (portability.registry.TYPES)."""
+    return {name: counts[name] for name in BY_NAME if counts[name]}
 
 
 def _default(f):

@@ -1071,6 +1071,49 @@ BROWSER_CASES["memories:users-delete"] = BrowserCase(
 )
 
 
+# Export and import (portability/): a JSON object body is an export's header alone, an empty
+# export; the job is made on first use (no tier row, so no snapshot sees it).
+def _import_header(w):
+    return {
+        "format": "memory-export",
+        "version": 1,
+        "embedding_model": "all-MiniLM-L6-v2",
+        "dimensions": 384,
+        "scope": {"kind": "workspace", "history": False, "vectors": False},
+        "exported_at": "2026-01-01T00:00:00+00:00",
+        "source": "seed-export",
+    }
+
+
+def _import_job(w):
+    from portability.models import ImportJob
+
+    job, _ = ImportJob.objects.get_or_create(
+        workspace=w.w1, file_name="seed.jsonl", defaults={"status": "done", "report": {"created": {}}}
+    )
+    return {"job_id": job.pk}
+
+
+API_CASES["api:portability:export"] = ApiCase(
+    path=_none, query={"get": lambda w: {"history": "true", "vectors": "true"}}
+)
+API_CASES["api:portability:import"] = ApiCase(
+    path=_none,
+    bodies={"post": _import_header},
+    agent_field=None,
+    workspace_level=("post",),
+    free_json=("scope",),
+)
+API_CASES["api:portability:import-detail"] = ApiCase(path=_import_job)
+BROWSER_CASES["memories:portability"] = BrowserCase(path=_none, levels={"get": "admin"})
+BROWSER_CASES["memories:portability-export"] = BrowserCase(path=_none, levels={"get": "admin"})
+# Form data only (the matrix sends no files): the form is re-rendered with its error.
+BROWSER_CASES["memories:portability-import"] = BrowserCase(
+    path=_none, levels={"post": "admin"}, data={"post": lambda w: {"dry_run": "on"}}
+)
+BROWSER_CASES["memories:portability-job"] = BrowserCase(path=_import_job, levels={"get": "admin"})
+
+
 # ---------------------------------------------------------------------------------------------
 # The URL configuration, walked
 
