@@ -1,4 +1,5 @@
-"""The Users tab: the people agents talk to, their channel identities, merge and erasure."""
+"""The Users tab: the people agents talk to, their channel identities, merge and erasure.
+A user's own page is the person page (browser.views.person)."""
 
 from django.contrib import messages
 from django.http import Http404
@@ -12,24 +13,14 @@ from browser.forms import MemoryUserEditForm, MemoryUserMergeForm
 from browser.lib.listing import Sort
 from browser.lib.rendering import toast
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
+from browser.views.person import person_page
 from core.errors import ApplicationError, NotFoundError
 from core.lib.replica import read_replica
-from facts.selectors import memory_user_context
 from identities.filters import MemoryUserFilter
 from identities.selectors import memory_user_get, memory_user_list
 from identities.services import memory_user_batch_delete, memory_user_merge
 
 MERGE_TARGET_UNKNOWN = "No user with this canonical id or id in this workspace."
-
-
-def _detail_context(principal, memory_user) -> dict:
-    context = memory_user_context(memory_user=memory_user)
-    return {
-        "user_facts": context["facts"][:50],
-        "recent_episodes": context["episodes"],
-        "merged_users": list(memory_user.merged_from.order_by("canonical_id")[:100]),
-        "merge_form": MemoryUserMergeForm(),
-    }
 
 
 USERS = TabSpec(
@@ -50,7 +41,6 @@ USERS = TabSpec(
     default_sort="-last_seen",
     batch_delete=lambda principal, ids: memory_user_batch_delete(principal=principal, ids=ids),
     edit_form=MemoryUserEditForm,
-    detail_context=_detail_context,
     context_name="memory_user",
 )
 
@@ -64,7 +54,10 @@ def users_tab(request):
 @read_replica
 @workspace_view()
 def user_detail(request, pk):
-    return tab_detail(request, USERS, pk)
+    """The person page (browser.views.person); an inline edit's Cancel gets its row back."""
+    if request.htmx and request.htmx.target == f"row-{pk}":
+        return tab_detail(request, USERS, pk)
+    return person_page(request, pk)
 
 
 @workspace_view(EDIT)
@@ -119,7 +112,6 @@ def user_merge(request, pk):
             # The kept user's page is a different URL: load it whole, with the flash message.
             messages.success(request, message)
             return HttpResponseClientRedirect(url)
-        response = tab_detail(request, USERS, pk)
-        return toast(request, response, message, level=level)
+        return toast(request, person_page(request, pk), message, level=level)
     toast(request, None, message, level=level)
     return redirect(url)

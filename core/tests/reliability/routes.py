@@ -1007,6 +1007,8 @@ BROWSER_CASES: dict[str, BrowserCase] = {
     "memories:user-merge": BrowserCase(
         path=_pk("p1"), levels={"post": "edit"}, data={"post": lambda w: {"target": str(w.p2.pk)}}
     ),
+    # The person page's erasure: GET is the preview of what it deletes, POST erases.
+    "memories:user-erase": BrowserCase(path=_pk("p2"), levels={"get": "admin", "post": "admin"}),
     "memories:members": BrowserCase(path=_none, levels={"get": "admin"}),
     "memories:member-add": BrowserCase(
         path=_none,
