@@ -281,6 +281,13 @@ SPECTACULAR_SETTINGS = {
             "acknowledged.",
         },
         {
+            "name": "Export & import",
+            "description": "A workspace's memory, one agent's or one person's, as JSON lines "
+            "(docs/export.md): every tier, optionally with history and vectors. An import into "
+            "another workspace remaps ids, reuses rows it already holds, stores all or nothing, and "
+            "changes nothing when run twice; `dry_run` reports what it would create.",
+        },
+        {
             "name": "Provenance",
             "description": "Why the agent believes something: the evidence of an entry, fact, episode "
             "or procedure (source messages, how it was made, confirmations, contradictions, audit), "
