@@ -364,6 +364,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/evidence/{tier}/{item_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Why the agent believes this: the evidence of an entry, fact, episode or procedure */
+        get: operations["v1_evidence_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/export/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description The memory of the workspace, one agent or one person, as JSON lines (docs/export.md).
+         *
+         *     An agent-bound key exports only its agent's rows.
+         */
+        get: operations["export_memory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/facts/": {
         parameters: {
             query?: never;
@@ -488,6 +526,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/import/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Import an export (the body, JSON lines) into this workspace: all of it or nothing.
+         *
+         *     Needs a writable workspace-wide key. A line that cannot be stored answers 400 with its
+         *     number in `fields.line`. Ids are remapped; a second import of the same export creates
+         *     nothing. Bodies are limited to API_MAX_BODY_BYTES: larger files go through
+         *     `manage.py import_memory` or the Export/Import page of /memories.
+         */
+        post: operations["import_memory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/import/{job_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description An import's status: progress while it runs, its report or error once it ended. */
+        get: operations["import_job_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/memory-users/": {
         parameters: {
             query?: never;
@@ -526,6 +605,30 @@ export interface paths {
         head?: never;
         /** Rename a memory user or change their canonical id */
         patch: operations["v1_memory_users_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/memory-users/{memory_user_id}/legal-hold/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Place a legal hold on a memory user
+         * @description Retention skips everything of this person and erasure answers 409 `legal_hold` until the hold is released. Placing it again replaces the reason.
+         */
+        post: operations["v1_memory_users_legal_hold_create"];
+        /**
+         * Release a memory user's legal hold
+         * @description Place or release a person's legal hold (workspace keys only).
+         */
+        delete: operations["v1_memory_users_legal_hold_destroy"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/memory-users/{memory_user_id}/merge/": {
@@ -716,6 +819,78 @@ export interface paths {
          * @description The `recall` tool: list, look up, fuzzy-match or search what the agent remembers.
          */
         post: operations["v1_recall_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/retention/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read the workspace's retention rules and what the next run deletes */
+        get: operations["v1_retention_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/retention/rules/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Set the retention rule of a tier (for the workspace or one agent) */
+        post: operations["v1_retention_rules_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/retention/rules/{rule_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a retention rule */
+        delete: operations["v1_retention_rules_destroy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/retention/runs/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the latest retention runs */
+        get: operations["v1_retention_runs_list"];
+        put?: never;
+        /**
+         * Run retention now
+         * @description Queues a run of every rule of the workspace; 409 `retention_running` while one is running.
+         */
+        post: operations["v1_retention_runs_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -966,8 +1141,32 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Queue a compaction of the thread's old turns into a summary */
+        /** Queue a compaction of the thread's (or one node's) old turns into a summary */
         post: operations["v1_threads_compact_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/threads/{thread_id}/derived/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Preview what was derived from a thread or one of its messages
+         * @description What was derived from a thread, or one of its messages: preview (GET) and purge (POST).
+         */
+        get: operations["v1_threads_derived_retrieve"];
+        put?: never;
+        /**
+         * Delete what was derived from a thread or one of its messages
+         * @description Entries, facts and learned procedures not yet approved that this thread (or message) backs; the thread and its messages stay. One transaction, each row audited. An agent-bound key deletes only its agent's rows.
+         */
+        post: operations["v1_threads_derived_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1495,6 +1694,14 @@ export interface components {
              * @default plain
              */
             content_format?: components["schemas"]["ContentFormatEnum"];
+            /**
+             * @description native: history tool calls and tool-role results; text: each call and its result as one assistant message `tool: <name>\ninput: <json>\noutput: <result>`, for models without tool roles.
+             *
+             *     * `native` - native
+             *     * `text` - text
+             * @default native
+             */
+            tool_format?: components["schemas"]["ToolFormatEnum"];
             allocation?: {
                 [key: string]: number;
             };
@@ -1555,6 +1762,17 @@ export interface components {
             created_at: string;
             /** @description The JSON body sent. */
             payload: unknown;
+        };
+        Derived: {
+            entries: components["schemas"]["DerivedCount"];
+            facts: components["schemas"]["DerivedCount"];
+            /** @description Learned procedures not yet approved. */
+            procedures: components["schemas"]["DerivedCount"];
+        };
+        DerivedCount: {
+            count: number;
+            /** @description The first 20. */
+            ids: string[];
         };
         /**
          * @description * `low` - low
@@ -2079,6 +2297,71 @@ export interface components {
             /** @description Unexpected errors only: the id under which the server logged it. */
             request_id?: string;
         };
+        Evidence: {
+            tier: components["schemas"]["EvidenceTierEnum"];
+            /** Format: uuid */
+            id: string;
+            /** @description The memory itself (a fact as `key: value`). */
+            content: string;
+            /** @description The quoted evidence (an episode's feedback comment). */
+            evidence: string;
+            source: string;
+            /** @description How it was made: llm, offline, client, direct, human, ... */
+            origin: string;
+            /** @description The source thread, when the key may read it. */
+            thread: {
+                [key: string]: unknown;
+            } | null;
+            /** @description The source messages, oldest first. */
+            messages: {
+                [key: string]: unknown;
+            }[];
+            episode: {
+                [key: string]: unknown;
+            } | null;
+            /** @description The audit event that created it. */
+            created: {
+                [key: string]: unknown;
+            } | null;
+            confirmations: {
+                [key: string]: unknown;
+            };
+            /** @description Earlier versions it replaced. */
+            replaces: {
+                [key: string]: unknown;
+            }[];
+            /** @description The later version that replaced it. */
+            replaced_by: {
+                [key: string]: unknown;
+            } | null;
+            /** @description Every change, oldest first (`events`, `truncated`). */
+            audit: {
+                [key: string]: unknown;
+            };
+            /** @description Episodes: the facts and procedures learned from it. */
+            derived?: {
+                [key: string]: unknown;
+            };
+            /** @description Procedures: the episodes it was learned from. */
+            episodes?: {
+                [key: string]: unknown;
+            }[];
+            runs?: {
+                [key: string]: unknown;
+            }[];
+            /** @description Procedures: failed runs. */
+            contradictions?: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * @description * `entry` - entry
+         *     * `fact` - fact
+         *     * `episode` - episode
+         *     * `procedure` - procedure
+         * @enum {string}
+         */
+        EvidenceTierEnum: "entry" | "fact" | "episode" | "procedure";
         FactDeleteOutput: {
             /** @description Facts deleted. */
             facts: number;
@@ -2178,6 +2461,25 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        ImportJobOutput: {
+            /** Format: uuid */
+            id: string;
+            status: string;
+            dry_run: boolean;
+            file_name: string;
+            readonly progress: {
+                done?: number;
+                total?: number;
+                lines?: number;
+                percent?: number;
+            };
+            report: unknown;
+            error: unknown;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at: string | null;
+        };
         /**
          * @description * `user_profile` - user_profile
          *     * `session_memory` - session_memory
@@ -2246,6 +2548,12 @@ export interface components {
             detail: unknown;
             /** Format: date-time */
             at: string;
+        };
+        LegalHoldOutput: {
+            /** Format: date-time */
+            at: string;
+            reason: string;
+            by: string;
         };
         ListNamespacesOpRequest: {
             match_conditions?: components["schemas"]["MatchConditionRequest"][];
@@ -2337,6 +2645,9 @@ export interface components {
             preferences: unknown;
             episodes: components["schemas"]["EpisodeOutput"][];
         };
+        MemoryUserLegalHoldInputRequest: {
+            reason: string;
+        };
         MemoryUserListInputRequest: {
             canonical_id: string;
             display_name?: string;
@@ -2373,6 +2684,8 @@ export interface components {
             last_seen_at: string;
             /** Format: date-time */
             created_at: string;
+            /** @description The person's legal hold (retention skips their rows, erasure is refused), or null. */
+            readonly legal_hold: components["schemas"]["LegalHoldOutput"] | null;
         };
         MessageAppendInputRequest: components["schemas"]["MessageInputRequest"] | components["schemas"]["MessageListInputRequest"] | components["schemas"]["MessageInputRequest"][];
         MessageClearOutput: {
@@ -2888,7 +3201,7 @@ export interface components {
         PatchedWebhookDetailInputRequest: {
             /** Format: uri */
             url?: string;
-            /** @description Event types to receive; empty or omitted: every type. Known: entry.created, entry.deleted, entry.updated, episode.created, episode.deleted, episode.updated, fact.created, fact.deleted, fact.updated, person.created, person.erased, person.merged, person.updated, procedure.created, procedure.deleted, procedure.updated, review.waiting. */
+            /** @description Event types to receive; empty or omitted: every type. Known: entry.created, entry.deleted, entry.updated, episode.created, episode.deleted, episode.updated, fact.created, fact.deleted, fact.updated, person.created, person.erased, person.merged, person.updated, procedure.created, procedure.deleted, procedure.updated, review.approved, review.merged, review.rejected, review.waiting. */
             events?: string[];
             description?: string;
             /** @description true enables it again (clearing the failures); false pauses it. */
@@ -3155,7 +3468,7 @@ export interface components {
          */
         RememberInputSourceEnum: "api" | "agent_tool" | "extraction";
         RememberOutput: {
-            /** @description created, confirmed, superseded or skipped. */
+            /** @description created, confirmed, superseded or skipped; held (stored for review, docs/review.md) or rejected (this value was rejected in review). */
             outcome: string;
             fact: components["schemas"]["FactOutput"];
             /**
@@ -3165,6 +3478,58 @@ export interface components {
             previous: string | null;
             /** @description A new key reconciled with a current fact of another key that says the same thing: {decision (add, update, supersede or noop), reason, by (llm or rule), old, new}; a `noop` answers the old fact, confirmed. Null for same-key remembering. */
             consolidation: unknown;
+        };
+        RetentionOutput: {
+            rules: components["schemas"]["RetentionRule"][];
+            preview: components["schemas"]["RetentionPreview"];
+            /** @description The latest runs, newest first. */
+            runs: components["schemas"]["RetentionRun"][];
+        };
+        RetentionPreview: {
+            /** @description Rows the next run deletes, per tier. */
+            deletes: {
+                [key: string]: number;
+            };
+            /** @description Messages past their limits that no summary holds yet: kept until a compaction (which the run requests) covers them. */
+            messages_waiting_for_summary: number;
+        };
+        RetentionRule: {
+            /** Format: uuid */
+            id: string;
+            tier: components["schemas"]["Tier7afEnum"];
+            /** @description null: the workspace's rule. */
+            readonly agent: string | null;
+            max_age_days: number | null;
+            keep_latest: number | null;
+            changed_by: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        RetentionRuleInputRequest: {
+            tier: components["schemas"]["Tier7afEnum"];
+            /** @description Omitted or null: the workspace's rule. */
+            agent?: string | null;
+            /** @description Delete rows older than this. */
+            max_age_days?: number | null;
+            /** @description Keep the newest N of each group (per thread for messages and run snapshots, per thread and namespace for checkpoints, per agent and person for the rest). */
+            keep_latest?: number | null;
+        };
+        RetentionRun: {
+            id: number;
+            state: string;
+            trigger: string;
+            /** Format: date-time */
+            started_at: string;
+            /** Format: date-time */
+            finished_at: string | null;
+            /** @description Rows deleted per tier. */
+            deleted: {
+                [key: string]: number;
+            };
+            error: string;
+        };
+        RetentionRunQueued: {
+            status: string;
         };
         RunSnapshotInputRequest: {
             snapshot: unknown;
@@ -3382,10 +3747,28 @@ export interface components {
             stored: number;
             pending_writes: components["schemas"]["PendingWriteOutput"][];
         };
+        ThreadCompactInputRequest: {
+            /** @description Compact this node's (a delegated sub-agent's) history into its own summary instead of the main conversation's. */
+            node?: string;
+        };
         ThreadCompactOutput: {
             status: string;
             /** Format: uuid */
             thread_id: string;
+            /** @description The node compacted; null: the main conversation. */
+            node: string | null;
+        };
+        ThreadDerivedPurgeRequest: {
+            /**
+             * Format: uuid
+             * @description Only what this message of the thread backs.
+             */
+            message?: string;
+        };
+        ThreadDerivedPurged: {
+            entries: number;
+            facts: number;
+            procedures: number;
         };
         ThreadHistoryOutput: {
             messages: {
@@ -3478,8 +3861,25 @@ export interface components {
             /** Format: date-time */
             compacted_at: string | null;
         };
+        /**
+         * @description * `threads` - Threads (idle)
+         *     * `messages` - Messages
+         *     * `checkpoints` - Checkpoints
+         *     * `run_snapshots` - Run snapshots
+         *     * `episodic_entries` - Episodic entries
+         *     * `episodes` - Episodes
+         *     * `facts` - Facts
+         * @enum {string}
+         */
+        Tier7afEnum: "threads" | "messages" | "checkpoints" | "run_snapshots" | "episodic_entries" | "episodes" | "facts";
         ToolCallInputRequest: components["schemas"]["OpenAIToolCallRequest"] | components["schemas"]["AnthropicToolUseRequest"] | components["schemas"]["MCPToolCallRequest"] | components["schemas"]["OpenAIToolCallRequest"][] | components["schemas"]["AnthropicToolUseRequest"][] | components["schemas"]["MCPToolCallRequest"][];
         ToolCallOutput: components["schemas"]["OpenAIToolMessage"] | components["schemas"]["AnthropicToolResult"] | components["schemas"]["MCPCallToolResult"] | components["schemas"]["OpenAIToolMessage"][] | components["schemas"]["AnthropicToolResult"][] | components["schemas"]["MCPCallToolResult"][];
+        /**
+         * @description * `native` - native
+         *     * `text` - text
+         * @enum {string}
+         */
+        ToolFormatEnum: "native" | "text";
         TranscriptMessageRequest: {
             id?: string;
             role: components["schemas"]["MessageRoleEnum"];
@@ -3532,7 +3932,7 @@ export interface components {
         WebhookListInputRequest: {
             /** Format: uri */
             url: string;
-            /** @description Event types to receive; empty or omitted: every type. Known: entry.created, entry.deleted, entry.updated, episode.created, episode.deleted, episode.updated, fact.created, fact.deleted, fact.updated, person.created, person.erased, person.merged, person.updated, procedure.created, procedure.deleted, procedure.updated, review.waiting. */
+            /** @description Event types to receive; empty or omitted: every type. Known: entry.created, entry.deleted, entry.updated, episode.created, episode.deleted, episode.updated, fact.created, fact.deleted, fact.updated, person.created, person.erased, person.merged, person.updated, procedure.created, procedure.deleted, procedure.updated, review.approved, review.merged, review.rejected, review.waiting. */
             events?: string[];
             description?: string;
         };
@@ -5768,6 +6168,129 @@ export interface operations {
             };
         };
     };
+    v1_evidence_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                item_id: string;
+                tier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Evidence"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    export_memory: {
+        parameters: {
+            query?: {
+                /** @description Export this agent's rows only. */
+                agent?: string;
+                /** @description Closed fact and entry versions, and the audit trail. */
+                history?: boolean;
+                /** @description Export this person's rows only. */
+                memory_user?: string;
+                /** @description Vectors of the workspace's embedding model. */
+                vectors?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description docs/export.md */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     facts_list: {
         parameters: {
             query?: {
@@ -6486,6 +7009,172 @@ export interface operations {
             };
         };
     };
+    import_memory: {
+        parameters: {
+            query?: {
+                /** @description Report what would be created; store nothing. */
+                dry_run?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/x-ndjson": string;
+                "application/json": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJobOutput"];
+                };
+            };
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJobOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    import_job_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJobOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     memory_users_list: {
         parameters: {
             query?: {
@@ -6850,6 +7539,168 @@ export interface operations {
             };
             /** @description The request body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_memory_users_legal_hold_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                memory_user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemoryUserLegalHoldInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryUserOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_memory_users_legal_hold_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                memory_user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8005,6 +8856,322 @@ export interface operations {
             };
             /** @description The request body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_retention_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetentionOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_retention_rules_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetentionRuleInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetentionRule"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_retention_rules_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_retention_runs_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetentionRun"][];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_retention_runs_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetentionRunQueued"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9562,7 +10729,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ThreadCompactInputRequest"];
+            };
+        };
         responses: {
             202: {
                 headers: {
@@ -9610,6 +10781,181 @@ export interface operations {
             };
             /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_threads_derived_retrieve: {
+        parameters: {
+            query?: {
+                /** @description Only what this message of the thread backs. */
+                message?: string;
+            };
+            header?: never;
+            path: {
+                thread_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Derived"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_threads_derived_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                thread_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ThreadDerivedPurgeRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ThreadDerivedPurged"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
