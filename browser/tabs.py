@@ -3,6 +3,8 @@
 from django.urls import NoReverseMatch, reverse
 
 TABS = [
+    # The landing page: workspace_home opens the first tab.
+    ("overview", "Overview", "memories:overview"),
     ("facts", "Facts", "memories:facts"),
     ("episodes", "Episodes", "memories:episodes"),
     ("entries", "Episodic entries", "memories:entries"),

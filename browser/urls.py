@@ -7,6 +7,7 @@ from browser.views import (
     entries,
     episodes,
     facts,
+    overview,
     person,
     pickers,
     portability,
@@ -26,6 +27,7 @@ app_name = "memories"
 
 workspace_urls = [
     path("", shell.workspace_home, name="workspace"),
+    path("overview/", overview.overview, name="overview"),
     path("search/", search.search, name="search"),
     path("audit/", audit.audit, name="audit"),
     path("audit/export.csv", audit.audit_export, name="audit-export"),

@@ -57,7 +57,7 @@ class MemoriesBrowserTests(BrowserLiveTestCase):
     @screenshot_on_failure
     def test_editor_filters_edits_and_batch_deletes_with_working_history(self):
         page = self.page
-        self.log_in("editor", PASSWORD)
+        self.log_in("editor", PASSWORD, next_path=f"/memories/{self.workspace.pk}/facts/")
         expect(page).to_have_url(self.facts_url)
         expect(self.total()).to_have_attribute("data-total", "12")
         expect(page.get_by_text("globex_only")).to_have_count(0)
@@ -130,7 +130,7 @@ class MemoriesBrowserTests(BrowserLiveTestCase):
     @screenshot_on_failure
     def test_viewer_sees_no_edit_or_delete_controls(self):
         page = self.page
-        self.log_in("viewer", PASSWORD)
+        self.log_in("viewer", PASSWORD, next_path=f"/memories/{self.workspace.pk}/facts/")
         expect(self.total()).to_have_attribute("data-total", "12")
         expect(page.get_by_role("button", name="Delete selected")).to_have_count(0)
         expect(page.get_by_role("link", name=re.compile("^Edit"))).to_have_count(0)
@@ -139,7 +139,7 @@ class MemoriesBrowserTests(BrowserLiveTestCase):
     @screenshot_on_failure
     def test_admin_switches_workspace_and_creates_an_api_key_shown_once(self):
         page = self.page
-        self.log_in("admin", PASSWORD)
+        self.log_in("admin", PASSWORD, next_path=f"/memories/{self.workspace.pk}/facts/")
         page.get_by_text("Workspace Acme").click()
         page.get_by_role("link", name="Globex").click()
         expect(page).to_have_url(re.compile(rf"/memories/{self.other.pk}/facts/"))
@@ -158,7 +158,7 @@ class MemoriesBrowserTests(BrowserLiveTestCase):
     def test_phone_width_keeps_tabs_and_table_usable(self):
         page = self.page
         page.set_viewport_size({"width": 390, "height": 844})
-        self.log_in("editor", PASSWORD)
+        self.log_in("editor", PASSWORD, next_path=f"/memories/{self.workspace.pk}/facts/")
         expect(self.total()).to_have_attribute("data-total", "12")
         # The page itself never scrolls sideways; wide tables scroll inside their wrapper.
         overflow = page.evaluate(

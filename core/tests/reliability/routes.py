@@ -929,6 +929,8 @@ def _tab(slug, attr, edit_data=None, deletable=True):
 BROWSER_CASES: dict[str, BrowserCase] = {
     "memories:home": BrowserCase(path=_none, levels={"get": "read"}, in_workspace=False),
     "memories:workspace": BrowserCase(path=_none, levels={"get": "read"}),
+    # The landing page: counts, charts and latest changes from the activity aggregates.
+    "memories:overview": BrowserCase(path=_none, levels={"get": "read"}),
     # One search across tiers, and the audit trail with its CSV export (editors and admins).
     "memories:search": BrowserCase(path=_none, levels={"get": "read"}),
     "memories:audit": BrowserCase(path=_none, levels={"get": "edit"}),
