@@ -121,7 +121,8 @@ def build(n_rows: int, seed: int = 7):
         turn += 1
         question = writer.add(parent, "user", text(rng.randint(5, 25)))
         if turn % 10 == 0:
-            writer.add(question, "assistant", "Regenerated away " + text(40))
+            abandoned = writer.add(question, "assistant", "Regenerated away " + text(40))
+            marks.setdefault("abandoned", abandoned)
         if turn % 20 == 0:
             call_id = f"call-{turn}"
             asking = writer.add(
@@ -205,6 +206,10 @@ def cases(workspace, thread, marks):
             f"{base}?leaf={marks['leaf'].pk}&before={marks['older_anchor']}",
         ),
         ("node filter", f"{base}?node=node-2"),
+        (
+            "an abandoned regeneration near the start (no newer message below it)",
+            f"{base}?leaf={marks['abandoned'].pk}",
+        ),
         (
             "the early fork's continued branch (descent through the whole thread)",
             f"{base}?leaf={marks['early_branch'].pk}",

@@ -185,8 +185,9 @@ _NEWEST_DESCENDANT_SQL = """
 WITH RECURSIVE
 named AS (SELECT id, depth, seq FROM threads_message WHERE id = %(leaf)s AND thread_id = %(thread)s),
 cand AS (
-    SELECT m.id, m.seq FROM threads_message m, named
-    WHERE m.thread_id = %(thread)s AND m.node_id = %(node)s AND m.seq > named.seq
+    -- A scalar bound, so the (thread, node_id, -seq) index serves the range and the order.
+    SELECT m.id, m.seq FROM threads_message m
+    WHERE m.thread_id = %(thread)s AND m.node_id = %(node)s AND m.seq > (SELECT seq FROM named)
     ORDER BY m.seq DESC LIMIT %(candidates)s
 ),
 anc(cand_id, seq, id, depth, parent_id, jump_id, jump_depth, steps) AS (
