@@ -23,7 +23,6 @@ from browser.lib.rendering import render_page, toast
 from browser.selectors import person as selectors
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
-from identities.selectors import memory_user_get
 from identities.services import memory_user_erase
 
 TEMPLATE = "memories/person.html"
@@ -173,7 +172,10 @@ def _paginate(section: selectors.PersonSection, number: int) -> tuple[list, int,
                 number, ids = 1, list(keys[:PER_SECTION])
         ids = ids[:PER_SECTION]
     loaded = {row.pk: row for row in section.rows.filter(pk__in=ids).order_by()} if ids else {}
-    return [loaded[pk] for pk in ids if pk in loaded], total, more, number
+    rows = [loaded[pk] for pk in ids if pk in loaded]
+    if rows and section.extend is not None:
+        section.extend(rows)
+    return rows, total, more, number
 
 
 def _state(request, key: str | None) -> dict[str, list[str]]:
@@ -249,7 +251,7 @@ def _builders(request, memory_user, history: bool) -> dict:
 
 def _person_or_404(request, pk):
     try:
-        return memory_user_get(principal=request.operator.principal, memory_user_id=pk)
+        return selectors.person_get(principal=request.operator.principal, memory_user_id=pk)
     except NotFoundError:
         raise Http404("No such user.")
 

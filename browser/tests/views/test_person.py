@@ -108,6 +108,13 @@ class PersonPageTests(BrowserTestCase):
             assert walked == probed, entity
             assert f">{entity.replace('_', '')}</a>" in walked and "bobs" not in walked, entity
 
+    def test_procedures_used_are_the_same_whichever_plan_finds_them(self):
+        plain = section(self.page().content.decode(), "procedures")
+        with mock.patch("browser.selectors.person.PROCEDURE_EPISODE_LIST", 0):
+            probed = section(self.page().content.decode(), "procedures")
+        assert probed == plain and "adas procedure 0" in plain and "bobs" not in plain
+        assert '<td data-label="Runs" class="num">1</td>' in plain
+
     def test_facts_show_confidence_and_history(self):
         facts = section(self.page().content.decode(), "facts")
         assert "2 versions" in facts and "Lisbon" in facts and "Paris" not in facts
@@ -147,9 +154,9 @@ class PersonPageTests(BrowserTestCase):
         content = response.content.decode()
         assert "<html" not in content and "Episodic entries" in content
         assert "adas entry number 0" in content and "Profile facts" not in content
-        # Session, user, memberships, the person and their identities, then the entries'
-        # page of keys and its rows: nothing for the other sections.
-        assert len(queries) == 7, [q["sql"] for q in queries]
+        # Session, user, memberships and the person, then the entries' page of keys and its
+        # rows: nothing for the other sections.
+        assert len(queries) == 6, [q["sql"] for q in queries]
         main = self.htmx("get", self.url("memories:user", pk=self.ada.pk), target="main").content.decode()
         assert "<html" not in main and 'id="person-audit"' in main
 
@@ -163,9 +170,10 @@ class PersonPageTests(BrowserTestCase):
         with CaptureQueriesContext(connection) as many:
             self.client.get(url)
         assert len(many) == len(few), [q["sql"] for q in many]
-        # Session, user, memberships, the person and their identities; per section at most a
-        # count, a page of keys and its rows; the audit trail's merged users and id lists.
-        assert len(many) <= 5 + 8 * 3 + 5
+        # Session, user, memberships and the person; per section at most a count, a page of
+        # keys and its rows; the audit trail's merged users and id lists; the procedures'
+        # episode list and their runs' figures.
+        assert len(many) <= 4 + 8 * 3 + 5 + 2
 
     def test_roles_decide_merge_and_erase_controls(self):
         viewer = self.page(self.viewer).content.decode()
