@@ -1,15 +1,20 @@
-"""Reads of the one search across tiers: each tier's own list selector with its FilterSet's `q`,
-so a group shows exactly the first rows its tab shows for the same words.
+"""Reads of the one search across tiers: each tier's own list selector with its FilterSet's `q`
+(facts, episodic entries, procedures, people), so "more in <tier>" opens the tab showing the
+same matches.
 
-Messages have no tab; they are matched on `threads_message.search_tsv` (the stored tsvector of
-user and assistant messages, threads migration 0003), as semantic recall matches them.
+Episodes and messages are matched on their stored tsvectors (`search_tsv`, episodes migration
+0004 and threads migration 0003), as the tiers' own searches match them; messages have no
+tab and the episodes tab's `q` is a substring filter, so their "more" is this page's list of
+the tier.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db.models import BooleanField
+from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db.models import BooleanField, F, FloatField
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Extract
 
 from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError
@@ -59,51 +64,91 @@ class SearchTier:
     slug: str  # the group's id and the `tier` query value
     label: str
     tab: str  # the tab slug its "more" link and its rows open (browser.tabs), e.g. "facts"
-    # (principal, query) -> ordered QuerySet; raises ApplicationError for a query it refuses.
+    # (principal, query) -> QuerySet annotated with `rank`, best first; raises
+    # ApplicationError for a query it refuses.
     search: Callable
     hit: Callable  # row -> SearchHit
-    order: str  # the column the listing sorts on, newest first
-    has_tab_search: bool = True  # False: "more" opens this page filtered to the tier
+    # False: the tab's own `q` matches differently, so "more" opens this page's list of the tier.
+    has_tab_search: bool = True
+
+
+# Every tier's matches come with a `rank` and are ordered by it: the best matches first, and,
+# as important, a plan that reads the matches through the tier's full-text index and sorts
+# them. Ordered by date instead, PostgreSQL walks the date index and tests every row until it
+# has found a page, which for a rare word reads the whole table (100,000 entries: ~600 ms,
+# procedures, whose tsvector is an expression index: seconds).
+def _ts_rank(column: str, query: str):
+    return RawSQL(
+        f"ts_rank({column}, websearch_to_tsquery('english'::regconfig, %s))",
+        [query],
+        output_field=FloatField(),
+    )
+
+
+def _ranked(queryset, rank):
+    return queryset.annotate(rank=rank).order_by("-rank", "-pk")
 
 
 def _facts(principal, query):
     # Current versions only, as the tab shows by default.
-    return fact_list(principal=principal, filters={"q": query}).order_by("-valid_from", "-pk")
+    facts = fact_list(principal=principal, filters={"q": query})
+    return _ranked(facts, SearchRank(F("search_vector"), _websearch(query)))
 
 
 def _entries(principal, query):
-    return entry_list(principal=principal, filters={"q": query})
+    entries = entry_list(principal=principal, filters={"q": query})
+    return _ranked(entries, SearchRank(F("search_vector"), _websearch(query)))
 
 
 def _episodes(principal, query):
-    return episode_list(principal=principal, filters={"q": query}).order_by("-started_at", "-pk")
+    """Episodes matched on their stored, GIN-indexed tsvector (trigger, input, output, error,
+    feedback; episodes migration 0004), as episodes.selectors.episode_search matches them.
+    The tab's `q` is a substring filter of three columns that reads every episode (~400 ms at
+    100,000 under load), so "more" opens this page's episodes list instead."""
+    episodes = episode_list(principal=principal).filter(_matches('"episodes_episode"."search_tsv"', query))
+    return _ranked(episodes, _ts_rank('"episodes_episode"."search_tsv"', query))
 
 
 def _procedures(principal, query):
-    return procedure_list(principal=principal, filters={"q": query}).order_by("-created_at", "-pk")
+    """Newest first. Their tsvector is an expression (procedures_search_fts), not a column:
+    ts_rank would parse every match again (~200 ms for a common word at 100,000 under load),
+    while the creation time as a number is free and still a sort no index serves."""
+    procedures = procedure_list(principal=principal, filters={"q": query})
+    return _ranked(procedures, Extract("created_at", "epoch"))
 
 
 def _people(principal, query):
-    # The users tab's FilterSet without the tab's per-person counts: a group shows names only.
+    """The users tab's FilterSet without the tab's per-person counts; most recently seen
+    first. The rank is last_seen_at as a number: a sort the planner cannot serve from
+    identities_user_recent, so it filters every person once instead of walking the index and
+    fetching each row (the substring filter has no index either way)."""
     people = filterset_apply(MemoryUserFilter, {"q": query}, memory_user_scope(principal))
-    return people.order_by("-last_seen_at", "-pk")
+    return _ranked(people, Extract("last_seen_at", "epoch"))
+
+
+def _matches(column: str, query: str):
+    return RawSQL(
+        f"{column} @@ websearch_to_tsquery('english'::regconfig, %s)", [query], output_field=BooleanField()
+    )
+
+
+def _websearch(query: str):
+    return SearchQuery(query, search_type="websearch", config="english")
 
 
 def message_search(*, principal: Principal, query: str):
     """User and assistant messages of the principal's threads whose text matches `query`
-    (websearch syntax), newest first."""
+    (websearch syntax), best match first.
+
+    threads_message.search_tsv has no index: this reads every message of the workspace
+    (bench/browser_search.py measures it; a GIN index on the column would serve it)."""
     messages = scope_to_principal(Message.objects.all(), principal, agent_field="thread__agent")
-    matches = RawSQL(
-        '"threads_message"."search_tsv" @@ websearch_to_tsquery(\'english\'::regconfig, %s)',
-        [query],
-        output_field=BooleanField(),
-    )
-    return (
-        messages.filter(matches)
+    messages = (
+        messages.filter(_matches('"threads_message"."search_tsv"', query))
         .select_related("thread")
         .defer("tool_calls", "files", "metadata")
-        .order_by("-created_at", "-pk")
     )
+    return _ranked(messages, _ts_rank('"threads_message"."search_tsv"', query))
 
 
 def _fact_hit(fact) -> SearchHit:
@@ -164,18 +209,17 @@ def _message_hit(message) -> SearchHit:
 
 
 TIERS = [
-    SearchTier("facts", "Facts", "facts", _facts, _fact_hit, "valid_from"),
-    SearchTier("entries", "Episodic entries", "entries", _entries, _entry_hit, "created_at"),
-    SearchTier("episodes", "Episodes", "episodes", _episodes, _episode_hit, "started_at"),
-    SearchTier("procedures", "Procedures", "procedures", _procedures, _procedure_hit, "created_at"),
-    SearchTier("people", "People", "users", _people, _person_hit, "last_seen_at"),
+    SearchTier("facts", "Facts", "facts", _facts, _fact_hit),
+    SearchTier("entries", "Episodic entries", "entries", _entries, _entry_hit),
+    SearchTier("episodes", "Episodes", "episodes", _episodes, _episode_hit, has_tab_search=False),
+    SearchTier("procedures", "Procedures", "procedures", _procedures, _procedure_hit),
+    SearchTier("people", "People", "users", _people, _person_hit),
     SearchTier(
         "messages",
         "Messages",
         "threads",
         lambda principal, query: message_search(principal=principal, query=query),
         _message_hit,
-        "created_at",
         has_tab_search=False,
     ),
 ]

@@ -19,6 +19,8 @@ from browser.tabs import tab_urls
 from core.errors import ApplicationError
 from core.lib.replica import read_replica
 
+# A tier's own list on this page: best matches first, as in the groups.
+SORTS = [Sort("rank", "Best match", "rank")]
 # The header box's listbox; htmx names it in HX-Target.
 LIVE_TARGET = "site-search-list"
 
@@ -59,9 +61,7 @@ def search(request):
     elif query and tier is not None:
         try:
             queryset = tier.search(principal, query)
-            listing = paginate_sorted(
-                request, queryset, sorts=[Sort("at", "Date", tier.order)], default="-at"
-            )
+            listing = paginate_sorted(request, queryset, sorts=SORTS, default="-rank")
         except ApplicationError as exc:
             context["error"] = (
                 " ".join(str(e) for errors in (exc.fields or {}).values() for e in errors) or exc.message

@@ -2,7 +2,9 @@
 
 import csv
 import io
+import re
 from datetime import timedelta
+from unittest import mock
 from urllib.parse import quote
 
 from django.utils import timezone
@@ -136,6 +138,15 @@ class AuditTrailTests(BrowserTestCase):
             assert 'data-total="5"' in html, person  # 2 facts, 1 entry edit, 1 rename... see count
         html = self.page(query=f"?memory_user={self.bob.pk}").content.decode()
         assert "bob_pet" in html and "home_city" not in html
+
+    def test_a_person_with_many_rows_gets_the_same_events(self):
+        """Past PERSON_IDS_CAP rows the filter uses subqueries instead of id lists: same rows."""
+        query = f"?memory_user={self.ada.pk}"
+        listed = self.page(query=query).content.decode()
+        with mock.patch("browser.selectors.audit.PERSON_IDS_CAP", 1):
+            subqueries = self.page(query=query).content.decode()
+        ids = re.compile(r'id="event-(\d+)"')
+        assert ids.findall(listed) == ids.findall(subqueries) and len(ids.findall(listed)) == 5
 
     def test_bad_filters_are_form_errors_never_server_errors(self):
         for query in (

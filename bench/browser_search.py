@@ -1,0 +1,218 @@
+"""The /memories search across tiers and the audit trail at scale: first pages with 100,000 rows
+per tier (facts, entries, episodes, procedures, people, messages) and 100,000 audit events.
+
+    python -m bench.browser_search                   # 100,000 rows per tier (the issue's scale)
+    python -m bench.browser_search --rows 20000      # smaller
+    python -m bench.browser_search --json var/browser_search.json
+
+Target (issue 15): first page p95 <= 150 ms server-side at 100,000 rows per tier.
+
+The tiers are loaded by bench.browser_tabs.build (1% of every table in a second workspace that
+must never show), then messages and audit events are added the same way and everything is
+ANALYZEd. Each case is a GET through Django's test client as a logged-in editor: session,
+middleware, access check, selectors, template rendering; no network.
+"""
+
+import argparse
+import os
+import random
+import time
+import uuid
+from datetime import timedelta
+from urllib.parse import quote
+
+from bench.browser_tabs import build
+from bench.harness import measure, print_table, setup_django, write_json
+
+TARGET_MS = 150.0
+
+# Messages are matched on threads_message.search_tsv, which has no index (semantic recall reads
+# one person's messages at a time). `--recommended-indexes` measures again with this one.
+RECOMMENDED_INDEXES = [
+    "CREATE INDEX IF NOT EXISTS bench_message_search ON threads_message USING gin (search_tsv)",
+]
+
+
+def add_messages_and_audit(workspace, users_in, threads_in, n_rows: int, seed: int = 13) -> dict:
+    from django.db import connection
+    from django.utils import timezone
+
+    from core.models import AuditEvent, Workspace
+    from episodic.models import EpisodicEntry
+    from facts.models import Fact
+    from threads.models import Message, Thread
+
+    rng = random.Random(seed)
+    now = timezone.now()
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "te", "vo", "zi", "pa"]
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
+    vocabulary = words + [a + b + c for a in syllables for b in syllables for c in syllables[:6]]
+    other = Workspace.objects.exclude(pk=workspace.pk).order_by("-created_at").first()
+    other_thread = Thread.objects.filter(workspace=other).first()
+    timings = {}
+
+    def ago(max_days=365):
+        return now - timedelta(days=rng.randint(0, max_days), seconds=rng.randint(0, 86_400))
+
+    def phrase(n):
+        return " ".join(rng.choice(vocabulary) for _ in range(n))
+
+    start = time.perf_counter()
+    rows = []
+    for i in range(n_rows):
+        foreign = i % 100 == 0
+        thread = other_thread if foreign else threads_in[i % len(threads_in)]
+        rows.append(
+            Message(
+                workspace_id=thread.workspace_id,
+                thread=thread,
+                role="user" if i % 2 else "assistant",
+                content=phrase(12),
+                seq=i,
+                created_at=ago(60),
+            )
+        )
+    Message.objects.bulk_create(rows, batch_size=5000)
+    timings["messages"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    ids = {
+        "fact": [
+            str(pk) for pk in Fact.objects.filter(workspace=workspace).values_list("pk", flat=True)[:n_rows]
+        ],
+        "episodic_entry": [
+            str(pk)
+            for pk in EpisodicEntry.objects.filter(workspace=workspace).values_list("pk", flat=True)[:n_rows]
+        ],
+        "memory_user": [str(u.pk) for u in users_in],
+        "thread": [str(t.pk) for t in threads_in],
+    }
+    actors = ["operator:ann", "operator:bob", "system", "api_key:mk_a1b2c3", "api_key:mk_d4e5f6"]
+    events = []
+    for i in range(n_rows):
+        entity_type = rng.choice(list(ids))
+        events.append(
+            AuditEvent(
+                workspace=other if i % 100 == 0 else workspace,
+                at=ago(),
+                actor=rng.choice(actors),
+                action=rng.choice(["create", "update", "update", "delete"]),
+                entity_type=entity_type,
+                entity_id=rng.choice(ids[entity_type]),
+                changes={"value": {"from": phrase(3), "to": phrase(3)}, "key": rng.choice(words)},
+            )
+        )
+    AuditEvent.objects.bulk_create(events, batch_size=5000)
+    timings["audit"] = time.perf_counter() - start
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return timings
+
+
+def cases(workspace, users_in):
+    base = f"/memories/{workspace.pk}"
+    person = users_in[0].pk
+    # "kalomi" is one of the 600 generated words (a few percent of rows hold it); "bravo" is in
+    # fact keys as well; "zzqx" matches nothing, so every tier reads its whole match set.
+    return [
+        ("search: q=kalomi (page)", f"{base}/search/?q=kalomi", None),
+        ("search: q=kalomi (live box)", f"{base}/search/?q=kalomi", "site-search-list"),
+        ("search: q=bravo (page)", f"{base}/search/?q=bravo", None),
+        ("search: q=zzqx, no match (page)", f"{base}/search/?q=zzqx", None),
+        (
+            'search: q="kalomi mineru" phrase (page)',
+            f"{base}/search/?q={quote(chr(34) + 'kalomi mineru' + chr(34))}",
+            None,
+        ),
+        ("search: tier=messages q=kalomi", f"{base}/search/?q=kalomi&tier=messages", None),
+        ("audit: first page", f"{base}/audit/", None),
+        ("audit: first page (fragment)", f"{base}/audit/", "results"),
+        ("audit: actor=bob", f"{base}/audit/?actor=bob", None),
+        ("audit: tier=facts, action=update", f"{base}/audit/?tier=facts&action=update", None),
+        ("audit: one person", f"{base}/audit/?memory_user={person}", None),
+        ("audit: since 1 January", f"{base}/audit/?after={(time.gmtime().tm_year)}-01-01", None),
+        ("audit CSV: one person (whole stream)", f"{base}/audit/export.csv?memory_user={person}", None),
+    ]
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=100_000, help="rows per tier (default 100,000)")
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--recommended-indexes", action="store_true", help="measure again after creating RECOMMENDED_INDEXES"
+    )
+    args = parser.parse_args()
+
+    setup_django()
+    from django.conf import settings
+    from django.test import Client
+
+    from core.models import Membership
+    from core.services import operator_create
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    started = time.perf_counter()
+    workspace, _viewer, _agents, users_in, threads_in, timings = build(args.rows)
+    timings.update(add_messages_and_audit(workspace, users_in, threads_in, args.rows))
+    print(
+        f"loaded {args.rows:,} rows per tier in {time.perf_counter() - started:.1f} s: "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
+    )
+    editor = operator_create(
+        workspace=workspace,
+        username=f"editor-{uuid.uuid4().hex[:6]}",
+        password="x" * 12,
+        role=Membership.Role.EDITOR,
+    ).user
+    client = Client()
+    client.force_login(editor)
+
+    def get(path, target):
+        headers = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": target} if target else {}
+        response = client.get(path, **headers)
+        if response.streaming:
+            b"".join(response.streaming_content)
+        return response
+
+    def run(label: str) -> dict:
+        load_before = os.getloadavg()
+        rows, results = [], {}
+        for name, path, target in cases(workspace, users_in):
+            response = get(path, target)
+            assert response.status_code == 200, (path, response.status_code)
+            assert response.streaming or b"cannot be applied" not in response.content, path
+            stats = measure(lambda path=path, target=target: get(path, target), repeat=args.repeat)
+            rows.append((name, stats))
+            results[name] = stats
+        load_after = os.getloadavg()
+        print_table(
+            f"/memories search and audit, {args.rows:,} rows per tier, {label} "
+            f"(target p95 <= {TARGET_MS:.0f} ms)",
+            rows,
+        )
+        print(
+            f"load average (1/5/15 min) before: {load_before}, after: {load_after} on {os.cpu_count()} cores"
+        )
+        worst = max(stats["p95_ms"] for name, stats in rows if "CSV" not in name)
+        print(f"worst first-page p95: {worst:.1f} ms -> {'PASS' if worst <= TARGET_MS else 'FAIL'}")
+        return {"cases": results, "load_average": [load_before, load_after], "worst_page_p95_ms": worst}
+
+    report = {"rows_per_tier": args.rows, "target_ms": TARGET_MS, "cores": os.cpu_count()}
+    report["tier_indexes"] = run("tier indexes as they are")
+    if args.recommended_indexes:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            for statement in RECOMMENDED_INDEXES:
+                cursor.execute(statement)
+            cursor.execute("ANALYZE")
+        report["recommended_indexes"] = run("with RECOMMENDED_INDEXES")
+    write_json(args.json, report)
+
+
+if __name__ == "__main__":
+    main()
