@@ -96,7 +96,9 @@ def legal_hold_place(request):
         return _page(request, hold_form=form, status=400)
     person = person_find(workspace=operator.workspace, reference=form.cleaned_data["person"])
     if person is None:
-        form.add_error("person", PERSON_UNKNOWN)
+        # The reference is not echoed back: the page says only that no such person is here.
+        form = LegalHoldForm(initial={"reason": form.cleaned_data["reason"]})
+        form.errors["person"] = form.error_class([PERSON_UNKNOWN])
         return _page(request, hold_form=form, status=400)
     try:
         memory_user_hold_place(
