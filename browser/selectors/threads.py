@@ -224,6 +224,20 @@ SELECT id FROM down ORDER BY steps DESC LIMIT 1
 """
 
 
+def thread_focus(*, thread, message_id) -> tuple[str, object, object]:
+    """Where the page opens a message (the evidence of a memory links here): its node, the
+    newest message of its branch, and the message after it on that branch (the page then
+    ends at the focused message), or None when it is the newest."""
+    row = Message.objects.filter(thread=thread, pk=message_id).values("node_id", "depth").first()
+    if row is None:
+        raise NotFoundError(LEAF_NOT_FOUND)
+    leaf_id = thread_branch_leaf(thread=thread, node=row["node_id"], leaf=message_id)
+    after = None
+    if leaf_id != message_id:
+        after = ancestor_at_depth(start_id=leaf_id, target_depth=row["depth"] + 1)
+    return row["node_id"], leaf_id, after
+
+
 def thread_branch_leaf(*, thread, node: str = "", leaf=None):
     """The last message of the branch to show.
 

@@ -15,6 +15,7 @@ from browser.lib.tabs import TabSpec, base_context, tab_delete, tab_edit, tab_li
 from browser.selectors.threads import (
     THREAD_TREE_LIMIT,
     thread_branch_leaf,
+    thread_focus,
     thread_message_tree,
     thread_nodes,
     thread_tool_result,
@@ -35,6 +36,8 @@ class ThreadViewForm(forms.Form):
     before = forms.UUIDField(required=False)
     # "" is the main conversation. CharField refuses NUL, which PostgreSQL refuses in text.
     node = forms.CharField(required=False, max_length=100, strip=False)
+    # A message to open the page at, highlighted: its branch, ending at it.
+    focus = forms.UUIDField(required=False)
 
 
 def _branch_context(request, thread) -> dict:
@@ -44,8 +47,12 @@ def _branch_context(request, thread) -> dict:
     form.is_valid()
     params = form.cleaned_data
     node = params.get("node") or ""
+    focus = params.get("focus")
     try:
-        leaf_id = thread_branch_leaf(thread=thread, node=node, leaf=params.get("leaf"))
+        if focus is not None:
+            node, leaf_id, params["before"] = thread_focus(thread=thread, message_id=focus)
+        else:
+            leaf_id = thread_branch_leaf(thread=thread, node=node, leaf=params.get("leaf"))
         window = None
         if leaf_id is not None:
             try:
@@ -70,7 +77,8 @@ def _branch_context(request, thread) -> dict:
         "node": node,
         "node_query": f"?{urlencode({'node': node})}" if node else "",
         "nodes": [n for n in nodes if n],
-        "leaf_given": params.get("leaf") is not None,
+        "leaf_given": params.get("leaf") is not None or focus is not None,
+        "focus": focus,
         "ignored": sorted(form.errors),
         "tree_limit": THREAD_TREE_LIMIT,
     }

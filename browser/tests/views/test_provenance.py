@@ -92,3 +92,36 @@ class ProvenancePageTests(BrowserTestCase):
             self.client.post(self.url("memories:thread-derived-delete", pk=self.thread.pk)).status_code == 403
         )
         assert EpisodicEntry.objects.count() == 1
+
+
+class ThreadFocusTests(BrowserTestCase):
+    """The evidence links a source message to its thread opened at that message, highlighted."""
+
+    def setUp(self):
+        self.thread = make_thread(workspace=self.workspace, agent=self.agent, title="Long")
+        self.messages = append(
+            self.thread, *[("user" if i % 2 == 0 else "assistant", f"Turn number {i}.") for i in range(150)]
+        )
+
+    def test_the_page_ends_at_the_focused_message_highlighted(self):
+        focused = self.messages[20]
+        page = self.open_as(
+            self.viewer, self.url("memories:thread", pk=self.thread.pk) + f"?focus={focused.pk}"
+        )
+        content = page.content.decode()
+        assert f'<li id="m-{focused.pk}" class="focused" aria-current="true">' in content
+        assert f'id="m-{self.messages[19].pk}"' in content
+        # Later messages are a page away: the page ends at the focus.
+        assert f'id="m-{self.messages[21].pk}"' not in content
+        assert f'id="m-{self.messages[-1].pk}"' not in content
+
+    def test_the_newest_message_and_bad_focus_values(self):
+        newest = self.messages[-1]
+        self.login(self.viewer)
+        url = self.url("memories:thread", pk=self.thread.pk)
+        content = self.client.get(url, {"focus": str(newest.pk)}).content.decode()
+        assert f'<li id="m-{newest.pk}" class="focused"' in content
+        assert self.client.get(url, {"focus": "nope"}).status_code == 200
+        other = make_thread(workspace=self.workspace, agent=self.agent)
+        (elsewhere,) = append(other, ("user", "Elsewhere."))
+        assert self.client.get(url, {"focus": str(elsewhere.pk)}).status_code == 404
