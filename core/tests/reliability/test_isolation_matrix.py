@@ -43,6 +43,7 @@ BODILESS = {
     ("api:threads:compact", "post"),
     ("api:webhooks:rotate-secret", "post"),
     ("api:webhooks:ping", "post"),
+    ("api:retention:runs", "post"),
 }
 
 
