@@ -13,8 +13,11 @@ A search runs in two steps.
    the candidate pool and summed with `RankingWeights`; a message then gains
    `neighbor` times the fused scores of the messages just before and after it in its
    thread, and `neighbor2` times those two steps away (answers often sit next to the
-   turn the question matches); finally a recency
-   term `recency * 2^(-age / half_life)` is added.
+   turn the question matches); a recency
+   term `recency * 2^(-age / half_life)` is added; finally the issue 19 re-rank terms: a
+   bonus when the query names the candidate's speaker, the best score of the other
+   candidates of its session (group), and a bonus when the query names the year/month it
+   was written in (docs/episodic.md, "Issue 19 experiments").
 
 Score fusion is used instead of reciprocal rank fusion: on LoCoMo, rank fusion discards
 how far ahead the best lexical match is, and scored 0.607 recall@10 against 0.69 for
@@ -48,7 +51,8 @@ HNSW_MODELS = {LOCAL_MODEL_NAME: LOCAL_MODEL_DIMENSIONS}
 
 @dataclass(frozen=True)
 class RankingWeights:
-    """Weights of the fused score. Chosen on two LoCoMo conversations, checked on two others."""
+    """Weights of the fused score. Chosen on two LoCoMo conversations, checked on two others
+    (the re-rank terms likewise, issue 19)."""
 
     lexical: float = 0.4
     vector: float = 0.3
@@ -59,6 +63,20 @@ class RankingWeights:
     half_life_days: float = 180.0
     # Candidates taken from each channel before fusion.
     pool: int = 100
+    # Issue 19 re-rank terms, added after the neighbour term (0 switches one off):
+    # `speaker` when the query names the candidate's speaker (a message's `name`);
+    # `coverage` times the z-scored share of the query's lexemes the candidate holds;
+    # `diversity` subtracted per better-ranked hit of the same group (thread) when the
+    # top `diversity_depth` are re-ordered greedily.
+    # `session` times the z-scored best fused score among the other candidates of the same
+    # group (a session's other hits lift it).
+    # `dated` when the query names a year (and month) the candidate was written in.
+    speaker: float = 1.5
+    coverage: float = 0.0
+    session: float = 0.2
+    dated: float = 1.0
+    diversity: float = 0.0
+    diversity_depth: int = 50
 
     def as_dict(self) -> dict:
         return {
@@ -70,6 +88,12 @@ class RankingWeights:
             "recency": self.recency,
             "half_life_days": self.half_life_days,
             "pool": self.pool,
+            "speaker": self.speaker,
+            "coverage": self.coverage,
+            "session": self.session,
+            "dated": self.dated,
+            "diversity": self.diversity,
+            "diversity_depth": self.diversity_depth,
         }
 
 
@@ -103,6 +127,12 @@ class Candidate:
     next2_id: object | None = None
     # False for neighbours fetched only to score the candidates beside them.
     rankable: bool = True
+    # Share of the query's distinct lexemes the row holds (from the BM25 query).
+    coverage: float | None = None
+    # Who said it (a message's name) and the group it belongs to (a message's thread), read
+    # through `Corpus.features_sql` when a re-rank term needs them.
+    speaker: str | None = None
+    group: object | None = None
     extra: dict = field(default_factory=dict)
 
 
@@ -127,8 +157,83 @@ def recency_term(created_at: datetime | None, *, now: datetime | None, weights: 
     return weights.recency * 2 ** (-age_days / weights.half_life_days)
 
 
+def named_speakers(query: str, speakers) -> set[str]:
+    """The speakers (names, compared case-insensitively) that `query` names as a whole word."""
+    found = set()
+    for speaker in {s for s in speakers if s}:
+        if re.search(r"(?<!\w)" + re.escape(speaker) + r"(?!\w)", query, flags=re.IGNORECASE):
+            found.add(speaker.casefold())
+    return found
+
+
+MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+
+
+def named_dates(query: str) -> tuple[set[int], set[int]]:
+    """Years (1900-2099) and months (by English name) that `query` names."""
+    years = {int(y) for y in re.findall(r"\b((?:19|20)\d\d)\b", query)}
+    words = set(re.findall(r"[a-z]+", query.lower()))
+    # "may" is a verb far more often than a month: counted only beside a year or a day.
+    months = {i + 1 for i, m in enumerate(MONTHS) if m in words and m != "may"}
+    if re.search(r"\bmay\s+(?:\d|(?:19|20)\d\d)|\d\s+may\b", query, flags=re.IGNORECASE):
+        months.add(5)
+    return years, months
+
+
+def date_match(created_at: datetime | None, years: set[int], months: set[int]) -> float:
+    """1 when the row's date matches every part the query names (year, month), else 0."""
+    if created_at is None or not (years or months):
+        return 0.0
+    if years and created_at.year not in years:
+        return 0.0
+    if months and created_at.month not in months:
+        return 0.0
+    return 1.0
+
+
+def diversify(ranked: list[tuple], *, penalty: float, depth: int) -> list[tuple]:
+    """Greedy re-order of the top `depth`: each pick costs the rest of its group `penalty`.
+
+    The scores returned are the adjusted ones; rows past `depth` and rows without a group
+    keep theirs.
+    """
+    head, tail = ranked[:depth], ranked[depth:]
+    taken: dict = {}
+    out = []
+    while head:
+        best_index, best_score = 0, None
+        for index, (candidate, score) in enumerate(head):
+            adjusted = (
+                score - penalty * taken.get(candidate.group, 0) if candidate.group is not None else score
+            )
+            if best_score is None or adjusted > best_score:
+                best_index, best_score = index, adjusted
+        candidate, _score = head.pop(best_index)
+        if candidate.group is not None:
+            taken[candidate.group] = taken.get(candidate.group, 0) + 1
+        out.append((candidate, best_score))
+    return out + tail
+
+
 def fuse(
-    candidates: list[Candidate], *, weights: RankingWeights = DEFAULT_WEIGHTS, now: datetime | None = None
+    candidates: list[Candidate],
+    *,
+    weights: RankingWeights = DEFAULT_WEIGHTS,
+    now: datetime | None = None,
+    query: str = "",
 ) -> list[tuple[Candidate, float]]:
     """Rank `candidates` (best first) with the fused score described in the module docstring.
 
@@ -153,8 +258,43 @@ def fuse(
 
     by_id = {c.id: b for c, b in zip(candidates, base, strict=True)}
     floor = min(base)
+    bonus = [0.0] * len(candidates)
+    if weights.coverage > 0:
+        scores = _zscores([c.coverage or 0.0 for c in candidates])
+        if scores is not None:
+            bonus = [b + weights.coverage * s for b, s in zip(bonus, scores, strict=True)]
+    if weights.session > 0:
+        best: dict = {}
+        for c, b in zip(candidates, base, strict=True):
+            if c.group is not None and c.rankable:
+                best.setdefault(c.group, []).append(b)
+        tops = {g: sorted(v, reverse=True)[:2] for g, v in best.items()}
+        others = []
+        for c, b in zip(candidates, base, strict=True):
+            top = tops.get(c.group, [])
+            # The best of the group's other candidates (the second best when c is the best).
+            other = [v for v in top if v != b] or top[1:]
+            others.append(other[0] if other else None)
+        scores = _zscores(others)
+        if scores is not None:
+            bonus = [x + weights.session * s for x, s in zip(bonus, scores, strict=True)]
+    if weights.dated > 0 and query:
+        years, months = named_dates(query)
+        if years or months:
+            bonus = [
+                b + weights.dated * date_match(c.created_at, years, months)
+                for b, c in zip(bonus, candidates, strict=True)
+            ]
+    if weights.speaker > 0 and query:
+        named = named_speakers(query, (c.speaker for c in candidates))
+        if named:
+            bonus = [
+                b + (weights.speaker if c.speaker and c.speaker.casefold() in named else 0.0)
+                for b, c in zip(bonus, candidates, strict=True)
+            ]
     ranked = []
-    for candidate, score in zip(candidates, base, strict=True):
+    for candidate, score, extra in zip(candidates, base, bonus, strict=True):
+        score += extra
         if not candidate.rankable:
             continue
         if weights.neighbor > 0:
@@ -169,6 +309,8 @@ def fuse(
         score += recency_term(candidate.created_at, now=now, weights=weights)
         ranked.append((candidate, score))
     ranked.sort(key=lambda pair: pair[1], reverse=True)
+    if weights.diversity > 0:
+        ranked = diversify(ranked, penalty=weights.diversity, depth=weights.diversity_depth)
     return ranked
 
 
@@ -176,7 +318,8 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False) -> str:
     """BM25 over the tsvectors of a scope, best first.
 
     `scope_sql` selects `id`, `tsv` (a tsvector) and `created_at` of the rows to rank, with named
-    parameters; the returned SQL adds `%(query)s` (raw text) and `%(limit)s`. Terms are
+    parameters; the returned SQL adds `%(query)s` (raw text) and `%(limit)s`, and answers
+    `id, score, coverage` (the share of the query's distinct lexemes the row holds). Terms are
     the query's own lexemes under the `english` configuration, so stemming and stop words
     match the stored vectors. Document frequency and average length are those of the
     scope: a term common in this person's history weighs little.
@@ -216,7 +359,9 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False) -> str:
         SELECT h.id, sum(
             ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5))
             * h.tf * {BM25_K1 + 1} / (h.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * h.dl / stats.avgdl))
-        ) AS score
+        ) AS score,
+        -- The share of the query's distinct lexemes the row holds (the coverage re-rank term).
+        count(*)::float8 / greatest((SELECT count(*) FROM q), 1) AS coverage
         FROM hits h JOIN df USING (lexeme) CROSS JOIN stats
         GROUP BY h.id
         ORDER BY score DESC, h.id
@@ -351,6 +496,9 @@ class Corpus:
     has_context: bool = False
     # True when `lexical_scope_sql` is costly to run more than once (see bm25_sql).
     lexical_materialized: bool = False
+    # `id, speaker, group` for `%(ids)s`: read only when the speaker or diversity re-rank
+    # term is on (None: the corpus has neither, and those terms do nothing).
+    features_sql: str | None = None
 
 
 @dataclass
@@ -375,8 +523,10 @@ def hybrid_search(
     params = dict(corpus.params)
     pool = weights.pool
     lexical: dict = {}
+    coverage: dict = {}
     vector: dict = {}
     context: dict = {}
+    features: dict = {}
     pool_ids: list = []
     plan = scope_size = None
     use_vectors = query_vector is not None and (weights.vector > 0 or weights.context > 0)
@@ -389,6 +539,7 @@ def hybrid_search(
             )
             rows = cursor.fetchall()
             lexical = {row[0]: float(row[1]) for row in rows}
+            coverage = {row[0]: float(row[2]) for row in rows}
             pool_ids.extend(row[0] for row in rows[:pool])
         qvec = vector_literal(query_vector) if use_vectors else None
         if use_vectors:
@@ -454,6 +605,9 @@ def hybrid_search(
                 vector.setdefault(row_id, float(sim))
                 if ctx_sim is not None:
                     context.setdefault(row_id, float(ctx_sim))
+        if corpus.features_sql and (weights.speaker > 0 or weights.session > 0 or weights.diversity > 0):
+            cursor.execute(corpus.features_sql, {**params, "ids": list(described)})
+            features = {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
 
     candidates = []
     pool_set = set(pool_ids)
@@ -473,9 +627,13 @@ def hybrid_search(
                 prev2_id=prev2_id,
                 next2_id=next2_id,
                 rankable=row_id in described,
+                coverage=coverage.get(row_id, 0.0),
+                speaker=features.get(row_id, (None, None))[0],
+                group=features.get(row_id, (None, None))[1],
             )
         )
-    return SearchOutcome(ranked=fuse(candidates, weights=weights, now=now), plan=plan, scope_size=scope_size)
+    ranked = fuse(candidates, weights=weights, now=now, query=query)
+    return SearchOutcome(ranked=ranked, plan=plan, scope_size=scope_size)
 
 
 # --- query input shared by every searched tier ---------------------------------------------------

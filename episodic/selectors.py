@@ -148,6 +148,11 @@ def entry_search_hybrid(
         ),
         params=params,
         has_context=False,
+        # Entries have no speaker; their group (for the session and diversity terms) is the
+        # thread they were extracted from.
+        features_sql=(
+            "SELECT id, NULL::text, source_thread_id FROM episodes_episodicentry WHERE id = ANY(%(ids)s)"
+        ),
     )
     # One clock for the fusion and for the recency part reported with each hit.
     now = now or timezone.now()

@@ -2,7 +2,7 @@ from datetime import datetime, timedelta
 
 from django.test import SimpleTestCase
 
-from core.ranking import Candidate, RankingWeights, fuse, weights_for_mode
+from core.ranking import Candidate, RankingWeights, fuse, named_dates, weights_for_mode
 
 NOW = datetime(2026, 1, 1)
 
@@ -70,3 +70,60 @@ class FuseTests(SimpleTestCase):
         ]
         ranked = fuse(candidates, weights=RankingWeights(vector=0, context=0, recency=0))
         assert [c.id for c, _ in ranked] == ["near", "far"]
+
+
+class RerankTermTests(SimpleTestCase):
+    """The issue 19 re-rank terms, each alone (the others off)."""
+
+    OFF = {"vector": 0, "context": 0, "neighbor": 0, "recency": 0, "speaker": 0, "session": 0, "dated": 0}
+
+    def weights(self, **terms):
+        return RankingWeights(**{**self.OFF, **terms})
+
+    def test_speaker_named_in_the_query_lifts_their_turns(self):
+        candidates = [
+            Candidate(id="other", lexical=2.0, speaker="Caroline"),
+            Candidate(id="named", lexical=1.5, speaker="Melanie"),
+            Candidate(id="unnamed", lexical=0.0),
+        ]
+        weights = self.weights(speaker=1.0)
+        ranked = fuse(candidates, weights=weights, query="What do Melanie's kids like?")
+        assert [c.id for c, _ in ranked][0] == "named"
+        # A query naming no speaker (or a name only inside a word) changes nothing.
+        plain = fuse(candidates, weights=weights, query="What do the Melanies' kids like?")
+        assert [c.id for c, _ in plain][0] == "other"
+
+    def test_dated_term_needs_every_named_part_to_match(self):
+        candidates = [
+            Candidate(id="july", lexical=1.0, created_at=datetime(2023, 7, 9)),
+            Candidate(id="june", lexical=1.2, created_at=datetime(2023, 6, 9)),
+            Candidate(id="july-2022", lexical=1.3, created_at=datetime(2022, 7, 9)),
+        ]
+        ranked = fuse(candidates, weights=self.weights(dated=1.0), query="hikes in July 2023")
+        assert [c.id for c, _ in ranked][0] == "july"
+
+    def test_may_counts_as_a_month_only_beside_a_date(self):
+        assert named_dates("What may Caroline do?") == (set(), set())
+        assert named_dates("the race on 7 May 2023") == ({2023}, {5})
+
+    def test_diversity_lets_a_second_session_in(self):
+        candidates = [
+            Candidate(id="s1-a", lexical=3.0, group="s1"),
+            Candidate(id="s1-b", lexical=2.9, group="s1"),
+            Candidate(id="s2-a", lexical=2.8, group="s2"),
+        ]
+        weights = self.weights()
+        assert [c.id for c, _ in fuse(candidates, weights=weights)] == ["s1-a", "s1-b", "s2-a"]
+        diverse = fuse(candidates, weights=self.weights(diversity=0.5))
+        assert [c.id for c, _ in diverse] == ["s1-a", "s2-a", "s1-b"]
+
+    def test_session_term_lifts_a_turn_whose_session_has_other_hits(self):
+        candidates = [
+            Candidate(id="alone", lexical=1.0, group="s1"),
+            Candidate(id="with-company", lexical=1.0, group="s2"),
+            Candidate(id="company", lexical=3.0, group="s2"),
+            Candidate(id="weak", lexical=0.0, group="s3"),
+        ]
+        ranked = fuse(candidates, weights=self.weights(session=0.5))
+        order = [c.id for c, _ in ranked]
+        assert order.index("with-company") < order.index("alone")

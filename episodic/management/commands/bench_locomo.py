@@ -16,6 +16,7 @@ import json
 import re
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from django.core.management.base import BaseCommand, CommandError
@@ -61,6 +62,18 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_path")
         parser.add_argument("--conversations", help="Comma-separated sample ids (default: all).")
         parser.add_argument("--modes", default="hybrid,lexical,vector")
+        parser.add_argument(
+            "--variant",
+            action="append",
+            default=[],
+            help="Also run the hybrid search with other weights: NAME=FIELD:VALUE[,FIELD:VALUE...] "
+            "(fields of core.ranking.RankingWeights; repeatable).",
+        )
+        parser.add_argument(
+            "--split",
+            help="Comma-separated sample ids of the tuning half: every run is also summarized "
+            "per half (these, and the rest).",
+        )
 
     def handle(self, *args, **options):
         from core.embeddings import embedding_provider_for
@@ -78,7 +91,19 @@ class Command(BaseCommand):
         wanted = set(filter(None, (options["conversations"] or "").split(",")))
         if wanted:
             samples = [s for s in samples if s["sample_id"] in wanted]
-        modes = options["modes"].split(",")
+        modes = [m for m in options["modes"].split(",") if m]
+        variants = {}
+        for spec in options["variant"]:
+            name, _, fields = spec.partition("=")
+            overrides = {}
+            for item in filter(None, fields.split(",")):
+                key, _, value = item.partition(":")
+                if not hasattr(DEFAULT_WEIGHTS, key):
+                    raise CommandError(f"Unknown ranking weight {key!r} in --variant {spec!r}.")
+                overrides[key] = type(getattr(DEFAULT_WEIGHTS, key))(value)
+            variants[name] = replace(DEFAULT_WEIGHTS, **overrides)
+        modes += [name for name in variants if name not in modes]
+        tuning = set(filter(None, (options["split"] or "").split(",")))
         workspace = workspace_create(name=f"bench-locomo-{uuid.uuid4().hex[:8]}")
         provider = embedding_provider_for(workspace)
         runs = {mode: [] for mode in modes}
@@ -149,7 +174,8 @@ class Command(BaseCommand):
                             memory_user=person,
                             query=question,
                             top_k=max(KS),
-                            mode=mode,
+                            mode=mode if mode not in variants else "hybrid",
+                            weights=variants.get(mode),
                             query_vector=vector,
                             model=provider.model_name,
                         )
@@ -158,6 +184,7 @@ class Command(BaseCommand):
                         first = next((i for i, dia in enumerate(ranked) if dia in evidence), None)
                         row["rr"] = 0.0 if first is None else 1 / (first + 1)
                         row["category"] = category
+                        row["half"] = "tuning" if sample["sample_id"] in tuning else "held-out"
                         conv_rows[mode].append(row)
                         runs[mode].append(row)
                 timings["search_s"] += time.perf_counter() - started
@@ -177,6 +204,7 @@ class Command(BaseCommand):
         report = {
             "runs": {names.get(mode, mode): summarize_run(rows) for mode, rows in runs.items()},
             "per_conversation": per_conversation,
+            "variants": {name: weights.as_dict() for name, weights in variants.items()},
             "settings": {
                 "embedding_model": provider.model_name,
                 "weights": DEFAULT_WEIGHTS.as_dict(),
@@ -195,6 +223,23 @@ class Command(BaseCommand):
                 f"{name:<10} {overall['recall@5']:>7.3f} {overall['recall@10']:>7.3f} "
                 f"{overall['recall@20']:>7.3f} {overall['mrr']:>7.3f}   {cats}"
             )
+        if tuning:
+            report["halves"] = {
+                names.get(mode, mode): {
+                    half: summarize_run([r for r in rows if r["half"] == half])
+                    for half in ("tuning", "held-out")
+                }
+                for mode, rows in runs.items()
+            }
+            self.stdout.write(f"\nper half (tuning: {', '.join(sorted(tuning))})")
+            for name, halves in report["halves"].items():
+                for half, run in halves.items():
+                    overall = run["overall"]
+                    cats = " ".join(f"{c} {v.get('recall@10', 0):.3f}" for c, v in run["by_category"].items())
+                    self.stdout.write(
+                        f"{name:<10} {half:<9} {overall['recall@5']:>7.3f} {overall['recall@10']:>7.3f} "
+                        f"{overall['recall@20']:>7.3f} {overall['mrr']:>7.3f}   {cats}"
+                    )
         self.stdout.write(f"timings: {report['timings']}")
         if options["json_path"]:
             with open(options["json_path"], "w") as handle:
