@@ -202,11 +202,11 @@ def review_list(
     items.sort(key=lambda item: (item.created_at, str(item.id)), reverse=True)
     page = items[offset : offset + limit]
     if state == STATE_HELD:
-        _similar_attach(page)
+        review_similar_attach(page)
     return page
 
 
-def _similar_attach(items: list[ReviewItem]) -> None:
+def review_similar_attach(items: list[ReviewItem]) -> None:
     """Point each held entry at the stored entry consolidation compared it with, and each held
     fact at its key's current version: the merge a reviewer most likely wants. Two queries."""
     entry_old = {

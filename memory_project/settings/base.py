@@ -299,6 +299,13 @@ SPECTACULAR_SETTINGS = {
             "workspace with per-agent overrides; a preview of the next run, and runs. People under a "
             "legal hold (Identities) are never touched.",
         },
+        {
+            "name": "Review queue",
+            "description": "New memories held by an agent's `review` setting (what extraction "
+            "proposes, or every write) and procedures learned from episodes wait here, unseen by "
+            "recall, search and context, until approved (optionally edited), rejected with a reason "
+            "or merged into a stored twin; one item or a batch.",
+        },
     ],
 }
 

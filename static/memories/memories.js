@@ -368,3 +368,96 @@
     }
   });
 })();
+
+// The Review tab (browser/views/review.py): j / k move through the queue, x selects the item,
+// a approves it, r puts the cursor in its reason box (Enter rejects), e opens its edit row, m
+// merges it into its similar stored item; Shift+A and Shift+R act on the selection. Keys typed
+// in a field are the field's, and Escape leaves the field for the list again. The shortcuts
+// are listed on the page; every action is also a plain button.
+(function () {
+  "use strict";
+
+  function reviewRows() {
+    return Array.prototype.slice.call(document.querySelectorAll("[data-review-list] [data-review-row]"));
+  }
+
+  function reviewCurrent() {
+    var rows = reviewRows();
+    var active = document.activeElement && document.activeElement.closest
+      ? document.activeElement.closest("[data-review-row]") : null;
+    return active && rows.indexOf(active) >= 0 ? active : rows.filter(function (r) {
+      return r.classList.contains("review-current");
+    })[0] || null;
+  }
+
+  function reviewFocus(row) {
+    if (!row) return;
+    reviewRows().forEach(function (r) { r.classList.remove("review-current"); });
+    row.classList.add("review-current");
+    row.focus({ preventScroll: true });
+    row.scrollIntoView({ block: "nearest" });
+  }
+
+  function reviewClick(row, selector) {
+    var el = row && row.querySelector(selector);
+    if (el) el.click();
+    return !!el;
+  }
+
+  document.addEventListener("keydown", function (evt) {
+    if (!document.querySelector("[data-review-list]")) return;
+    var target = evt.target;
+    var typing = target.matches && target.matches("input, textarea, select, [contenteditable]");
+    if (typing) {
+      if (evt.key === "Escape" && target.closest("[data-review-row], [data-review-batch]")) {
+        target.blur();
+        reviewFocus(target.closest("[data-review-row]") || reviewCurrent() || reviewRows()[0]);
+      }
+      return;
+    }
+    if (evt.ctrlKey || evt.metaKey || evt.altKey) return;
+    var rows = reviewRows();
+    var row = reviewCurrent();
+    var index = row ? rows.indexOf(row) : -1;
+    var handled = true;
+    if (evt.key === "j") {
+      reviewFocus(rows[Math.min(rows.length - 1, index + 1)]);
+    } else if (evt.key === "k") {
+      reviewFocus(rows[Math.max(0, index - 1)]);
+    } else if (evt.key === "x" && row) {
+      var box = row.querySelector('input[type="checkbox"]');
+      if (box) { box.checked = !box.checked; box.dispatchEvent(new Event("change", { bubbles: true })); }
+    } else if (evt.key === "a" && row) {
+      reviewClick(row, "[data-review-approve]");
+    } else if (evt.key === "r" && row) {
+      var reason = row.querySelector("[data-review-reason]");
+      if (reason) reason.focus();
+    } else if (evt.key === "e" && row) {
+      reviewClick(row, "[data-review-edit]");
+    } else if (evt.key === "m" && row) {
+      handled = reviewClick(row, "[data-review-merge]");
+    } else if (evt.key === "A") {
+      reviewClick(document, "[data-review-batch-approve]");
+    } else if (evt.key === "R") {
+      var batchReason = document.querySelector("[data-review-batch-reason]");
+      if (batchReason) batchReason.focus();
+    } else {
+      handled = false;
+    }
+    if (handled) evt.preventDefault();
+  });
+
+  // After a decision the queue is re-rendered: the cursor goes to the first row left, so a
+  // reviewer can keep pressing keys.
+  document.addEventListener("htmx:afterSettle", function (evt) {
+    if (!evt.detail.target || evt.detail.target.id !== "review-results") return;
+    var count = evt.detail.target.querySelector("[data-review-tab-count]");
+    var tab = document.querySelector('nav.tabs a[href$="/review/"]');
+    if (count && tab) {
+      var n = parseInt(count.getAttribute("data-review-tab-count"), 10) || 0;
+      tab.textContent = n ? "Review (" + n + ")" : "Review";
+    }
+    var first = reviewRows()[0];
+    if (first) reviewFocus(first);
+  });
+})();

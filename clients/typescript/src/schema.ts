@@ -825,6 +825,67 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/reflection/profiles/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List cached profiles written by reflection
+         * @description Each person's compact profile as an agent knows them, rebuilt by every reflection run.
+         */
+        get: operations["reflection_profiles_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/reflection/runs/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List reflection runs
+         * @description Reflection runs, newest first; an agent-bound key sees its agent's only.
+         */
+        get: operations["reflection_runs_list"];
+        put?: never;
+        /**
+         * Start a reflection run for an agent
+         * @description Queues a run for the agent's workspace's turn. An agent has one run at a time: while one is queued, running or waiting, this answers 200 with it instead of 201.
+         */
+        post: operations["v1_reflection_runs_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/reflection/runs/{run_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a reflection run */
+        get: operations["v1_reflection_runs_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/retention/": {
         parameters: {
             query?: never;
@@ -891,6 +952,111 @@ export interface paths {
          * @description Queues a run of every rule of the workspace; 409 `retention_running` while one is running.
          */
         post: operations["v1_retention_runs_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/review/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the review queue
+         * @description The review queue: items held for review (or, with `state`, decided ones), newest first.
+         */
+        get: operations["review_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/review/{tier}/{item_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a review item
+         * @description One review item in any state; PATCH edits a held one and approves it in one step.
+         */
+        get: operations["review_item_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Edit a held item, then approve it
+         * @description One review item in any state; PATCH edits a held one and approves it in one step.
+         */
+        patch: operations["review_item_approve"];
+        trace?: never;
+    };
+    "/api/v1/review/approve/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve review items
+         * @description Approve held items: from now on they are recalled, searched and injected.
+         */
+        post: operations["review_approve"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/review/merge/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Merge review items
+         * @description Merge held entries or facts into stored ones of the same tier: the stored item is confirmed
+         *     and keeps the held one's evidence; the held one is kept, merged, never recalled.
+         */
+        post: operations["review_merge"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/review/reject/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reject review items
+         * @description Reject held items with a reason: kept for the audit, never recalled, not proposed again.
+         */
+        post: operations["review_reject"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1589,6 +1755,29 @@ export interface components {
             deleted: number;
             not_found: string[];
         };
+        BatchOutput: {
+            results: components["schemas"]["BatchResult"][];
+        };
+        BatchResult: {
+            tier: string;
+            /** Format: uuid */
+            id: string;
+            outcome: components["schemas"]["BatchResultOutcomeEnum"];
+            /** @description Why an item was not decided; empty otherwise. */
+            message: string;
+            /** @description The item as decided (a merge: the item kept). */
+            item: components["schemas"]["ReviewItem"] | null;
+        };
+        /**
+         * @description * `approved` - approved
+         *     * `rejected` - rejected
+         *     * `merged` - merged
+         *     * `not_found` - not_found
+         *     * `not_held` - not_held
+         *     * `invalid` - invalid
+         * @enum {string}
+         */
+        BatchResultOutcomeEnum: "approved" | "rejected" | "merged" | "not_found" | "not_held" | "invalid";
         /**
          * @description * `user` - user
          *     * `assistant` - assistant
@@ -1738,6 +1927,12 @@ export interface components {
             timings_ms: {
                 [key: string]: number;
             };
+        };
+        Counts: {
+            entry: number;
+            fact: number;
+            procedure: number;
+            total: number;
         };
         DeliveryOutput: {
             /**
@@ -2520,6 +2715,11 @@ export interface components {
             /** Format: date-time */
             expires_at: string | null;
         };
+        ItemRefRequest: {
+            tier: components["schemas"]["Tier5d2Enum"];
+            /** Format: uuid */
+            id: string;
+        };
         /**
          * @description * `success` - success
          *     * `failure` - failure
@@ -2686,6 +2886,16 @@ export interface components {
             created_at: string;
             /** @description The person's legal hold (retention skips their rows, erasure is refused), or null. */
             readonly legal_hold: components["schemas"]["LegalHoldOutput"] | null;
+        };
+        MergeRefRequest: {
+            tier: components["schemas"]["Tier5d2Enum"];
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uuid
+             * @description A stored, approved item of the same tier.
+             */
+            into: string;
         };
         MessageAppendInputRequest: components["schemas"]["MessageInputRequest"] | components["schemas"]["MessageListInputRequest"] | components["schemas"]["MessageInputRequest"][];
         MessageClearOutput: {
@@ -3088,6 +3298,44 @@ export interface components {
             previous: string | null;
             results: components["schemas"]["ProcedureOutput"][];
         };
+        PaginatedProfileOutputList: {
+            /** @example 1 */
+            count: number;
+            /** @example 50 */
+            limit: number;
+            /** @example 0 */
+            offset: number;
+            /**
+             * Format: uri
+             * @example null
+             */
+            next: string | null;
+            /**
+             * Format: uri
+             * @example null
+             */
+            previous: string | null;
+            results: components["schemas"]["ProfileOutput"][];
+        };
+        PaginatedRunOutputList: {
+            /** @example 1 */
+            count: number;
+            /** @example 50 */
+            limit: number;
+            /** @example 0 */
+            offset: number;
+            /**
+             * Format: uri
+             * @example null
+             */
+            next: string | null;
+            /**
+             * Format: uri
+             * @example null
+             */
+            previous: string | null;
+            results: components["schemas"]["RunOutput"][];
+        };
         PaginatedSubscriptionOutputList: {
             /** @example 1 */
             count: number;
@@ -3188,6 +3436,18 @@ export interface components {
             procedure_type?: components["schemas"]["ProcedureTypeEnum"];
             content?: unknown;
             is_active?: boolean;
+        };
+        PatchedReviewItemInputRequest: {
+            /** @description An entry's content. */
+            content?: string;
+            /** @description A fact's value. */
+            value?: unknown;
+            fact_type?: string;
+            /** Format: double */
+            confidence?: number;
+            /** @description A procedure's name. */
+            name?: string;
+            description?: string;
         };
         PatchedThreadDetailInputRequest: {
             title?: string;
@@ -3346,6 +3606,20 @@ export interface components {
          * @enum {string}
          */
         ProcedureTypeEnum: "workflow_graph" | "prompt_template" | "code_snippet" | "tool_sequence";
+        ProfileOutput: {
+            /** Format: uuid */
+            id: string;
+            agent: string;
+            /** Format: uuid */
+            memory_user: string;
+            /** @description The compact profile, one '- topic: value' line each. */
+            text: string;
+            method: string;
+            facts_used: number;
+            entries_used: number;
+            /** Format: date-time */
+            refreshed_at: string;
+        };
         PutOpRequest: {
             /**
              * @description discriminator enum property added by openapi-typescript
@@ -3410,6 +3684,10 @@ export interface components {
          * @enum {string}
          */
         RecallOutputModeEnum: "list" | "key" | "fuzzy" | "query";
+        ReflectionRunListInputRequest: {
+            /** @description Omitted with an agent-bound key. */
+            agent?: string;
+        };
         Rejected: {
             content: string;
             source: string;
@@ -3531,6 +3809,86 @@ export interface components {
         RetentionRunQueued: {
             status: string;
         };
+        ReviewApproveInputRequest: {
+            items: components["schemas"]["ItemRefRequest"][];
+        };
+        ReviewItem: {
+            tier: components["schemas"]["Tier5d2Enum"];
+            /** Format: uuid */
+            id: string;
+            state: components["schemas"]["StateEnum"];
+            /** @description The entry's content, `key: value` of a fact, a procedure's name. */
+            text: string;
+            /** @description The quote behind it (a procedure: its description). */
+            evidence: string;
+            source: string;
+            /** @description Slug of the agent that proposed it. */
+            readonly agent: string | null;
+            readonly memory_user: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** @description The reason given on rejection. */
+            review_note: string;
+            /** Format: date-time */
+            reviewed_at: string | null;
+            reviewed_by: string;
+            /** @description The stored item it may duplicate: the merge the queue suggests. */
+            similar: components["schemas"]["Similar"] | null;
+            /** @description Tier fields: a fact's key, value, scope, fact_type; a procedure's name. */
+            fields: {
+                [key: string]: unknown;
+            };
+        };
+        ReviewListOutput: {
+            /** @description Held items per tier, under the same agent and person filters. */
+            counts: components["schemas"]["Counts"];
+            limit: number;
+            offset: number;
+            results: components["schemas"]["ReviewItem"][];
+        };
+        ReviewMergeInputRequest: {
+            items: components["schemas"]["MergeRefRequest"][];
+        };
+        ReviewRejectInputRequest: {
+            items: components["schemas"]["ItemRefRequest"][];
+            /** @default  */
+            reason?: string;
+        };
+        RunOutput: {
+            /** Format: uuid */
+            id: string;
+            agent: string;
+            /** @description queued, running, waiting (for the LLM budget), done or failed. */
+            state: string;
+            /** @description schedule, api or operator. */
+            trigger: string;
+            /** @description llm when the chat model decided anything, else offline. */
+            method: string;
+            /** Format: date-time */
+            started_at: string | null;
+            /** Format: date-time */
+            finished_at: string | null;
+            /** @description People reflected on so far. */
+            progress_done: number;
+            /** @description People the run covers. */
+            progress_total: number;
+            percent: number;
+            /** @description Duplicate entries and facts folded into an older one. */
+            merged: number;
+            /** @description Entries and facts closed as contradicted by newer ones. */
+            retired: number;
+            profiles_refreshed: number;
+            /** @description LLM tokens the run spent (the provider's usage). */
+            tokens_used: number;
+            error: string;
+            /**
+             * Format: date-time
+             * @description A waiting run resumes then.
+             */
+            resume_after: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
         RunSnapshotInputRequest: {
             snapshot: unknown;
         };
@@ -3608,6 +3966,19 @@ export interface components {
             /** @description Candidates left out to stay within the cap. */
             omitted: number;
         };
+        Similar: {
+            /** Format: uuid */
+            id: string;
+            text: string;
+        };
+        /**
+         * @description * `held` - held
+         *     * `approved` - approved
+         *     * `rejected` - rejected
+         *     * `merged` - merged
+         * @enum {string}
+         */
+        StateEnum: "held" | "approved" | "rejected" | "merged";
         StoreBatchInputRequest: {
             /** @description Agent whose partition to act in (implied by an agent-bound key; absent: the workspace's). */
             agent?: string;
@@ -3861,6 +4232,13 @@ export interface components {
             /** Format: date-time */
             compacted_at: string | null;
         };
+        /**
+         * @description * `entry` - entry
+         *     * `fact` - fact
+         *     * `procedure` - procedure
+         * @enum {string}
+         */
+        Tier5d2Enum: "entry" | "fact" | "procedure";
         /**
          * @description * `threads` - Threads (idle)
          *     * `messages` - Messages
@@ -8874,6 +9252,290 @@ export interface operations {
             };
         };
     };
+    reflection_profiles_list: {
+        parameters: {
+            query?: {
+                agent?: string;
+                /** @description Number of results to return per page. */
+                limit?: number;
+                memory_user?: string;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedProfileOutputList"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    reflection_runs_list: {
+        parameters: {
+            query?: {
+                agent?: string;
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+                state?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedRunOutputList"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_reflection_runs_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ReflectionRunListInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunOutput"];
+                };
+            };
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    v1_reflection_runs_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     v1_retention_retrieve: {
         parameters: {
             query?: never;
@@ -9172,6 +9834,520 @@ export interface operations {
             };
             /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    review_list: {
+        parameters: {
+            query?: {
+                agent?: string;
+                limit?: number;
+                memory_user?: string;
+                offset?: number;
+                /**
+                 * @description * `held` - held
+                 *     * `approved` - approved
+                 *     * `rejected` - rejected
+                 *     * `merged` - merged
+                 */
+                state?: "held" | "approved" | "rejected" | "merged";
+                /**
+                 * @description * `entry` - entry
+                 *     * `fact` - fact
+                 *     * `procedure` - procedure
+                 */
+                tier?: "entry" | "fact" | "procedure";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewListOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    review_item_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                item_id: string;
+                tier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewItem"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    review_item_approve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                item_id: string;
+                tier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedReviewItemInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewItem"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    review_approve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewApproveInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    review_merge: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewMergeInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    review_reject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewRejectInputRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key may not do this: a read-only key writing, or an agent-bound key acting on the whole workspace. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is not JSON. */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -90,6 +90,7 @@ class World:
     w1_ids: list = field(default_factory=list)  # texts naming W1's rows (never shown to W2)
     store_item: object = None  # a1's long-term store item, about P1
     webhook: object = None  # a W1 webhook subscription (workspace-level)
+    held_entry: object = None  # a1's entry about P1 waiting for review (docs/review.md)
     retention_rule: object = None  # a W1 retention rule (workspace-level)
 
 
@@ -157,6 +158,18 @@ def seed_world() -> World:
         evidence=content,
         source_thread=thread,
         source_message_ids=[str(m_user.pk)],
+    )
+    held_content = entry_normalize("Ada keeps bees on her roof.")
+    held_entry = EpisodicEntry.objects.create(
+        workspace=w1,
+        agent=a1,
+        memory_user=p1,
+        content=held_content,
+        content_hash=entry_content_hash(held_content),
+        source=EpisodicEntry.Source.USER_ASSERTION,
+        evidence=held_content,
+        source_thread=thread,
+        review=EpisodicEntry.Review.HELD,
     )
     checkpoint, _ = checkpoint_put(
         thread=thread,
@@ -226,6 +239,7 @@ def seed_world() -> World:
         operators={name: m.user for name, m in memberships.items()},
         memberships=memberships,
         store_item=store_item,
+        held_entry=held_entry,
     )
     world.a1_rows = a1_owned_rows(world)
     # Only uuids and the two free-text ids: small integer keys would match any number.
@@ -451,6 +465,12 @@ def _extract_body(w, **extra):
         "known_profile": "",
         "sync": True,
         **extra,
+    }
+
+
+def _review_items(w):
+    return {
+        "items": [{"tier": "entry", "id": str(w.held_entry.pk)}, {"tier": "fact", "id": str(w.fact_agent.pk)}]
     }
 
 
@@ -736,6 +756,29 @@ API_CASES: dict[str, ApiCase] = {
     ),
     # An agent-bound key learns from its own agent's episodes only (naming another is a 404).
     "api:procedures:learn": ApiCase(path=_none, bodies={"post": lambda w: {"agent": A1_SLUG}}),
+    # The review queue (docs/review.md): a1's held entry, and an approved fact a key that sees it
+    # is answered `not_held` for; any other key gets `not_found`, exactly as for a random id.
+    "api:review:list": ApiCase(path=_none, agent_field=None),
+    "api:review:approve": ApiCase(path=_none, agent_field=None, bodies={"post": _review_items}),
+    "api:review:reject": ApiCase(
+        path=_none,
+        agent_field=None,
+        bodies={"post": lambda w: {**_review_items(w), "reason": "Not about Ada"}},
+    ),
+    "api:review:merge": ApiCase(
+        path=_none,
+        agent_field=None,
+        bodies={
+            "post": lambda w: {
+                "items": [{"tier": "entry", "id": str(w.held_entry.pk), "into": str(w.entry.pk)}]
+            }
+        },
+    ),
+    "api:review:item": ApiCase(
+        path=lambda w: {"tier": "entry", "item_id": w.held_entry.pk},
+        bodies={"patch": lambda w: {"content": "Ada keeps two beehives on her roof."}},
+        agent_field=None,
+    ),
     "api:checkpoints:list": ApiCase(path=_none),
     "api:checkpoints:batch-delete": ApiCase(
         path=_none, bodies={"post": lambda w: {"ids": [str(w.checkpoint.pk)]}}
@@ -1033,6 +1076,18 @@ BROWSER_CASES: dict[str, BrowserCase] = {
         path=lambda w: {"api_key_id": w.spare_key.pk}, levels={"post": "admin"}
     ),
     "memories:webhooks": BrowserCase(path=_none, levels={"get": "admin"}),
+    # The review queue: the seeded entry is approved, so deciding or editing it changes nothing.
+    "memories:review": BrowserCase(path=_none, levels={"get": "read"}),
+    "memories:review-decide": BrowserCase(
+        path=_none,
+        levels={"post": "edit"},
+        data={"post": lambda w: {"items": f"entry:{w.entry.pk}", "action": "approve"}},
+    ),
+    "memories:review-edit": BrowserCase(
+        path=lambda w: {"tier": "entry", "pk": w.entry.pk},
+        levels={"get": "edit", "post": "edit"},
+        data={"post": lambda w: {"content": "Ada lives in Lisbon."}},
+    ),
     "memories:evidence": BrowserCase(
         path=lambda w: {"tier": "entry", "pk": w.entry.pk}, levels={"get": "read"}
     ),
