@@ -32,8 +32,9 @@ class CheckpointsTabTests(BrowserTestCase):
     def test_full_page_and_fragments_in_bounded_queries(self):
         url = self.url("memories:checkpoints")
         self.open_as(self.viewer, url)
-        # session, user, memberships, count, page of ids, rows with threads, pending writes.
-        with self.assertNumQueries(7):
+        # session, user, memberships, count, page of ids, rows with threads, pending writes,
+        # the Review tab's count.
+        with self.assertNumQueries(8):
             response = self.client.get(url)
         assert b'data-total="5"' in response.content and b"globex-cp" not in response.content
         for n in range(10):

@@ -36,8 +36,8 @@ class FactsTabTests(BrowserTestCase):
     def test_full_page_lists_current_facts_with_the_total(self):
         url = self.url("memories:facts")
         self.open_as(self.viewer, url)
-        # session, user, memberships, count, page of ids, rows with their joins.
-        with self.assertNumQueries(6):
+        # session, user, memberships, count, page of ids, rows with their joins, the Review tab's count.
+        with self.assertNumQueries(7):
             response = self.client.get(url)
         content = response.content.decode()
         assert "<html" in content
@@ -52,7 +52,8 @@ class FactsTabTests(BrowserTestCase):
             fact_remember(
                 workspace=self.workspace, key=f"more_{n}", value=n, scope="user", memory_user=self.person
             )
-        with self.assertNumQueries(6):
+        # One more for the Review tab's count (browser.selectors.review).
+        with self.assertNumQueries(7):
             self.client.get(url)
 
     def test_fragments_for_htmx(self):

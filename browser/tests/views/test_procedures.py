@@ -16,7 +16,8 @@ class ProceduresTabTests(BrowserTestCase):
     def test_full_page_and_fragments_in_bounded_queries(self):
         url = self.url("memories:procedures")
         self.open_as(self.viewer, url)
-        with self.assertNumQueries(6):
+        # One more for the Review tab's count (browser.selectors.review).
+        with self.assertNumQueries(7):
             response = self.client.get(url)
         assert b'data-total="5"' in response.content
         assert b"Refund flow" in response.content and b"Globex secret" not in response.content

@@ -29,7 +29,8 @@ class ThreadsTabTests(BrowserTestCase):
     def test_full_page_and_fragments_in_bounded_queries(self):
         url = self.url("memories:threads")
         self.open_as(self.viewer, url)
-        with self.assertNumQueries(6):
+        # One more for the Review tab's count (browser.selectors.review).
+        with self.assertNumQueries(7):
             response = self.client.get(url)
         assert b'data-total="4"' in response.content
         assert b"Trip planning" in response.content and b"Globex plans" not in response.content
