@@ -14,6 +14,7 @@ TABS = [
     ("store", "Store", "memories:store"),
     ("procedures", "Procedures", "memories:procedures"),
     ("users", "Users", "memories:users"),
+    ("reflection", "Reflection", "memories:reflection"),
     ("review", "Review", "memories:review"),
     ("context", "Context preview", "memories:context-preview"),
 ]

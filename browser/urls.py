@@ -24,6 +24,8 @@ from browser.views import (
     workspace_admin,
 )
 
+from browser.views.reflection import reflection_page, reflection_start_view
+
 app_name = "memories"
 
 workspace_urls = [
@@ -106,6 +108,8 @@ workspace_urls = [
     path("portability/export/", portability.portability_export, name="portability-export"),
     path("portability/import/", portability.portability_import, name="portability-import"),
     path("portability/import/<uuid:job_id>/", portability.portability_job, name="portability-job"),
+    path("reflection/", reflection_page, name="reflection"),
+    path("reflection/start/", reflection_start_view, name="reflection-start"),
     path("webhooks/", webhooks.webhooks, name="webhooks"),
     path("webhooks/create/", webhooks.webhook_create, name="webhook-create"),
     path("webhooks/<uuid:subscription_id>/", webhooks.webhook_detail, name="webhook"),

@@ -74,6 +74,7 @@ TAG_BY_ROUTE = {
     "threads:iterations": "Checkpoints & runs",
     "store": "Long-term store",
     "webhooks": "Webhooks",
+    "reflection": "Reflection",
     "review": "Review queue",
     "portability": "Export & import",
     "retention": "Retention",

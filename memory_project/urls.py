@@ -19,6 +19,7 @@ api_v1 = [
     path("", include("checkpoints.urls")),
     path("", include("store.urls")),
     path("", include("webhooks.urls")),
+    path("", include("reflection.urls")),
     path("", include("review.urls")),
     path("", include("portability.urls")),
     path("", include("retention.urls")),

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "retention",
     "review",
     "provenance",
+    "reflection",
     "runtime",
     "browser",
 ]
@@ -300,6 +301,12 @@ SPECTACULAR_SETTINGS = {
             "legal hold (Identities) are never touched.",
         },
         {
+            "name": "Reflection",
+            "description": "A periodic pass over one agent's memory: duplicates merged, memories "
+            "contradicted by newer ones retired (kept as history, audited with the reason), each "
+            "person's compact profile refreshed; runs, their progress and the cached profiles.",
+        },
+        {
             "name": "Review queue",
             "description": "New memories held by an agent's `review` setting (what extraction "
             "proposes, or every write) and procedures learned from episodes wait here, unseen by "
@@ -371,6 +378,7 @@ CELERY_TASK_ROUTES = {
     # Deliveries wait on subscribers' servers: a slow one never delays maintenance.
     "webhooks.tasks.webhook_deliver_task": {"queue": "webhooks"},
     "threads.tasks.thread_compact_task": {"queue": "llm"},
+    "reflection.tasks.reflection_run_task": {"queue": "llm"},
 }
 # Each app adds its periodic tasks here (name -> schedule entry).
 CELERY_BEAT_SCHEDULE = {
@@ -426,6 +434,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": timedelta(minutes=10),
         "options": {"expires": 540},
     },
+}
+CELERY_BEAT_SCHEDULE["reflection-sweep"] = {
+    # Starts due reflection runs, resumes waiting and lost ones, recovers lost fair-queue jobs.
+    "task": "reflection.tasks.reflection_sweep_task",
+    "schedule": timedelta(minutes=15),
+    "options": {"expires": 840},
 }
 # Webhooks (docs/webhooks.md). Private, loopback and link-local addresses are refused as
 # subscriber URLs unless allowed (the server would otherwise probe its own network).

@@ -34,6 +34,7 @@ from episodic.services import entry_content_hash, entry_normalize
 from facts.services import fact_remember
 from identities.services import memory_user_create, memory_user_identify
 from procedures.services import procedure_create
+from reflection.models import ReflectionRun
 from retention.models import RetentionRule
 from store.services import store_item_put
 from threads.services import (
@@ -90,6 +91,7 @@ class World:
     w1_ids: list = field(default_factory=list)  # texts naming W1's rows (never shown to W2)
     store_item: object = None  # a1's long-term store item, about P1
     webhook: object = None  # a W1 webhook subscription (workspace-level)
+    reflection_run: object = None  # a finished reflection run of a1
     held_entry: object = None  # a1's entry about P1 waiting for review (docs/review.md)
     retention_rule: object = None  # a W1 retention rule (workspace-level)
 
@@ -250,6 +252,9 @@ def seed_world() -> World:
         principal=principal_for_api_key(spare_key), url="http://127.0.0.1:9/hook", events=["fact.created"]
     )[0]
     world.w1_ids.append(str(world.webhook.pk))
+    world.reflection_run = ReflectionRun.objects.create(workspace=w1, agent=a1, state="done")
+    world.a1_ids.append(str(world.reflection_run.pk))
+    world.w1_ids.append(str(world.reflection_run.pk))
     world.retention_rule = RetentionRule.objects.create(workspace=w1, tier="checkpoints", max_age_days=3650)
     world.w1_ids.append(str(world.retention_rule.pk))
     return world
@@ -827,6 +832,15 @@ API_CASES: dict[str, ApiCase] = {
         path=lambda w: {"rule_id": w.retention_rule.pk}, agent_field=None, workspace_level=("delete",)
     ),
     "api:retention:runs": ApiCase(path=_none, agent_field=None, workspace_level=("get", "post")),
+    "api:reflection:runs": ApiCase(
+        path=_none,
+        bodies={"post": lambda w: {"agent": A1_SLUG}},
+        query={"get": lambda w: {"agent": A1_SLUG, "state": "done"}},
+    ),
+    "api:reflection:run": ApiCase(path=lambda w: {"run_id": w.reflection_run.pk}),
+    "api:reflection:profiles": ApiCase(
+        path=_none, query={"get": lambda w: {"memory_user": str(w.p1.pk), "agent": A1_SLUG}}
+    ),
     "api:webhooks:list": ApiCase(
         path=_none,
         bodies={"post": lambda w: {"url": "https://example.com/h2", "events": ["entry.created"]}},
@@ -1074,6 +1088,10 @@ BROWSER_CASES: dict[str, BrowserCase] = {
     ),
     "memories:api-key-revoke": BrowserCase(
         path=lambda w: {"api_key_id": w.spare_key.pk}, levels={"post": "admin"}
+    ),
+    "memories:reflection": BrowserCase(path=_none, levels={"get": "read"}),
+    "memories:reflection-start": BrowserCase(
+        path=_none, levels={"post": "edit"}, data={"post": lambda w: {"agent": A1_SLUG}}
     ),
     "memories:webhooks": BrowserCase(path=_none, levels={"get": "admin"}),
     # The review queue: the seeded entry is approved, so deciding or editing it changes nothing.
