@@ -240,7 +240,14 @@ def search_everywhere(*, principal: Principal, query: str, per_tier: int = PAGE_
     groups = []
     for tier in TIERS:
         try:
-            rows = list(tier.search(principal, query)[: per_tier + 1])
+            matches = tier.search(principal, query)
+            # Rank and cut over primary keys, then load the page's rows with their joins and
+            # annotations: selected whole, every match was joined and its annotations computed
+            # before the sort (procedures' `_search` tsvector: ~300 ms at 20,000 on a quiet
+            # machine, against ~10 ms this way), as browser.lib.listing pages tabs.
+            ids = list(matches.values_list("pk", flat=True)[: per_tier + 1])
+            by_pk = {row.pk: row for row in matches.filter(pk__in=ids).order_by()} if ids else {}
+            rows = [by_pk[pk] for pk in ids if pk in by_pk]
         except ApplicationError as exc:
             errors = [str(e) for errors in (exc.fields or {}).values() for e in errors]
             groups.append(TierHits(tier, [], False, " ".join(errors) or exc.message))
