@@ -42,7 +42,7 @@ ERROR_DESCRIPTIONS = {
     404: "A row named in the path, the query or the body does not exist or is not visible to the key "
     "(both answer the same).",
     409: "The write conflicts with the stored state (a name or identity already taken, an episode "
-    "already closed, a superseded fact).",
+    "already closed, a superseded fact, a person under a legal hold, a run already running).",
     413: "The request body is larger than the configured limit.",
     415: "The request body is not JSON.",
     429: "The key's request budget is spent; retry after `Retry-After` seconds.",
@@ -211,7 +211,8 @@ class AutoSchema(openapi.AutoSchema):
             statuses.append(403)
         if uritemplate.variables(self.path) or has_body or self.get_override_parameters():
             statuses.append(404)
-        if method in BODY_METHODS:
+        # A delete conflicts too: erasing a person under a legal hold.
+        if method in UNSAFE_METHODS:
             statuses.append(409)
         if has_body:
             statuses += [413, 415]
