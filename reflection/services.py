@@ -260,7 +260,11 @@ def _entry_decisions(run: ReflectionRun, memory_user_id, result: PersonResult) -
     floor = min(conflict_floor(), threshold)
     entries = list(
         EpisodicEntry.objects.filter(
-            agent=agent, memory_user_id=memory_user_id, status=EpisodicEntry.Status.ACTIVE
+            agent=agent,
+            memory_user_id=memory_user_id,
+            status=EpisodicEntry.Status.ACTIVE,
+            # Held entries wait for a reviewer: reflection neither merges nor retires them.
+            review=EpisodicEntry.Review.APPROVED,
         )
         .only("pk", "content", "content_hash", "source", "valid_from", "created_at")
         .order_by("-created_at")[: settings.REFLECTION_ENTRIES_PER_PERSON]
@@ -397,7 +401,10 @@ def _profile_lines(run: ReflectionRun, memory_user, closed: set) -> tuple[list[s
     entries = [
         e
         for e in EpisodicEntry.objects.filter(
-            agent=run.agent, memory_user=memory_user, status=EpisodicEntry.Status.ACTIVE
+            agent=run.agent,
+            memory_user=memory_user,
+            status=EpisodicEntry.Status.ACTIVE,
+            review=EpisodicEntry.Review.APPROVED,
         )
         .only("pk", "content")
         .order_by("-times_confirmed", "-created_at")[: PROFILE_ENTRIES + len(closed)]

@@ -97,6 +97,13 @@ class ReflectionRunTests(MemoryTestCase):
         assert "- name: Ada" in profile["text"] and "Porto" in profile["text"]
         assert "Lisbon" not in profile["text"]
 
+    def test_entries_waiting_for_review_are_left_to_the_reviewer(self):
+        EpisodicEntry.objects.filter(pk__in=[self.twin.pk, self.porto.pk]).update(review="held")
+        run = ReflectionRun.objects.get(pk=self.start().json()["id"])
+        assert (run.state, run.merged, run.retired) == ("done", 1, 0)
+        for pk in (self.twin.pk, self.porto.pk, self.lisbon.pk):
+            assert EpisodicEntry.objects.get(pk=pk).status == "active"
+
     def test_a_second_run_finds_nothing_left_to_merge(self):
         self.start()
         events = AuditEvent.objects.filter(actor=REFLECTION_ACTOR).count()
