@@ -14,6 +14,7 @@ from core.lib.tokens import count_message_tokens, count_tokens
 from core.memory_settings import memory_settings_for
 from facts.models import Fact
 from facts.selectors import with_effective_confidence
+from reflection.selectors import reflection_profile_for
 from runtime.rendering import escape_text, fit_block
 from threads.selectors import MemoryContext
 
@@ -179,6 +180,42 @@ FACT_COLUMNS = ("id", "key", "value_json", "fact_type", "effective_confidence")
 SESSION_FACTS_TOKENS = 1000
 
 
+def _cached_profile(context: MemoryContext, facts):
+    """The agent's reflection profile of the person, when no user fact changed after it was
+    written (then the facts themselves are fresher and the block is built from them)."""
+    profile = reflection_profile_for(agent=context.agent, memory_user=context.memory_user)
+    if profile is None or not profile.text.strip():
+        return None
+    newest = facts.values_list("valid_from", flat=True).first()
+    if newest is not None and newest > profile.refreshed_at:
+        return None
+    return profile
+
+
+def _cached_profile_section(section: "Section", profile, *, explain: bool) -> "Section":
+    # The profile may come from a chat model: each line passes the sanitiser like any fact.
+    lines = [
+        f"- {escape_text(line.lstrip('- '), limit=300)}"
+        for line in profile.text.splitlines()
+        if line.strip().lstrip("- ")
+    ]
+    section.text, section.tokens, kept = fit_block("user-profile", USER_PROFILE_HEADER, lines, section.cap)
+    section.items = [
+        {
+            "id": str(profile.pk),
+            "kind": "reflection_profile",
+            "refreshed_at": profile.refreshed_at.isoformat(),
+        }
+    ]
+    section.omitted = len(lines) - kept
+    if explain:
+        reason = f"the cached profile of reflection ({profile.method}), newer than every user fact"
+        section.why = [_why(profile.pk, "cached profile", reason)]
+        section.cut = [_why(profile.pk, line, CUT_BY_CAP.format(cap=section.cap)) for line in lines[kept:]]
+        section.note = _empty_note(section)
+    return section
+
+
 def context_user_profile(*, context: MemoryContext, cap: int, explain: bool = False) -> Section:
     """User-scope facts of the person: preferences first, then the other facts; within each,
     by confidence, then recency.
@@ -197,6 +234,9 @@ def context_user_profile(*, context: MemoryContext, cap: int, explain: bool = Fa
     base = _current_facts(context, scope=Fact.Scope.USER, memory_user=context.memory_user).order_by(
         "-valid_from"
     )
+    cached = _cached_profile(context, base)
+    if cached is not None:
+        return _cached_profile_section(section, cached, explain=explain)
     preference = Fact.FactType.USER_PREFERENCE
     # Both candidate sets in one statement, each read newest first along the index and
     # appended in that order; the stable sort keeps it among equal confidences.
