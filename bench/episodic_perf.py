@@ -55,10 +55,12 @@ def build_entries(*, workspace, agents, people, per_pair: int, model: str, dims:
                 ), entries AS (
                     INSERT INTO episodes_episodicentry (id, created_at, updated_at, workspace_id, agent_id,
                         memory_user_id, content, content_hash, source, evidence, source_message_ids,
-                        metadata, status, embedding_model)
+                        metadata, status, embedding_model, valid_from, times_confirmed, consolidation,
+                        review, review_note, reviewed_by)
                     SELECT id, now() - (g || ' minutes')::interval, now(), %(workspace)s, %(agent)s,
                         %(person)s, content, md5(content), 'user_assertion', content, '[]', '{}',
-                        'active', %(model)s
+                        'active', %(model)s, now() - (g || ' minutes')::interval, 0, '{}',
+                        'approved', '', ''
                     FROM rows RETURNING id
                 )
                 INSERT INTO episodes_entryembedding (entry_id, workspace_id, agent_id, memory_user_id, model,
