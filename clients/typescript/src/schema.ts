@@ -4437,7 +4437,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4591,7 +4591,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4755,7 +4755,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4850,7 +4850,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5016,7 +5016,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5166,6 +5166,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
             429: {
                 headers: {
@@ -5236,7 +5245,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5333,7 +5342,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5430,7 +5439,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5527,7 +5536,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5622,7 +5631,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5717,7 +5726,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5891,7 +5900,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6040,6 +6049,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
             429: {
                 headers: {
@@ -6110,7 +6128,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6215,7 +6233,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6310,7 +6328,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6413,7 +6431,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6508,7 +6526,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6808,7 +6826,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6958,6 +6976,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
             429: {
                 headers: {
@@ -7028,7 +7055,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7185,7 +7212,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7349,7 +7376,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7458,7 +7485,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7677,7 +7704,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7827,6 +7854,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
             429: {
                 headers: {
@@ -7897,7 +7933,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7994,7 +8030,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8086,6 +8122,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
             429: {
                 headers: {
@@ -8156,7 +8201,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8251,7 +8296,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8354,7 +8399,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8517,7 +8562,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8667,6 +8712,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
             429: {
                 headers: {
@@ -8737,7 +8791,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8834,7 +8888,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8929,7 +8983,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9024,7 +9078,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9119,7 +9173,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9214,7 +9268,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9441,7 +9495,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9639,7 +9693,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9724,6 +9778,15 @@ export interface operations {
             };
             /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9832,7 +9895,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10043,7 +10106,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10138,7 +10201,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10233,7 +10296,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10328,7 +10391,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10423,7 +10486,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10588,7 +10651,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10676,6 +10739,15 @@ export interface operations {
             };
             /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10819,7 +10891,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10914,7 +10986,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11009,7 +11081,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11182,7 +11254,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11331,6 +11403,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
             429: {
                 headers: {
@@ -11401,7 +11482,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11573,7 +11654,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11659,6 +11740,15 @@ export interface operations {
             };
             /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11798,7 +11888,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11955,7 +12045,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12112,7 +12202,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12374,7 +12464,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12543,7 +12633,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12632,6 +12722,15 @@ export interface operations {
             };
             /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12824,7 +12923,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13050,7 +13149,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13267,7 +13366,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13362,7 +13461,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13542,7 +13641,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13688,7 +13787,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13837,6 +13936,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
             429: {
                 headers: {
@@ -13907,7 +14015,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -14066,7 +14174,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -14141,7 +14249,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact). */
+            /** @description The write conflicts with the stored state (a name or identity already taken, an episode already closed, a superseded fact, a person under a legal hold, a run already running). */
             409: {
                 headers: {
                     [name: string]: unknown;
