@@ -12,9 +12,9 @@ from browser.views import (
     pickers,
     portability,
     procedures,
-    review,
     provenance,
     retention,
+    review,
     search,
     shell,
     store,
@@ -23,7 +23,6 @@ from browser.views import (
     webhooks,
     workspace_admin,
 )
-
 from browser.views.reflection import reflection_page, reflection_start_view
 
 app_name = "memories"
