@@ -157,6 +157,45 @@ def _fact_audit_payload(fact: Fact, **extra) -> dict:
     }
 
 
+def _fact_new(
+    *,
+    workspace,
+    key,
+    value,
+    scope,
+    fact_type,
+    confidence,
+    source,
+    source_message,
+    source_episode,
+    evidence,
+    actor,
+    now,
+    reference: dict,
+    **extra,
+) -> Fact:
+    """A new version of `key` (unsaved), valid from `now`."""
+    return Fact(
+        workspace=workspace,
+        key=key,
+        key_normalized=key_normalize(key),
+        value=value,
+        search_text=fact_search_text(key, value),
+        scope=scope,
+        fact_type=fact_type,
+        confidence=confidence if confidence is not None else DEFAULT_CONFIDENCE[source],
+        source=source,
+        source_message=source_message,
+        source_episode=source_episode,
+        evidence=evidence,
+        valid_from=now,
+        last_confirmed_at=now,
+        created_by=actor,
+        **reference,
+        **extra,
+    )
+
+
 def fact_remember(
     *,
     workspace,
@@ -320,23 +359,20 @@ def _fact_remember_locked(
             now=now,
         )
 
-    fact = Fact(
+    fact = _fact_new(
         workspace=workspace,
         key=key,
-        key_normalized=key_normalize(key),
         value=value,
-        search_text=fact_search_text(key, value),
         scope=scope,
         fact_type=fact_type,
-        confidence=confidence if confidence is not None else DEFAULT_CONFIDENCE[source],
+        confidence=confidence,
         source=source,
         source_message=source_message,
         source_episode=source_episode,
         evidence=evidence,
-        valid_from=now,
-        last_confirmed_at=now,
-        created_by=actor,
-        **reference,
+        actor=actor,
+        now=now,
+        reference=reference,
     )
     if current is not None:
         current.valid_to = now
@@ -416,28 +452,26 @@ def _fact_hold(
         if _value_encode(earlier.value) == encoded:
             outcome = OUTCOME_HELD if earlier.review == Fact.Review.HELD else OUTCOME_REVIEW_REJECTED
             return RememberResult(fact=earlier, outcome=outcome)
-    fact = Fact.objects.create(
+    fact = _fact_new(
         workspace=workspace,
         key=key,
-        key_normalized=key_normalize(key),
         value=value,
-        search_text=fact_search_text(key, value),
         scope=scope,
         fact_type=fact_type,
-        confidence=confidence if confidence is not None else DEFAULT_CONFIDENCE[source],
+        confidence=confidence,
         source=source,
         source_message=source_message,
         source_episode=source_episode,
         evidence=evidence,
+        actor=actor,
+        now=now,
+        reference=reference,
         # An empty validity: closed from the start, so no read of current facts sees it.
-        valid_from=now,
         valid_to=now,
-        last_confirmed_at=now,
-        created_by=actor,
         review=Fact.Review.HELD,
         review_agent=review_agent,
-        **reference,
     )
+    fact.save(force_insert=True)
     record = None
     if cross_key is not None:
         # Kept for the reviewer to read; approval opens this key and closes no other.
