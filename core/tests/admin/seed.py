@@ -73,6 +73,9 @@ def seed_workspace(*, workspace, agent, tag: str) -> dict:
     )
     if apps.is_installed("webhooks"):
         _seed_webhooks(workspace=workspace, tag=tag)
+    _seed_llm(workspace=workspace, tag=tag)
+    _seed_retention(workspace=workspace, agent=agent)
+    _seed_reflection(workspace=workspace, agent=agent, person=person, tag=tag)
     return {"person": person, "thread": thread, "message": message, "fact": fact, "procedure": procedure}
 
 
@@ -84,4 +87,35 @@ def _seed_webhooks(*, workspace, tag):
     )
     WebhookDelivery.objects.create(
         subscription=subscription, event_id=f"event-{tag}", event_type="fact.updated", payload={}
+    )
+
+
+def _seed_llm(*, workspace, tag):
+    import datetime
+
+    from core.models import LLMBudget, LLMJob, LLMUsage
+
+    LLMBudget.objects.create(workspace=workspace, daily_tokens=1000, policy="fallback")
+    LLMUsage.objects.create(workspace=workspace, day=datetime.date(2026, 11, 23), purpose=f"extraction-{tag}")
+    LLMJob.objects.create(workspace=workspace, task=f"task-{tag}")
+
+
+def _seed_retention(*, workspace, agent):
+    from retention.models import RetentionRule, RetentionRun
+
+    RetentionRule.objects.create(workspace=workspace, agent=agent, tier="episodes", max_age_days=365)
+    RetentionRun.objects.create(workspace=workspace, state="done")
+
+
+def _seed_reflection(*, workspace, agent, person, tag):
+    from reflection.models import ReflectionProfile, ReflectionRun
+
+    run = ReflectionRun.objects.create(workspace=workspace, agent=agent, state="done")
+    ReflectionProfile.objects.create(
+        workspace=workspace,
+        agent=agent,
+        memory_user=person,
+        text=f"- name: Person {tag}",
+        method="offline",
+        run=run,
     )
