@@ -1,9 +1,16 @@
 """GET /export/ (the workspace, an agent or a person, streamed as JSONL) and POST /import/."""
 
+import json
 import uuid
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -17,6 +24,39 @@ from portability.responses import NDJSON, export_response
 from portability.selectors import import_job_get
 from portability.services import export_stream, import_job_progress, import_run, lines_read
 from portability.services.jobs import import_job_record
+
+JOB_EXAMPLE = {
+    "id": "3a4b5c6d-7e8f-4a1b-9c2d-3e4f5a6b7c8d",
+    "status": "done",
+    "dry_run": False,
+    "file_name": "acme.jsonl",
+    "progress": {"done": 1834, "total": 1834, "lines": 412, "percent": 100},
+    "report": {"created": {"memory_user": 3, "thread": 4, "message": 400}, "reused": {}, "conflicts": []},
+    "error": None,
+    "created_at": "2026-11-23T14:40:52.957998Z",
+    "finished_at": "2026-11-23T14:40:55.112004Z",
+}
+HEADER_EXAMPLE = {
+    "format": "memory-export",
+    "version": 1,
+    "source": "acme-prod",
+    "embedding_model": "all-MiniLM-L6-v2",
+    "dimensions": 384,
+    "scope": {"kind": "workspace", "history": False, "vectors": False},
+    "exported_at": "2026-11-23T14:40:00+00:00",
+}
+
+
+class ImportHeaderSerializer(StrictSerializer):
+    """A JSON object body is an export's header line alone: an empty export (docs/export.md)."""
+
+    format = serializers.ChoiceField(choices=["memory-export"])
+    version = serializers.IntegerField(min_value=1, max_value=1)
+    source = serializers.CharField(max_length=100)
+    embedding_model = serializers.CharField(max_length=200, allow_blank=True)
+    exported_at = serializers.DateTimeField()
+    dimensions = serializers.IntegerField(min_value=1, max_value=16000, required=False, allow_null=True)
+    scope = serializers.DictField(required=False)
 
 
 class ImportJobOutputSerializer(serializers.Serializer):
@@ -62,7 +102,23 @@ class ExportApi(APIView):
             ),
             OpenApiParameter("vectors", bool, description="Vectors of the workspace's embedding model."),
         ],
+        summary="Export the workspace, an agent or a person as JSON lines",
         responses={(200, NDJSON): OpenApiResponse(OpenApiTypes.STR, description="docs/export.md")},
+        examples=[
+            OpenApiExample(
+                "A header, one record, the end",
+                value=json.dumps(HEADER_EXAMPLE)
+                + "\n"
+                + json.dumps(
+                    {"type": "agent", "id": "9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d", "slug": "support-bot"}
+                )
+                + "\n"
+                + json.dumps({"type": "end", "count": 1})
+                + "\n",
+                response_only=True,
+                media_type=NDJSON,
+            )
+        ],
     )
     def get(self, request):
         """The memory of the workspace, one agent or one person, as JSON lines (docs/export.md).
@@ -102,11 +158,19 @@ class ImportApi(APIView):
         parameters=[
             OpenApiParameter("dry_run", bool, description="Report what would be created; store nothing.")
         ],
-        request={NDJSON: OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
+        summary="Import an export (JSON lines) into this workspace, all or nothing",
+        request={NDJSON: OpenApiTypes.STR, "application/json": ImportHeaderSerializer},
         responses={
             200: ImportJobOutputSerializer,
             201: ImportJobOutputSerializer,
         },
+        examples=[
+            OpenApiExample("An empty export: its header alone", value=HEADER_EXAMPLE, request_only=True),
+            OpenApiExample("Imported", value=JOB_EXAMPLE, response_only=True, status_codes=["201"]),
+            OpenApiExample(
+                "Dry run", value={**JOB_EXAMPLE, "dry_run": True}, response_only=True, status_codes=["200"]
+            ),
+        ],
     )
     def post(self, request):
         """Import an export (the body, JSON lines) into this workspace: all of it or nothing.
@@ -143,7 +207,12 @@ class ImportApi(APIView):
 
 
 class ImportJobDetailApi(APIView):
-    @extend_schema(operation_id="import_job_retrieve", responses=ImportJobOutputSerializer)
+    @extend_schema(
+        operation_id="import_job_retrieve",
+        summary="Read an import job: progress, then its report or error",
+        responses=ImportJobOutputSerializer,
+        examples=[OpenApiExample("Done", value=JOB_EXAMPLE, response_only=True)],
+    )
     def get(self, request, job_id):
         """An import's status: progress while it runs, its report or error once it ended."""
         job = import_job_get(principal=request.user, job_id=job_id)

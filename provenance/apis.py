@@ -86,7 +86,7 @@ class EvidenceOutputSerializer(serializers.Serializer):
 
 class EvidenceApi(APIView):
     @extend_schema(
-        summary="Why the agent believes this: the evidence of an entry, fact, episode or procedure",
+        summary="Why the agent believes an entry, fact, episode or procedure",
         responses=EvidenceOutputSerializer,
         examples=[OpenApiExample("An extracted entry", value=EVIDENCE_EXAMPLE, response_only=True)],
     )
@@ -123,7 +123,7 @@ class ThreadDerivedApi(APIView):
         )
 
     @extend_schema_serializer(component_name="ThreadDerivedPurged")
-    class PurgedSerializer(serializers.Serializer):
+    class PurgedOutputSerializer(serializers.Serializer):
         entries = serializers.IntegerField()
         facts = serializers.IntegerField()
         procedures = serializers.IntegerField()
@@ -166,7 +166,7 @@ class ThreadDerivedApi(APIView):
         "message) backs; the thread and its messages stay. One transaction, each row audited. An "
         "agent-bound key deletes only its agent's rows.",
         request=InputSerializer,
-        responses=PurgedSerializer,
+        responses=PurgedOutputSerializer,
         examples=[
             OpenApiExample("One message", value={"message": MESSAGE_ID}, request_only=True),
             OpenApiExample("Purged", value={"entries": 2, "facts": 1, "procedures": 0}, response_only=True),
@@ -177,4 +177,4 @@ class ThreadDerivedApi(APIView):
         serializer.is_valid(raise_exception=True)
         thread, message = self._source(request, thread_id, serializer.validated_data)
         counts = derived_purge(principal=request.user, thread=thread, message=message)
-        return Response(self.PurgedSerializer(counts).data)
+        return Response(self.PurgedOutputSerializer(counts).data)

@@ -87,7 +87,21 @@ class ReflectionRunListApi(ListApi):
         "while one is queued, running or waiting, this answers 200 with it instead of 201.",
         request=InputSerializer,
         responses={201: RunOutputSerializer, 200: RunOutputSerializer},
-        examples=[OpenApiExample("For an agent", value={"agent": "support-bot"}, request_only=True)],
+        examples=[
+            OpenApiExample("For an agent", value={"agent": "support-bot"}, request_only=True),
+            OpenApiExample(
+                "Queued",
+                value={
+                    **RUN_EXAMPLE,
+                    "state": "queued",
+                    "started_at": None,
+                    "progress_done": 0,
+                    "percent": 0,
+                },
+                response_only=True,
+                status_codes=["201"],
+            ),
+        ],
     )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
@@ -102,13 +116,35 @@ class ReflectionRunListApi(ListApi):
         )
 
 
-@extend_schema_view(get=extend_schema(summary="Get a reflection run"))
+@extend_schema_view(
+    get=extend_schema(
+        summary="Get a reflection run",
+        examples=[OpenApiExample("A run", value=RUN_EXAMPLE, response_only=True)],
+    )
+)
 class ReflectionRunDetailApi(RetrieveApi):
     selector = reflection_run_get
     OutputSerializer = RunOutputSerializer
 
 
-@extend_schema_view(get=extend_schema(summary="List cached profiles written by reflection"))
+PROFILE_EXAMPLE = {
+    "id": "7b8c9d0e-1f2a-4b3c-8d4e-5f6a7b8c9d0e",
+    "agent": "support-bot",
+    "memory_user": "6c1e0f9a-3b7d-4d2e-9f5a-8b2c4d6e1a01",
+    "text": "- name: Ada\n- city: Porto\n- routine: green tea every morning",
+    "method": "offline",
+    "facts_used": 2,
+    "entries_used": 1,
+    "refreshed_at": "2026-11-23T14:41:09.102113Z",
+}
+
+
+@extend_schema_view(
+    get=extend_schema(
+        summary="List cached profiles written by reflection",
+        examples=[OpenApiExample("Ada's profile", value=PROFILE_EXAMPLE, response_only=True)],
+    )
+)
 class ReflectionProfileListApi(ListApi):
     """Each person's compact profile as an agent knows them, rebuilt by every reflection run."""
 

@@ -1,7 +1,7 @@
 """The retention API: a workspace's rules with the preview of the next run, rule writes, and
 runs. Retention reaches every agent's rows, so agent-bound keys are refused (403)."""
 
-from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -46,13 +46,15 @@ PREVIEW_EXAMPLE = {
 class RuleOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     tier = serializers.ChoiceField(choices=Tier.choices)
-    agent = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True, allow_null=True, help_text="null: the workspace's rule."
-    )
+    agent = serializers.SerializerMethodField(help_text="The agent's slug; null: the workspace's rule.")
     max_age_days = serializers.IntegerField(allow_null=True)
     keep_latest = serializers.IntegerField(allow_null=True)
     changed_by = serializers.CharField()
     updated_at = serializers.DateTimeField()
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_agent(self, rule) -> str | None:
+        return rule.agent.slug if rule.agent_id else None
 
 
 @extend_schema_serializer(component_name="RetentionRun")
@@ -119,9 +121,8 @@ class RetentionRuleListApi(APIView):
         max_age_days = serializers.IntegerField(
             min_value=1,
             max_value=36_500,
-            required=False,
             allow_null=True,
-            help_text="Delete rows older than this.",
+            help_text="Delete rows older than this; null: no age limit (then keep_latest is required).",
         )
         keep_latest = serializers.IntegerField(
             min_value=1,
@@ -167,18 +168,22 @@ class RetentionRuleDetailApi(APIView):
 
 
 class RetentionRunListApi(APIView):
+    @extend_schema_serializer(component_name="RetentionRuns")
+    class OutputSerializer(serializers.Serializer):
+        runs = RunOutputSerializer(many=True, help_text="The latest 20 runs, newest first.")
+
     @extend_schema(
         summary="List the latest retention runs",
-        responses=RunOutputSerializer(many=True),
-        examples=[OpenApiExample("Runs", value=[RUN_EXAMPLE], response_only=True)],
+        responses=OutputSerializer,
+        examples=[OpenApiExample("Runs", value={"runs": [RUN_EXAMPLE]}, response_only=True)],
     )
     def get(self, request):
         require_workspace_key(request.user)
         runs = retention_run_list(workspace=request.user.workspace)
-        return Response(RunOutputSerializer(runs, many=True).data)
+        return Response(self.OutputSerializer({"runs": runs}).data)
 
     @extend_schema_serializer(component_name="RetentionRunQueued")
-    class QueuedSerializer(serializers.Serializer):
+    class QueuedOutputSerializer(serializers.Serializer):
         status = serializers.CharField()
 
     @extend_schema(
@@ -186,7 +191,7 @@ class RetentionRunListApi(APIView):
         description="Queues a run of every rule of the workspace; 409 `retention_running` while one "
         "is running.",
         request=None,
-        responses={202: QueuedSerializer},
+        responses={202: QueuedOutputSerializer},
         examples=[
             OpenApiExample("Queued", value={"status": "queued"}, response_only=True, status_codes=[202])
         ],

@@ -1,14 +1,23 @@
 """The review queue API: list held items across tiers, approve, reject, merge, edit then approve."""
 
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from core.errors import NotFoundError
 from core.models import Agent
 from core.serializers import StrictSerializer
-from review.selectors import REVIEW_ITEM_NOT_FOUND, STATES, TIERS, review_counts, review_item_get, review_list
+from review.selectors import (
+    REVIEW_ITEM_NOT_FOUND,
+    STATES,
+    TIERS,
+    review_count,
+    review_counts,
+    review_item_get,
+    review_list,
+)
 from review.services import (
     ACTION_APPROVE,
     ACTION_MERGE,
@@ -23,6 +32,27 @@ REVIEW_PAGE_MAX = 200
 # Items per batch call: each is its own transaction (~5 ms), so 500 answer within a few seconds.
 REVIEW_BATCH_MAX = 500
 ITEM_ID = "0b6f1d2c-8a4e-4f55-9c1a-2e7d3b9a6c41"
+
+ITEM_EXAMPLE = {
+    "tier": "entry",
+    "id": ITEM_ID,
+    "state": "held",
+    "text": "Ada's card payments failed because billing read the old card.",
+    "evidence": "billing still has the old card on file",
+    "source": "verified_assistant_finding",
+    "agent": "support-bot",
+    "memory_user": "6c1e0f9a-3b7d-4d2e-9f5a-8b2c4d6e1a01",
+    "created_at": "2026-11-23T14:40:52.957998Z",
+    "review_note": "",
+    "reviewed_at": None,
+    "reviewed_by": "",
+    "similar": None,
+    "fields": {},
+}
+ITEM_RESPONSE = OpenApiExample("A held entry", value=ITEM_EXAMPLE, response_only=True)
+ITEMS_REQUEST = OpenApiExample(
+    "Two items", value={"items": [{"tier": "entry", "id": ITEM_ID}]}, request_only=True
+)
 
 
 class SimilarSerializer(serializers.Serializer):
@@ -64,11 +94,19 @@ class CountsSerializer(serializers.Serializer):
     total = serializers.IntegerField()
 
 
+@extend_schema_serializer(component_name="PaginatedReviewItemList")
 class ReviewListOutputSerializer(serializers.Serializer):
-    counts = CountsSerializer(help_text="Held items per tier, under the same agent and person filters.")
+    """A page of the queue (the envelope of every paged list), with the held counts per tier."""
+
+    count = serializers.IntegerField(help_text="Items of this state (and tier) under the filters.")
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
     results = ReviewItemSerializer(many=True)
+    counts = CountsSerializer(
+        required=False, help_text="Held items per tier, under the same agent and person filters."
+    )
 
 
 class ReviewListApi(APIView):
@@ -89,6 +127,21 @@ class ReviewListApi(APIView):
         operation_id="review_list",
         parameters=[FilterSerializer],
         responses=ReviewListOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "One held entry",
+                value={
+                    "count": 1,
+                    "limit": 50,
+                    "offset": 0,
+                    "next": None,
+                    "previous": None,
+                    "results": [ITEM_EXAMPLE],
+                    "counts": {"entry": 1, "fact": 0, "procedure": 0, "total": 1},
+                },
+                response_only=True,
+            )
+        ],
     )
     def get(self, request):
         serializer = self.FilterSerializer(data=request.query_params.dict())
@@ -108,7 +161,7 @@ class ReviewListApi(APIView):
             ).first()
             empty = empty or memory_user is None
         if empty:
-            items, counts = [], {"entry": 0, "fact": 0, "procedure": 0, "total": 0}
+            items, counts, count = [], {"entry": 0, "fact": 0, "procedure": 0, "total": 0}, 0
         else:
             items = review_list(
                 principal=principal,
@@ -120,7 +173,24 @@ class ReviewListApi(APIView):
                 offset=data["offset"],
             )
             counts = review_counts(principal=principal, agent=agent, memory_user=memory_user)
-        body = {"counts": counts, "limit": data["limit"], "offset": data["offset"], "results": items}
+            count = review_count(
+                principal=principal,
+                tier=data.get("tier"),
+                state=data["state"],
+                agent=agent,
+                memory_user=memory_user,
+            )
+        limit, offset = data["limit"], data["offset"]
+        url = request.build_absolute_uri()
+        body = {
+            "count": count,
+            "limit": limit,
+            "offset": offset,
+            "next": replace_query_param(url, "offset", offset + limit) if offset + limit < count else None,
+            "previous": (None if offset == 0 else replace_query_param(url, "offset", max(0, offset - limit))),
+            "results": items,
+            "counts": counts,
+        }
         return Response(ReviewListOutputSerializer(body).data)
 
 
@@ -181,7 +251,7 @@ class ReviewApproveApi(APIView):
         operation_id="review_approve",
         request=InputSerializer,
         responses=BatchOutputSerializer,
-        examples=[BATCH_EXAMPLE],
+        examples=[ITEMS_REQUEST, BATCH_EXAMPLE],
     )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
@@ -201,6 +271,14 @@ class ReviewRejectApi(APIView):
         operation_id="review_reject",
         request=InputSerializer,
         responses=BatchOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "Not about this person",
+                value={"items": [{"tier": "entry", "id": ITEM_ID}], "reason": "About her brother."},
+                request_only=True,
+            ),
+            BATCH_EXAMPLE,
+        ],
     )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
@@ -221,6 +299,18 @@ class ReviewMergeApi(APIView):
         operation_id="review_merge",
         request=InputSerializer,
         responses=BatchOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "Into the stored entry",
+                value={
+                    "items": [
+                        {"tier": "entry", "id": ITEM_ID, "into": "1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f"}
+                    ]
+                },
+                request_only=True,
+            ),
+            BATCH_EXAMPLE,
+        ],
     )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
@@ -245,7 +335,10 @@ class ReviewItemApi(APIView):
         return tier
 
     @extend_schema(
-        summary="Read a review item", responses=ReviewItemSerializer, operation_id="review_item_retrieve"
+        summary="Read a review item",
+        responses=ReviewItemSerializer,
+        operation_id="review_item_retrieve",
+        examples=[ITEM_RESPONSE],
     )
     def get(self, request, tier, item_id):
         item = review_item_get(principal=request.user, tier=self._tier(tier), item_id=item_id)
@@ -256,6 +349,24 @@ class ReviewItemApi(APIView):
         operation_id="review_item_approve",
         request=InputSerializer,
         responses=ReviewItemSerializer,
+        examples=[
+            OpenApiExample(
+                "A sharper wording",
+                value={"content": "Billing charged Ada's old card; the new one was only on her profile."},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Approved",
+                value={
+                    **ITEM_EXAMPLE,
+                    "state": "approved",
+                    "text": "Billing charged Ada's old card; the new one was only on her profile.",
+                    "reviewed_at": "2026-11-23T15:02:11.512230Z",
+                    "reviewed_by": "operator:ana",
+                },
+                response_only=True,
+            ),
+        ],
     )
     def patch(self, request, tier, item_id):
         tier = self._tier(tier)

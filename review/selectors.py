@@ -247,6 +247,16 @@ def review_similar_attach(items: list[ReviewItem]) -> None:
                 item.similar = {"id": str(found.pk), "text": f"{found.key}: {_value_text(found.value)}"}
 
 
+def review_count(
+    *, principal: Principal, tier: str | None = None, state: str = STATE_HELD, agent=None, memory_user=None
+) -> int:
+    """How many items of `state` (one tier or all) the list pages through."""
+    return sum(
+        QUERYSETS[name](principal=principal, state=state, agent=agent, memory_user=memory_user).count()
+        for name in ((tier,) if tier else TIERS)
+    )
+
+
 def review_counts(*, principal: Principal, agent=None, memory_user=None) -> dict:
     """{entry, fact, procedure, total}: the held items of each tier, in one query."""
     parts, params = [], []

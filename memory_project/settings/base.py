@@ -207,6 +207,9 @@ SPECTACULAR_SETTINGS = {
         "EpisodeOutcomeEnum": "episodes.models.Episode.Outcome",
         "EpisodicEntrySourceEnum": "episodic.models.EpisodicEntry.Source",
         "MessageRoleEnum": "threads.lib.validation.ROLES",
+        "RetentionTierEnum": "retention.models.Tier",
+        "EvidenceTierEnum": "provenance.selectors.TIERS",
+        "ReviewTierEnum": "review.selectors.TIERS",
     },
     # The groups of the reference, in the order a user meets them; core.schema.TAG_BY_ROUTE
     # puts each operation in one by its route, and a test keeps both complete.

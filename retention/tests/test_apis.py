@@ -27,7 +27,11 @@ class RetentionApiTests(MemoryTestCase):
             30,
             None,
         )
-        replaced = self.api().post(RULES, {"tier": "episodes", "keep_latest": 5}, format="json").json()
+        replaced = (
+            self.api()
+            .post(RULES, {"tier": "episodes", "max_age_days": None, "keep_latest": 5}, format="json")
+            .json()
+        )
         assert replaced["id"] == rule["id"] and (replaced["max_age_days"], replaced["keep_latest"]) == (
             None,
             5,
@@ -72,7 +76,7 @@ class RetentionApiTests(MemoryTestCase):
         assert (run.state, run.deleted) == ("done", {"episodes": 3})
         assert run.trigger.startswith("api_key:")
         runs = self.api().get(RUNS).json()
-        assert runs[0]["deleted"] == {"episodes": 3} and runs[0]["state"] == "done"
+        assert runs["runs"][0]["deleted"] == {"episodes": 3} and runs["runs"][0]["state"] == "done"
         assert Episode.objects.count() == 1
 
     def test_a_run_while_one_runs_is_a_409(self):
@@ -86,7 +90,8 @@ class RetentionApiTests(MemoryTestCase):
             {"tier": "episodes", "max_age_days": None, "keep_latest": None},
             {"tier": "episodes", "max_age_days": 0},
             {"tier": "episodes", "max_age_days": -3},
-            {"tier": "episodes", "keep_latest": "many"},
+            {"tier": "episodes", "max_age_days": None, "keep_latest": "many"},
+            {"tier": "episodes", "keep_latest": 5},
             {"tier": "nothing", "max_age_days": 3},
             {"tier": "episodes", "max_age_days": 3, "agent": "nobody"},
             {"tier": "episodes", "max_age_days": 3, "agent": "bad slug!"},
@@ -96,7 +101,7 @@ class RetentionApiTests(MemoryTestCase):
             response = self.api().post(RULES, body, format="json")
             assert response.status_code == 400, (body, response.json())
             assert set(response.json()["error"]) == {"code", "message", "fields"}
-        response = self.api().post(RULES, {"tier": "episodes"}, format="json")
+        response = self.api().post(RULES, {"tier": "episodes", "max_age_days": None}, format="json")
         assert response.json()["error"]["message"] == RULE_NEEDS_A_LIMIT
         # Another workspace's agent is as unknown as a made-up one.
         response = self.api().post(

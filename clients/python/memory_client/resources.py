@@ -377,7 +377,8 @@ class Retention(Resource):
         keep_latest: int | None = None,
     ) -> JSON:
         """Create or replace the rule of `tier` for the workspace (no agent) or one agent."""
-        body = _body(tier=tier, agent=agent, max_age_days=max_age_days, keep_latest=keep_latest)
+        # max_age_days is always sent: null says "no age limit" (keep_latest then required).
+        body = {"max_age_days": max_age_days, **_body(tier=tier, agent=agent, keep_latest=keep_latest)}
         return self._run(Request("POST", "retention/rules/", json=body, idempotent=True))
 
     def delete_rule(self, id: Any) -> JSON:

@@ -34,6 +34,10 @@ REPLICA_READS = {
     ("api:webhooks:list", "get"),
     ("api:webhooks:detail", "get"),
     ("api:webhooks:deliveries", "get"),
+    ("api:review:list", "get"),
+    ("api:reflection:runs", "get"),
+    ("api:reflection:run", "get"),
+    ("api:reflection:profiles", "get"),
 }
 
 

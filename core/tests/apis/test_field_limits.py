@@ -43,7 +43,16 @@ def _request_serializers():
         # A body of several shapes (message append: one message, the envelope, a list) is
         # read by each of its serializers.
         shapes = [serializer]
-        if isinstance(serializer, PolymorphicProxySerializer):
+        if isinstance(serializer, dict):
+            # A body documented per media type (import: JSON lines or a JSON header): the
+            # serializers among them; the text one has none.
+            shapes = [
+                s
+                for s in serializer.values()
+                if isinstance(s, serializers.BaseSerializer)
+                or (isinstance(s, type) and issubclass(s, serializers.BaseSerializer))
+            ]
+        elif isinstance(serializer, PolymorphicProxySerializer):
             shapes = serializer.serializers
         for shape in shapes:
             if isinstance(shape, serializers.ListSerializer):

@@ -60,7 +60,10 @@ def response_examples(operation: dict) -> dict:
     """{(status, name): (example value, schema)} of the operation's JSON responses."""
     found = {}
     for status, response in operation["responses"].items():
-        content = response.get("content", {}).get("application/json")
+        # JSON, or another type an operation streams (the export's JSON lines): its example is
+        # text, checked against its schema as JSON ones are.
+        contents = response.get("content", {})
+        content = contents.get("application/json") or next(iter(contents.values()), None)
         for name, example in (content or {}).get("examples", {}).items():
             found[(status, name)] = example["value"], content["schema"]
     return found
