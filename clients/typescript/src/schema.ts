@@ -371,7 +371,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Why the agent believes this: the evidence of an entry, fact, episode or procedure */
+        /** Why the agent believes an entry, fact, episode or procedure */
         get: operations["v1_evidence_retrieve"];
         put?: never;
         post?: never;
@@ -389,6 +389,7 @@ export interface paths {
             cookie?: never;
         };
         /**
+         * Export the workspace, an agent or a person as JSON lines
          * @description The memory of the workspace, one agent or one person, as JSON lines (docs/export.md).
          *
          *     An agent-bound key exports only its agent's rows.
@@ -536,6 +537,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
+         * Import an export (JSON lines) into this workspace, all or nothing
          * @description Import an export (the body, JSON lines) into this workspace: all of it or nothing.
          *
          *     Needs a writable workspace-wide key. A line that cannot be stored answers 400 with its
@@ -557,7 +559,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description An import's status: progress while it runs, its report or error once it ended. */
+        /**
+         * Read an import job: progress, then its report or error
+         * @description An import's status: progress while it runs, its report or error once it ended.
+         */
         get: operations["import_job_retrieve"];
         put?: never;
         post?: never;
@@ -945,7 +950,7 @@ export interface paths {
             cookie?: never;
         };
         /** List the latest retention runs */
-        get: operations["v1_retention_runs_list"];
+        get: operations["v1_retention_runs_retrieve"];
         put?: never;
         /**
          * Run retention now
@@ -2616,6 +2621,11 @@ export interface components {
          * @enum {string}
          */
         FactTypeEnum: "user_preference" | "world_knowledge" | "self_knowledge" | "correction" | "relationship";
+        /**
+         * @description * `memory-export` - memory-export
+         * @enum {string}
+         */
+        FormatEnum: "memory-export";
         GetOpRequest: {
             /**
              * @description discriminator enum property added by openapi-typescript
@@ -2653,6 +2663,19 @@ export interface components {
             channel: string;
             external_id: string;
             profile?: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description A JSON object body is an export's header line alone: an empty export (docs/export.md). */
+        ImportHeaderRequest: {
+            format: components["schemas"]["FormatEnum"];
+            version: number;
+            source: string;
+            embedding_model: string;
+            /** Format: date-time */
+            exported_at: string;
+            dimensions?: number | null;
+            scope?: {
                 [key: string]: unknown;
             };
         };
@@ -2716,7 +2739,7 @@ export interface components {
             expires_at: string | null;
         };
         ItemRefRequest: {
-            tier: components["schemas"]["Tier5d2Enum"];
+            tier: components["schemas"]["ReviewTierEnum"];
             /** Format: uuid */
             id: string;
         };
@@ -2888,7 +2911,7 @@ export interface components {
             readonly legal_hold: components["schemas"]["LegalHoldOutput"] | null;
         };
         MergeRefRequest: {
-            tier: components["schemas"]["Tier5d2Enum"];
+            tier: components["schemas"]["ReviewTierEnum"];
             /** Format: uuid */
             id: string;
             /**
@@ -3316,6 +3339,20 @@ export interface components {
              */
             previous: string | null;
             results: components["schemas"]["ProfileOutput"][];
+        };
+        /** @description A page of the queue (the envelope of every paged list), with the held counts per tier. */
+        PaginatedReviewItemList: {
+            /** @description Items of this state (and tier) under the filters. */
+            count: number;
+            limit: number;
+            offset: number;
+            /** Format: uri */
+            next: string | null;
+            /** Format: uri */
+            previous: string | null;
+            results: components["schemas"]["ReviewItem"][];
+            /** @description Held items per tier, under the same agent and person filters. */
+            counts?: components["schemas"]["Counts"];
         };
         PaginatedRunOutputList: {
             /** @example 1 */
@@ -3774,8 +3811,8 @@ export interface components {
         RetentionRule: {
             /** Format: uuid */
             id: string;
-            tier: components["schemas"]["Tier7afEnum"];
-            /** @description null: the workspace's rule. */
+            tier: components["schemas"]["RetentionTierEnum"];
+            /** @description The agent's slug; null: the workspace's rule. */
             readonly agent: string | null;
             max_age_days: number | null;
             keep_latest: number | null;
@@ -3784,11 +3821,11 @@ export interface components {
             updated_at: string;
         };
         RetentionRuleInputRequest: {
-            tier: components["schemas"]["Tier7afEnum"];
+            tier: components["schemas"]["RetentionTierEnum"];
             /** @description Omitted or null: the workspace's rule. */
             agent?: string | null;
-            /** @description Delete rows older than this. */
-            max_age_days?: number | null;
+            /** @description Delete rows older than this; null: no age limit (then keep_latest is required). */
+            max_age_days: number | null;
             /** @description Keep the newest N of each group (per thread for messages and run snapshots, per thread and namespace for checkpoints, per agent and person for the rest). */
             keep_latest?: number | null;
         };
@@ -3809,11 +3846,26 @@ export interface components {
         RetentionRunQueued: {
             status: string;
         };
+        RetentionRuns: {
+            /** @description The latest 20 runs, newest first. */
+            runs: components["schemas"]["RetentionRun"][];
+        };
+        /**
+         * @description * `threads` - Threads (idle)
+         *     * `messages` - Messages
+         *     * `checkpoints` - Checkpoints
+         *     * `run_snapshots` - Run snapshots
+         *     * `episodic_entries` - Episodic entries
+         *     * `episodes` - Episodes
+         *     * `facts` - Facts
+         * @enum {string}
+         */
+        RetentionTierEnum: "threads" | "messages" | "checkpoints" | "run_snapshots" | "episodic_entries" | "episodes" | "facts";
         ReviewApproveInputRequest: {
             items: components["schemas"]["ItemRefRequest"][];
         };
         ReviewItem: {
-            tier: components["schemas"]["Tier5d2Enum"];
+            tier: components["schemas"]["ReviewTierEnum"];
             /** Format: uuid */
             id: string;
             state: components["schemas"]["StateEnum"];
@@ -3839,13 +3891,6 @@ export interface components {
                 [key: string]: unknown;
             };
         };
-        ReviewListOutput: {
-            /** @description Held items per tier, under the same agent and person filters. */
-            counts: components["schemas"]["Counts"];
-            limit: number;
-            offset: number;
-            results: components["schemas"]["ReviewItem"][];
-        };
         ReviewMergeInputRequest: {
             items: components["schemas"]["MergeRefRequest"][];
         };
@@ -3854,6 +3899,13 @@ export interface components {
             /** @default  */
             reason?: string;
         };
+        /**
+         * @description * `entry` - entry
+         *     * `fact` - fact
+         *     * `procedure` - procedure
+         * @enum {string}
+         */
+        ReviewTierEnum: "entry" | "fact" | "procedure";
         RunOutput: {
             /** Format: uuid */
             id: string;
@@ -4232,24 +4284,6 @@ export interface components {
             /** Format: date-time */
             compacted_at: string | null;
         };
-        /**
-         * @description * `entry` - entry
-         *     * `fact` - fact
-         *     * `procedure` - procedure
-         * @enum {string}
-         */
-        Tier5d2Enum: "entry" | "fact" | "procedure";
-        /**
-         * @description * `threads` - Threads (idle)
-         *     * `messages` - Messages
-         *     * `checkpoints` - Checkpoints
-         *     * `run_snapshots` - Run snapshots
-         *     * `episodic_entries` - Episodic entries
-         *     * `episodes` - Episodes
-         *     * `facts` - Facts
-         * @enum {string}
-         */
-        Tier7afEnum: "threads" | "messages" | "checkpoints" | "run_snapshots" | "episodic_entries" | "episodes" | "facts";
         ToolCallInputRequest: components["schemas"]["OpenAIToolCallRequest"] | components["schemas"]["AnthropicToolUseRequest"] | components["schemas"]["MCPToolCallRequest"] | components["schemas"]["OpenAIToolCallRequest"][] | components["schemas"]["AnthropicToolUseRequest"][] | components["schemas"]["MCPToolCallRequest"][];
         ToolCallOutput: components["schemas"]["OpenAIToolMessage"] | components["schemas"]["AnthropicToolResult"] | components["schemas"]["MCPCallToolResult"] | components["schemas"]["OpenAIToolMessage"][] | components["schemas"]["AnthropicToolResult"][] | components["schemas"]["MCPCallToolResult"][];
         /**
@@ -7427,9 +7461,7 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/x-ndjson": string;
-                "application/json": {
-                    [key: string]: unknown;
-                };
+                "application/json": components["schemas"]["ImportHeaderRequest"];
             };
         };
         responses: {
@@ -9805,7 +9837,7 @@ export interface operations {
             };
         };
     };
-    v1_retention_runs_list: {
+    v1_retention_runs_retrieve: {
         parameters: {
             query?: never;
             header?: never;
@@ -9819,7 +9851,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RetentionRun"][];
+                    "application/json": components["schemas"]["RetentionRuns"];
                 };
             };
             /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
@@ -9947,7 +9979,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ReviewListOutput"];
+                    "application/json": components["schemas"]["PaginatedReviewItemList"];
                 };
             };
             /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
