@@ -283,7 +283,7 @@ class MemoryUserLegalHoldApi(APIView):
     @extend_schema(
         summary="Release a memory user's legal hold",
         request=None,
-        responses=MemoryUserOutputSerializer,
+        responses={200: MemoryUserOutputSerializer},
         examples=[MEMORY_USER_RESPONSE],
     )
     def delete(self, request, memory_user_id):

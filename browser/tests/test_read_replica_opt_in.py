@@ -25,6 +25,11 @@ READS = {
     "user-pick",
     "store",
     "store-item",
+    # Pages added with issues 14 and 15 that only read.
+    "overview",
+    "audit",
+    "evidence",
+    "search",
 }
 
 

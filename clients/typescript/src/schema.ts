@@ -8111,12 +8111,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description No response body */
-            204: {
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["MemoryUserOutput"];
+                };
             };
             /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
             400: {
