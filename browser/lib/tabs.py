@@ -61,7 +61,7 @@ def _get_or_404(spec: TabSpec, principal, pk):
         raise Http404(f"No such {spec.noun}.")
 
 
-def _filter_fields(spec: TabSpec, request, hints: dict):
+def filter_fields(spec: TabSpec, request, hints: dict):
     """The FilterSet's form (the API's own filters), described for the filter bar template.
 
     `hints` holds the line under each picker field (see browser.lib.pickers).
@@ -167,7 +167,7 @@ def _results_context(spec: TabSpec, request) -> dict:
 
 def tab_list(request, spec: TabSpec):
     context = _results_context(spec, request)
-    context["filters"] = _filter_fields(spec, request, context["picker_hints"])
+    context["filters"] = filter_fields(spec, request, context["picker_hints"])
     # Filters other than the search box that the URL sets, so their panel opens itself.
     names = {entry["name"] for entry in context["filters"] if entry["kind"] != "search"}
     context["filters_active"] = sum(1 for name in names if any(request.GET.getlist(name)))

@@ -21,7 +21,7 @@ from browser.access import EDIT, workspace_view
 from browser.lib.listing import Sort, paginate_sorted
 from browser.lib.pickers import picker_hints, pickers_resolve
 from browser.lib.rendering import render_page
-from browser.lib.tabs import _filter_fields, filter_params
+from browser.lib.tabs import filter_fields, filter_params
 from browser.selectors.audit import (
     TIER_OF_TYPE,
     AuditEventFilter,
@@ -137,7 +137,7 @@ def _results_context(request) -> dict:
 @workspace_view(EDIT)
 def audit(request):
     context = _results_context(request)
-    context["filters"] = _filter_fields(context["spec"], request, context["picker_hints"])
+    context["filters"] = filter_fields(context["spec"], request, context["picker_hints"])
     context["filters_active"] = sum(
         1 for entry in context["filters"] if any(request.GET.getlist(entry["name"]))
     )
