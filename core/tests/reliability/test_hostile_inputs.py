@@ -324,6 +324,51 @@ class HostileInputTests(TestCase):
                                 problems.append(f"{label}: {problem}")
                         assert not problems, problems
 
+    def test_browser_search_and_audit_filters(self):
+        """The header search (every tier's group and each tier's own list) and the audit trail's
+        filters, page and CSV export never answer 5xx either, whatever the query string holds.
+        The search gets full-text syntax too: websearch_to_tsquery and the tiers' substring
+        filters see the same text."""
+        from browser.selectors.audit import AuditEventFilter
+        from browser.selectors.search import TIERS
+
+        workspace = {"workspace_id": self.world.w1.pk}
+        search = reverse("memories:search", kwargs=workspace)
+        syntax = ['"', '"unclosed', "-", "!!", "a:*", "a & | b", "or or", "<->", "\\", "%_", "(", "'"]
+        values = [QUERY_VALUES[label] for label in (*BROWSER_QUERY_VALUES, "long_10000", "template")]
+        values += [quote(text) for text in syntax]
+        queries = [f"q={value}" for value in values]
+        queries += [f"q={value}&tier={tier.slug}" for value in values for tier in TIERS]
+        queries += [
+            f"q=Lisbon&{name}={QUERY_VALUES[label]}"
+            for name in ("tier", "sort", "page", "per_page")
+            for label in BROWSER_QUERY_VALUES
+        ]
+        audit_pages = [
+            reverse("memories:audit", kwargs=workspace),
+            reverse("memories:audit-export", kwargs=workspace),
+        ]
+        names = [*AuditEventFilter.base_filters, "sort", "page", "per_page"]
+        with quiet_request_log():
+            with self.subTest(page="search"):
+                problems = [
+                    f"{query[:80]}: {problem}"
+                    for query in queries
+                    if (problem := self._check("get", search, query=query, api=False))
+                ]
+                assert not problems, problems
+            for path in audit_pages:
+                for name in names:
+                    with self.subTest(page=path, query=name):
+                        problems = []
+                        for label in BROWSER_QUERY_VALUES:
+                            problem = self._check(
+                                "get", path, query=f"{name}={QUERY_VALUES[label]}", api=False
+                            )
+                            if problem:
+                                problems.append(f"{label}: {problem}")
+                        assert not problems, problems
+
 
 class BodySizeTests(TestCase):
     """The size limit holds with or without Content-Length. The chunked case goes through the
