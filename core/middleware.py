@@ -5,7 +5,9 @@
   no view handled on /api/ into the documented JSON error body carrying that id.
 - `ApiBodyLimitMiddleware` refuses oversized bodies (413) whether or not they declare a
   Content-Length, and NUL in an /api/ path or query string (400): PostgreSQL cannot compare
-  or store it, so it would otherwise be a 500 in whichever query first used the value.
+  or store it, so it would otherwise be a 500 in whichever query first used the value. A view
+  that sets `body_streamed = True` reads its body as a stream under a limit of its own (the
+  import, docs/export.md): the middleware only makes a chunked body readable for it.
 - `ReadReplicaMiddleware` lets safe requests to views that opted in read from the replica,
   and pins a caller that wrote to the primary (core.lib.replica). Installed by the settings
   only when DATABASE_REPLICA_URL is set.
@@ -102,17 +104,27 @@ class RequestIdMiddleware:
 
 
 class ApiBodyLimitMiddleware:
-    """Refuse oversized API bodies with 413 and NUL in API URLs with 400, before anything reads them."""
+    """Refuse NUL in API URLs with 400 before anything runs, and oversized API bodies with 413
+    once the view is known (a view may stream its body under its own limit), before anything
+    reads them."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         if _is_api(request):
-            refusal = self._nul_in_url(request) or self._body_limit(request)
+            refusal = self._nul_in_url(request)
             if refusal is not None:
                 return refusal
         return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if not _is_api(request):
+            return None
+        view_class = getattr(view_func, "cls", None) or getattr(view_func, "view_class", None)
+        if getattr(view_class, "body_streamed", False):
+            return self._body_streamed(request)
+        return self._body_limit(request)
 
     @staticmethod
     def _nul_in_url(request):
@@ -153,6 +165,19 @@ class ApiBodyLimitMiddleware:
         body = b"".join(chunks)
         request.META["CONTENT_LENGTH"] = str(len(body))
         request._stream = LimitedStream(io.BytesIO(body), len(body))
+        return None
+
+    @staticmethod
+    def _body_streamed(request):
+        """A view reading its body as a stream: a chunked body is handed to it whole, to the
+        end the server marks (gunicorn), without a length to trust; it enforces its own limit."""
+        if request.META.get("CONTENT_LENGTH"):
+            return None
+        if "chunked" not in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            return None
+        if not request.META.get("wsgi.input_terminated"):
+            return json_error_response(411, "length_required", LENGTH_REQUIRED)
+        request._stream = request.META["wsgi.input"]
         return None
 
 

@@ -1,8 +1,9 @@
-"""GET /export/ (the workspace, an agent or a person, streamed as JSONL) and POST /import/."""
+"""GET /export/ (the workspace, an agent or a person, streamed as JSONL), POST /import/ (a job
+made of the streamed body) and GET /import/<id>/ (the job)."""
 
 import json
-import uuid
 
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -12,6 +13,7 @@ from drf_spectacular.utils import (
     extend_schema_field,
 )
 from rest_framework import serializers, status
+from rest_framework.exceptions import UnsupportedMediaType
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -22,8 +24,8 @@ from identities.models import MemoryUser
 from portability.registry import Scope
 from portability.responses import NDJSON, export_response
 from portability.selectors import import_job_get
-from portability.services import export_stream, import_job_progress, import_run, lines_read
-from portability.services.jobs import import_job_record
+from portability.services import export_stream, import_job_progress, import_job_queue, import_upload_receive
+from portability.services.jobs import WORKER_LOST
 
 JOB_EXAMPLE = {
     "id": "3a4b5c6d-7e8f-4a1b-9c2d-3e4f5a6b7c8d",
@@ -34,8 +36,13 @@ JOB_EXAMPLE = {
     "report": {"created": {"memory_user": 3, "thread": 4, "message": 400}, "reused": {}, "conflicts": []},
     "error": None,
     "created_at": "2026-11-23T14:40:52.957998Z",
+    "started_at": "2026-11-23T14:40:53.001230Z",
+    "heartbeat_at": "2026-11-23T14:40:53.001230Z",
+    "attempts": 1,
     "finished_at": "2026-11-23T14:40:55.112004Z",
 }
+# What a body may be sent as; none (curl --data-binary without -H) is read as JSON lines too.
+IMPORT_MEDIA_TYPES = {"", NDJSON, "application/jsonl", "application/json", "application/octet-stream"}
 HEADER_EXAMPLE = {
     "format": "memory-export",
     "version": 1,
@@ -68,6 +75,10 @@ class ImportJobOutputSerializer(serializers.Serializer):
     report = serializers.JSONField()
     error = serializers.JSONField()
     created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    # Written by the worker while it runs; a stale one is a lost worker (the sweep's to handle).
+    heartbeat_at = serializers.DateTimeField(allow_null=True)
+    attempts = serializers.IntegerField()
     finished_at = serializers.DateTimeField(allow_null=True)
 
     @extend_schema_field(
@@ -150,60 +161,99 @@ class ExportApi(APIView):
 
 
 class ImportApi(APIView):
+    # Read as a stream to disk under PORTABILITY_IMPORT_MAX_BYTES, not API_MAX_BODY_BYTES
+    # (core.middleware.ApiBodyLimitMiddleware).
+    body_streamed = True
+
     class FilterSerializer(StrictSerializer):
         dry_run = serializers.BooleanField(required=False, default=False)
+        file_name = serializers.CharField(required=False, default="", allow_blank=True, max_length=255)
 
     @extend_schema(
         operation_id="import_memory",
         parameters=[
-            OpenApiParameter("dry_run", bool, description="Report what would be created; store nothing.")
+            OpenApiParameter("dry_run", bool, description="Report what would be created; store nothing."),
+            OpenApiParameter("file_name", str, description="A name for the job (the file's, say)."),
+            OpenApiParameter(
+                "Content-Encoding",
+                str,
+                OpenApiParameter.HEADER,
+                enum=["gzip"],
+                description="`gzip`: the body is gzipped; the limit counts its inflated bytes.",
+            ),
+            OpenApiParameter(
+                "Location",
+                OpenApiTypes.URI,
+                OpenApiParameter.HEADER,
+                response=[202],
+                description="The job (GET /api/v1/import/{job_id}/), to poll until it ended.",
+            ),
         ],
-        summary="Import an export (JSON lines) into this workspace, all or nothing",
+        summary="Queue an import of an export (JSON lines) into this workspace",
         request={NDJSON: OpenApiTypes.STR, "application/json": ImportHeaderSerializer},
         responses={
-            200: ImportJobOutputSerializer,
-            201: ImportJobOutputSerializer,
+            202: OpenApiResponse(
+                ImportJobOutputSerializer,
+                description="Queued. `Location` is the job, to poll until `status` is done or failed.",
+            ),
         },
         examples=[
             OpenApiExample("An empty export: its header alone", value=HEADER_EXAMPLE, request_only=True),
-            OpenApiExample("Imported", value=JOB_EXAMPLE, response_only=True, status_codes=["201"]),
             OpenApiExample(
-                "Dry run", value={**JOB_EXAMPLE, "dry_run": True}, response_only=True, status_codes=["200"]
+                "Queued",
+                value={
+                    **JOB_EXAMPLE,
+                    "status": "queued",
+                    "progress": {"done": 0, "total": 1834, "lines": 0, "percent": 0},
+                    "report": {},
+                    "started_at": None,
+                    "heartbeat_at": None,
+                    "attempts": 0,
+                    "finished_at": None,
+                },
+                response_only=True,
+                status_codes=["202"],
             ),
         ],
     )
     def post(self, request):
-        """Import an export (the body, JSON lines) into this workspace: all of it or nothing.
+        """Queue an import of an export (the body, JSON lines, optionally gzipped) into this
+        workspace; poll the job at `Location` (docs/export.md).
 
-        Needs a writable workspace-wide key. A line that cannot be stored answers 400 with its
-        number in `fields.line`. Ids are remapped; a second import of the same export creates
-        nothing. Bodies are limited to API_MAX_BODY_BYTES: larger files go through
-        `manage.py import_memory` or the Export/Import page of /memories."""
+        The body is streamed to disk, never held in memory, up to PORTABILITY_IMPORT_MAX_BYTES
+        (2 GB by default; 413 past it, counted after gunzip), and its first line checked: a body
+        whose first line is not an export header answers 400 at once (`malformed_header`,
+        `unsupported_version`), as does bad gzip; a form, multipart or other media type, or a
+        Content-Encoding other than gzip, 415. A worker then imports it all or nothing: a line
+        that cannot be stored fails the job, its number in `error.line`. Ids are remapped; a
+        second import of the same export creates nothing. Needs a writable workspace-wide key."""
         principal = request.user
         require_write(principal)
         require_workspace_key(principal)
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        dry_run = filters.validated_data["dry_run"]
-        run = uuid.uuid4()
-        size = int(request.META.get("CONTENT_LENGTH") or 0)
-        report = import_run(
-            workspace=principal.workspace,
-            lines=lines_read(request._request),
-            actor=principal.actor,
-            dry_run=dry_run,
-            run=run,
+        data = filters.validated_data
+        media_type = request.content_type.split(";")[0].strip().lower()
+        if media_type not in IMPORT_MEDIA_TYPES:
+            raise UnsupportedMediaType(media_type)
+        upload = import_upload_receive(
+            stream=request._request,
+            content_length=request.META.get("CONTENT_LENGTH"),
+            content_encoding=request.META.get("HTTP_CONTENT_ENCODING", ""),
         )
-        job = import_job_record(
+        job = import_job_queue(
             workspace=principal.workspace,
             actor=principal.actor,
-            dry_run=dry_run,
-            report=report,
-            error=None,
-            size=size,
+            file_name=data["file_name"] or "(request body)",
+            upload=upload,
+            dry_run=data["dry_run"],
         )
-        code = status.HTTP_200_OK if dry_run else status.HTTP_201_CREATED
-        return Response(ImportJobOutputSerializer(job).data, status=code)
+        location = reverse("api:portability:import-detail", kwargs={"job_id": job.pk})
+        return Response(
+            ImportJobOutputSerializer(job).data,
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": request.build_absolute_uri(location)},
+        )
 
 
 class ImportJobDetailApi(APIView):
@@ -211,9 +261,29 @@ class ImportJobDetailApi(APIView):
         operation_id="import_job_retrieve",
         summary="Read an import job: progress, then its report or error",
         responses=ImportJobOutputSerializer,
-        examples=[OpenApiExample("Done", value=JOB_EXAMPLE, response_only=True)],
+        examples=[
+            OpenApiExample("Done", value=JOB_EXAMPLE, response_only=True),
+            OpenApiExample(
+                "Failed: its worker died",
+                value={
+                    **JOB_EXAMPLE,
+                    "status": "failed",
+                    "progress": {"done": 0, "total": 1834, "lines": 0, "percent": 0},
+                    "report": {},
+                    "attempts": 2,
+                    "error": {
+                        "code": "worker_lost",
+                        "message": WORKER_LOST.format(last="2026-11-23T14:41:10+00:00"),
+                        "line": 0,
+                    },
+                },
+                response_only=True,
+            ),
+        ],
     )
     def get(self, request, job_id):
-        """An import's status: progress while it runs, its report or error once it ended."""
+        """An import's status: `queued`, `running` (progress in bytes of the file and records
+        read, `heartbeat_at`), then `done` with its report or `failed` with its error; either
+        way the file is removed. Nothing of a failed import is stored."""
         job = import_job_get(principal=request.user, job_id=job_id)
         return Response(ImportJobOutputSerializer(job).data)

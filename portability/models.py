@@ -34,6 +34,12 @@ class ImportJob(models.Model):
     error = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
+    # Written every PORTABILITY_IMPORT_HEARTBEAT_SECONDS while a worker runs the job; a stale
+    # one tells the sweep the worker died (services/jobs.py import_jobs_sweep).
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Runs started: the sweep queues a job whose worker died again while this is below
+    # PORTABILITY_IMPORT_MAX_ATTEMPTS.
+    attempts = models.PositiveSmallIntegerField(default=0)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

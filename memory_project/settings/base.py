@@ -438,6 +438,12 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 540},
     },
 }
+# Import jobs whose worker died (no heartbeat): queued again once, then failed (portability/).
+CELERY_BEAT_SCHEDULE["portability-import-jobs-sweep"] = {
+    "task": "portability.tasks.import_jobs_sweep_task",
+    "schedule": timedelta(minutes=1),
+    "options": {"expires": 55},
+}
 CELERY_BEAT_SCHEDULE["reflection-sweep"] = {
     # Starts due reflection runs, resumes waiting and lost ones, recovers lost fair-queue jobs.
     "task": "reflection.tasks.reflection_sweep_task",
@@ -547,14 +553,6 @@ LLM_BASE_URL = env_str("LLM_BASE_URL", "")
 LLM_MODEL = env_str("LLM_MODEL", "")
 LLM_API_KEY = env_str("LLM_API_KEY", "")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 30.0)
-# Export and import (docs/export.md). Uploads from /memories wait here for a worker: in a
-# deployment of several hosts it must be a volume every web and worker host shares.
-PORTABILITY_IMPORT_DIR = Path(env_str("PORTABILITY_IMPORT_DIR", str(VAR_DIR / "imports")))
-# A longer line (one record) stops an import instead of filling memory; the largest records
-# are checkpoints (base64 state) and messages of THREADS_MAX_CONTENT_CHARS.
-PORTABILITY_LINE_MAX_BYTES = env_int("PORTABILITY_LINE_MAX_BYTES", 16 * 1024 * 1024)
-# An import job's hard time limit (~1 GB at the rates in docs/export.md, with room).
-PORTABILITY_IMPORT_TIME_LIMIT = env_int("PORTABILITY_IMPORT_TIME_LIMIT", 6 * 3600)
 # Tokens of LLM work per workspace and UTC day (0: no budget); a workspace's LLMBudget row
 # overrides it. Past it, `fallback` takes the offline method and `wait` retries the work after
 # the day rolls over (core/lib/llm_budget.py, docs/reflection.md).
@@ -581,6 +579,17 @@ PORTABILITY_IMPORT_DIR = Path(env_str("PORTABILITY_IMPORT_DIR", str(VAR_DIR / "i
 PORTABILITY_LINE_MAX_BYTES = env_int("PORTABILITY_LINE_MAX_BYTES", 16 * 1024 * 1024)
 # An import job's hard time limit (~1 GB at the rates in docs/export.md, with room).
 PORTABILITY_IMPORT_TIME_LIMIT = env_int("PORTABILITY_IMPORT_TIME_LIMIT", 6 * 3600)
+# POST /api/v1/import/ streams its body to PORTABILITY_IMPORT_DIR instead of API_MAX_BODY_BYTES;
+# a larger body (after gunzip, when sent gzipped) is refused with 413.
+PORTABILITY_IMPORT_MAX_BYTES = env_int("PORTABILITY_IMPORT_MAX_BYTES", 2 * 1024**3)
+# A running job's worker writes a heartbeat this often; the sweep treats a job without one
+# for PORTABILITY_IMPORT_STALE_SECONDS as lost: queued again while its runs are below
+# PORTABILITY_IMPORT_MAX_ATTEMPTS, failed after. Upload files no job names are removed after
+# PORTABILITY_IMPORT_ORPHAN_SECONDS.
+PORTABILITY_IMPORT_HEARTBEAT_SECONDS = env_float("PORTABILITY_IMPORT_HEARTBEAT_SECONDS", 30.0)
+PORTABILITY_IMPORT_STALE_SECONDS = env_int("PORTABILITY_IMPORT_STALE_SECONDS", 300)
+PORTABILITY_IMPORT_MAX_ATTEMPTS = env_int("PORTABILITY_IMPORT_MAX_ATTEMPTS", 2)
+PORTABILITY_IMPORT_ORPHAN_SECONDS = env_int("PORTABILITY_IMPORT_ORPHAN_SECONDS", 24 * 3600)
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", "")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "")

@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+from pathlib import Path
 
 from core.lib.embedded import start_throwaway_postgres
 
@@ -33,3 +34,5 @@ STORAGES = {
     **STORAGES,  # noqa: F405
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Import uploads of requests a test rolls back would otherwise be left in var/imports.
+PORTABILITY_IMPORT_DIR = Path(tempfile.mkdtemp(prefix="memory-test-imports-"))

@@ -10,23 +10,29 @@ from portability.services.importing import (
 from portability.services.jobs import (
     import_job_create,
     import_job_progress,
-    import_job_record,
+    import_job_queue,
     import_job_run,
+    import_jobs_sweep,
     import_upload_path,
 )
+from portability.services.uploads import Upload, UploadTooLarge, import_upload_receive
 
 __all__ = [
     "FORMAT",
     "VERSION",
     "ImportFailed",
+    "Upload",
+    "UploadTooLarge",
     "export_header",
     "export_lines",
     "export_stream",
     "import_embed_missing",
     "import_job_create",
     "import_job_progress",
-    "import_job_record",
+    "import_job_queue",
     "import_job_run",
+    "import_jobs_sweep",
+    "import_upload_receive",
     "import_run",
     "import_upload_path",
     "lines_read",

@@ -65,9 +65,11 @@ class ImportFailed(ApplicationError):
         self.line = line
 
 
-def lines_read(stream, *, limit: int | None = None) -> Iterator[tuple[int, bytes, int]]:
+def lines_read(
+    stream, *, limit: int | None = None, code: str = "line_too_long"
+) -> Iterator[tuple[int, bytes, int]]:
     """(line number, line, bytes read so far) of a binary stream, never holding more than one
-    line; a line longer than `limit` bytes stops the run instead of filling memory."""
+    line; a line longer than `limit` bytes stops the run (error `code`) instead of filling memory."""
     limit = limit or settings.PORTABILITY_LINE_MAX_BYTES
     number = 0
     done = 0
@@ -78,11 +80,12 @@ def lines_read(stream, *, limit: int | None = None) -> Iterator[tuple[int, bytes
         number += 1
         done += len(raw)
         if len(raw) > limit:
-            raise ImportFailed(LINE_TOO_LONG.format(limit=limit), line=number, code="line_too_long")
+            raise ImportFailed(LINE_TOO_LONG.format(limit=limit), line=number, code=code)
         yield number, raw, done
 
 
-def _header_check(raw: bytes, line: int) -> dict:
+def header_check(raw: bytes, line: int) -> dict:
+    """The export header of line `line`, or ImportFailed saying what is wrong with it."""
     try:
         header = json_loads_checked(raw)
     except JSONRefused as exc:
@@ -651,7 +654,7 @@ def _import(*, workspace, lines, actor, run, progress) -> dict:
     first = next(iterator, None)
     if first is None:
         raise ImportFailed(HEADER_REQUIRED, line=1, code="malformed_header")
-    header = _header_check(first[1], first[0])
+    header = header_check(first[1], first[0])
     provider = embedding_provider_for(workspace)
     keep_vectors = header["embedding_model"] == provider.model_name and header.get("dimensions") in (
         None,
