@@ -537,13 +537,17 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Import an export (JSON lines) into this workspace, all or nothing
-         * @description Import an export (the body, JSON lines) into this workspace: all of it or nothing.
+         * Queue an import of an export (JSON lines) into this workspace
+         * @description Queue an import of an export (the body, JSON lines, optionally gzipped) into this
+         *     workspace; poll the job at `Location` (docs/export.md).
          *
-         *     Needs a writable workspace-wide key. A line that cannot be stored answers 400 with its
-         *     number in `fields.line`. Ids are remapped; a second import of the same export creates
-         *     nothing. Bodies are limited to API_MAX_BODY_BYTES: larger files go through
-         *     `manage.py import_memory` or the Export/Import page of /memories.
+         *     The body is streamed to disk, never held in memory, up to PORTABILITY_IMPORT_MAX_BYTES
+         *     (2 GB by default; 413 past it, counted after gunzip), and its first line checked: a body
+         *     whose first line is not an export header answers 400 at once (`malformed_header`,
+         *     `unsupported_version`), as does bad gzip; a form, multipart or other media type, or a
+         *     Content-Encoding other than gzip, 415. A worker then imports it all or nothing: a line
+         *     that cannot be stored fails the job, its number in `error.line`. Ids are remapped; a
+         *     second import of the same export creates nothing. Needs a writable workspace-wide key.
          */
         post: operations["import_memory"];
         delete?: never;
@@ -561,7 +565,9 @@ export interface paths {
         };
         /**
          * Read an import job: progress, then its report or error
-         * @description An import's status: progress while it runs, its report or error once it ended.
+         * @description An import's status: `queued`, `running` (progress in bytes of the file and records
+         *     read, `heartbeat_at`), then `done` with its report or `failed` with its error; either
+         *     way the file is removed. Nothing of a failed import is stored.
          */
         get: operations["import_job_retrieve"];
         put?: never;
@@ -2695,6 +2701,11 @@ export interface components {
             error: unknown;
             /** Format: date-time */
             created_at: string;
+            /** Format: date-time */
+            started_at: string | null;
+            /** Format: date-time */
+            heartbeat_at: string | null;
+            attempts: number;
             /** Format: date-time */
             finished_at: string | null;
         };
@@ -7453,8 +7464,13 @@ export interface operations {
             query?: {
                 /** @description Report what would be created; store nothing. */
                 dry_run?: boolean;
+                /** @description A name for the job (the file's, say). */
+                file_name?: string;
             };
-            header?: never;
+            header?: {
+                /** @description `gzip`: the body is gzipped; the limit counts its inflated bytes. */
+                "Content-Encoding"?: "gzip";
+            };
             path?: never;
             cookie?: never;
         };
@@ -7465,16 +7481,11 @@ export interface operations {
             };
         };
         responses: {
-            200: {
+            /** @description Queued. `Location` is the job, to poll until `status` is done or failed. */
+            202: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ImportJobOutput"];
-                };
-            };
-            201: {
-                headers: {
+                    /** @description The job (GET /api/v1/import/{job_id}/), to poll until it ended. */
+                    Location?: string;
                     [name: string]: unknown;
                 };
                 content: {
