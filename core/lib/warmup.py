@@ -133,7 +133,11 @@ def _tokens() -> None:
 
 
 def _embeddings() -> dict | None:
-    """One query embedding with the default provider; an endpoint that is down is only reported."""
+    """One query embedding with the default provider; an endpoint that is down is only reported.
+
+    The local model loads in the runtime EMBEDDING_RUNTIME names (an ONNX Runtime session,
+    exported first if the file is missing, or torch), so a process on ONNX never imports torch.
+    """
     from core.embeddings import embedding_warm
 
     return embedding_warm(_WARM_UP_QUERY)

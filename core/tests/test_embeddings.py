@@ -1,0 +1,265 @@
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+from django.conf import settings
+from django.test import SimpleTestCase, override_settings
+
+from core import embeddings
+from core.embeddings import (
+    LOCAL_INT8_MODEL_NAME,
+    LOCAL_MODEL_NAME,
+    EmbeddingError,
+    LocalEmbeddingProvider,
+    QueryVectorCache,
+    embedding_provider_for,
+    query_cache,
+)
+from core.lib import onnx_embedding
+from core.lib.onnx_embedding import (
+    FP32,
+    INT8,
+    MAX_TOKENS,
+    onnx_model_current,
+    onnx_model_export,
+    onnx_model_file,
+)
+from core.testing import MemoryTestCase
+
+TEXTS = [
+    "hi",
+    "What did we decide about the release date?",
+    # Far past 256 tokens: both runtimes must truncate at the same place.
+    "The quarterly planning meeting covered hiring, budgets and the roadmap. " * 60,
+    "Ünïcödé: 日本語のテキスト, emoji 🎉🚀, Ελληνικά, עברית — ∑∫√ and \u00a0non-breaking spaces",
+    "",
+    " ",
+    "\n\t",
+    "?!",
+    "a" * 3000,
+]
+
+
+def cosines(a, b) -> np.ndarray:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+class OnnxRuntimeTests(SimpleTestCase):
+    """ONNX Runtime and torch compute the same vectors from the same packaged weights."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.torch = LocalEmbeddingProvider(runtime="torch")
+        cls.onnx = LocalEmbeddingProvider(runtime="onnx")
+
+    def test_the_long_text_is_past_the_token_limit(self):
+        encoder = embeddings._local_encoder_get("onnx")
+        assert len(encoder.tokenizer.encode(TEXTS[2]).ids) == MAX_TOKENS
+        assert len(encoder.tokenizer.encode(TEXTS[-1]).ids) <= MAX_TOKENS
+
+    def test_batch_vectors_match_torch(self):
+        expected = self.torch.embed(TEXTS)
+        got = self.onnx.embed(TEXTS)
+        assert len(got) == len(TEXTS) and all(len(v) == 384 for v in got)
+        assert cosines(got, expected).min() >= 0.9999, cosines(got, expected)
+
+    def test_single_vectors_match_torch(self):
+        with override_settings(EMBEDDING_QUERY_CACHE_SIZE=0):
+            for text in TEXTS:
+                [expected] = self.torch.embed([text])
+                [got] = self.onnx.embed([text])
+                assert cosines([got], [expected])[0] >= 0.9999, text[:40]
+
+    def test_a_batch_gives_each_text_the_vector_it_gets_alone(self):
+        """Length-sorted batches with padding change nothing: order and values are kept."""
+        with override_settings(EMBEDDING_QUERY_CACHE_SIZE=0):
+            alone = [self.onnx.embed([text])[0] for text in TEXTS]
+        assert cosines(self.onnx.embed(TEXTS), alone).min() >= 0.99999
+
+    def test_vectors_are_unit_length(self):
+        norms = np.linalg.norm(np.asarray(self.onnx.embed(TEXTS)), axis=1)
+        assert np.allclose(norms, 1.0, atol=1e-5)
+
+    def test_fp32_keeps_the_model_name_and_int8_has_its_own(self):
+        """fp32 ONNX vectors live in the torch vector space (nothing is re-embedded); int8 does not."""
+        assert self.onnx.model_name == self.torch.model_name == LOCAL_MODEL_NAME
+        assert LocalEmbeddingProvider(runtime="onnx-int8").model_name == LOCAL_INT8_MODEL_NAME
+        with override_settings(EMBEDDING_RUNTIME="onnx-int8"):
+            assert LocalEmbeddingProvider().model_name == LOCAL_INT8_MODEL_NAME
+        with override_settings(EMBEDDING_RUNTIME="torch"):
+            assert LocalEmbeddingProvider().runtime == "torch"
+
+    def test_an_unknown_runtime_is_refused(self):
+        refused = self.assertRaisesMessage(EmbeddingError, "EMBEDDING_RUNTIME='tensorflow'")
+        with override_settings(EMBEDDING_RUNTIME="tensorflow"), refused:
+            LocalEmbeddingProvider()
+
+    def test_int8_vectors_stay_close_to_fp32(self):
+        int8 = LocalEmbeddingProvider(runtime="onnx-int8").embed(TEXTS)
+        assert cosines(int8, self.onnx.embed(TEXTS)).min() >= 0.95
+
+
+class OnnxExportTests(SimpleTestCase):
+    def test_export_is_skipped_when_current_and_redone_when_stale(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            directory = Path(tmp)
+            assert not onnx_model_current(directory, FP32)
+            assert onnx_model_export(directory=directory, variant=FP32) is True
+            assert onnx_model_current(directory, FP32)
+            model_file = onnx_model_file(directory, FP32)
+            assert oct(model_file.stat().st_mode & 0o777) == "0o644"
+            assert onnx_model_export(directory=directory, variant=FP32) is False
+
+            # Weights of another package version make the file stale.
+            manifest = model_file.with_suffix(".json")
+            data = json.loads(manifest.read_text())
+            data["source"]["weights_package"] = "0.0.1"
+            manifest.write_text(json.dumps(data))
+            assert not onnx_model_current(directory, FP32)
+            assert onnx_model_export(directory=directory, variant=FP32) is True
+            assert [p.name for p in directory.iterdir() if p.suffix == ".tmp"] == []
+
+    def test_a_missing_file_is_exported_at_first_use(self):
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            override_settings(EMBEDDING_ONNX_DIR=Path(tmp)),
+            mock.patch.dict(embeddings._local_encoders, clear=True),
+        ):
+            [vector] = LocalEmbeddingProvider(runtime="onnx").embed(["first use"])
+            assert onnx_model_current(Path(tmp), FP32) and len(vector) == 384
+
+    def test_an_unknown_variant_is_refused(self):
+        with self.assertRaisesMessage(ValueError, "Unknown ONNX variant"):
+            onnx_model_export(directory=Path(tempfile.gettempdir()), variant="fp16")
+
+    def test_the_command_reports_up_to_date(self):
+        from io import StringIO
+
+        from django.core.management import call_command
+
+        onnx_model_export(directory=settings.EMBEDDING_ONNX_DIR, variant=FP32)
+        out = StringIO()
+        call_command("embedding_export", stdout=out)
+        assert out.getvalue().strip().endswith("all-MiniLM-L6-v2.fp32.onnx: up to date")
+        assert INT8 in onnx_embedding.VARIANTS
+
+
+class TorchIsNotImportedTests(SimpleTestCase):
+    def test_an_onnx_process_embeds_without_importing_torch(self):
+        """The point of the ONNX runtime for memory: torch, sentence-transformers and
+        transformers stay out of the process, even one that had to export the file first."""
+        code = (
+            "import sys, django; django.setup();"
+            "from core.embeddings import LocalEmbeddingProvider;"
+            "v = LocalEmbeddingProvider(runtime='onnx').embed(['hello'])[0];"
+            "assert len(v) == 384;"
+            "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))"
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {
+                **os.environ,
+                "DJANGO_SETTINGS_MODULE": os.environ.get(
+                    "DJANGO_SETTINGS_MODULE", "memory_project.settings.development"
+                ),
+                "DATABASE_URL": os.environ.get("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none"),
+                "EMBEDDING_ONNX_DIR": tmp,
+            }
+            result = subprocess.run(
+                [sys.executable, "-c", code],
+                cwd=settings.BASE_DIR,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert result.returncode == 0, result.stderr[-2000:]
+            assert result.stdout.strip() == "[]"
+            assert onnx_model_current(Path(tmp), FP32)
+
+
+class QueryVectorCacheTests(SimpleTestCase):
+    def setUp(self):
+        query_cache().clear()
+
+    def count_encodes(self):
+        return mock.patch.object(
+            LocalEmbeddingProvider, "_encode", autospec=True, side_effect=LocalEmbeddingProvider._encode
+        )
+
+    def test_a_repeated_query_is_served_from_the_cache(self):
+        provider = LocalEmbeddingProvider(cache_scope="w1")
+        with self.count_encodes() as encode:
+            first = provider.embed(["where is the launch checklist?"])
+            second = provider.embed(["where is the launch checklist?"])
+        assert encode.call_count == 1
+        assert first == second
+        assert query_cache().stats() == {"hits": 1, "misses": 1, "size": 1, "max_size": 1024}
+
+    def test_a_returned_vector_can_be_changed_without_changing_the_cache(self):
+        provider = LocalEmbeddingProvider(cache_scope="w1")
+        first = provider.embed(["mutable"])
+        first[0][0] = 42.0
+        assert provider.embed(["mutable"])[0][0] != 42.0
+
+    def test_the_key_is_model_scope_and_exact_text(self):
+        with self.count_encodes() as encode:
+            LocalEmbeddingProvider(cache_scope="w1").embed(["Budget"])
+            LocalEmbeddingProvider(cache_scope="w1").embed(["budget"])
+            LocalEmbeddingProvider(cache_scope="w1").embed(["Budget "])
+            # Another workspace does not learn, by timing, what w1 searched for.
+            LocalEmbeddingProvider(cache_scope="w2").embed(["Budget"])
+            LocalEmbeddingProvider(cache_scope="w1", runtime="onnx-int8").embed(["Budget"])
+        assert encode.call_count == 5
+        assert query_cache().stats()["hits"] == 0
+
+    def test_batches_bypass_the_cache(self):
+        provider = LocalEmbeddingProvider(cache_scope="w1")
+        provider.embed(["one", "two"])
+        assert query_cache().stats() == {"hits": 0, "misses": 0, "size": 0, "max_size": 1024}
+
+    def test_least_recently_used_is_evicted(self):
+        cache = QueryVectorCache(2)
+        cache.put("a", 1)
+        cache.put("b", 2)
+        assert cache.get("a") == 1
+        cache.put("c", 3)
+        assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
+        assert cache.stats() == {"hits": 3, "misses": 1, "size": 2, "max_size": 2}
+
+    @override_settings(EMBEDDING_QUERY_CACHE_SIZE=0)
+    def test_size_zero_turns_it_off(self):
+        provider = LocalEmbeddingProvider(cache_scope="w1")
+        with self.count_encodes() as encode:
+            provider.embed(["off"])
+            provider.embed(["off"])
+        assert encode.call_count == 2
+        assert query_cache().stats()["size"] == 0
+
+    @override_settings(EMBEDDING_QUERY_CACHE_SIZE=3)
+    def test_the_size_setting_bounds_it(self):
+        provider = LocalEmbeddingProvider(cache_scope="w1")
+        provider.embed(["q1"])
+        provider.embed(["q2"])
+        provider.embed(["q3"])
+        provider.embed(["q4"])
+        assert query_cache().stats()["size"] == 3 and query_cache().max_size == 3
+
+
+class ProviderScopeTests(MemoryTestCase):
+    def test_the_workspace_scopes_the_cache(self):
+        query_cache().clear()
+        mine = embedding_provider_for(self.workspace)
+        theirs = embedding_provider_for(self.other_workspace)
+        assert mine.cache_scope == str(self.workspace.pk) != theirs.cache_scope
+        assert mine == theirs  # Same model and runtime: the scope is not part of equality.
+        mine.embed(["release date"])
+        mine.embed(["release date"])
+        theirs.embed(["release date"])
+        assert query_cache().stats()["hits"] == 1 and query_cache().stats()["misses"] == 2
