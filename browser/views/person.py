@@ -29,8 +29,11 @@ TEMPLATE = "memories/person.html"
 # Ten rows a section keeps the whole page (eight sections) near one screenful per section
 # and its first render inside the 150 ms budget at 100,000 rows per tier (bench/browser_person.py).
 PER_SECTION = 10
-# Counts are exact up to here; above it a section says "more than 1,000" (see _paginate).
-COUNT_CAP = 1000
+# Counts are exact up to here; above it a section says "more than 100" (see _paginate). Each
+# counted row of the procedures and audit sections is an index probe or two (a procedure's
+# first run of the person's, an audit event's row): counting a heavy person's to 1,000 was
+# ~25 ms of their page at 100,000 rows per tier, and ten pages of ten rows are a lot to read.
+COUNT_CAP = 100
 # Longer queries are cut: every search here is a substring or full-text match.
 QUERY_CHARS = 200
 
@@ -149,7 +152,7 @@ def _paginate(section: selectors.PersonSection, number: int) -> tuple[list, int,
 
     The first page reads PER_SECTION + 1 keys and counts only when there are more, so a
     person with few rows costs no count query. Counts stop at COUNT_CAP (`more` is then
-    true and the page says "more than 1,000"): a planner estimate, as the tabs show, means
+    true and the page says "more than 100"): a planner estimate, as the tabs show, means
     nothing for one person's rows, and counting 90,000 of them costs more than the page.
     """
     first = section.order[0]
