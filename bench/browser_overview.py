@@ -16,13 +16,24 @@ session, middleware, access check, the aggregates' reads, the audit trail and re
 the SVG charts, i.e. the whole server-side path but no network.
 """
 
-import argparse
 import datetime as dt
 import os
 import time
 import uuid
 
-from bench.harness import machine_reference_ms, measure, print_table, setup_django, write_json
+from bench.harness import (
+    PageCase,
+    browser_parser,
+    browser_setup,
+    load_line,
+    logged_in_client,
+    machine_reference_ms,
+    measure_pages,
+    print_loaded,
+    print_table,
+    verdict,
+    write_json,
+)
 
 TARGET_MS = 200.0
 DAYS = 90
@@ -221,29 +232,21 @@ def build(n_messages: int):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = browser_parser(
+        __doc__, size_flag="--messages", default=1_000_000, help="messages (default 1,000,000)"
     )
-    parser.add_argument("--messages", type=int, default=1_000_000, help="messages (default 1,000,000)")
-    parser.add_argument("--repeat", type=int, default=40)
-    parser.add_argument("--json", default=None)
+    parser.set_defaults(repeat=40)
     args = parser.parse_args()
 
-    setup_django()
-    from django.conf import settings
-    from django.test import Client
+    browser_setup()
     from django.utils import timezone
 
     from activity.services import activity_aggregate
 
-    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     started = time.perf_counter()
     workspace, viewer, timings = build(args.messages)
     rows = args.messages + args.messages // 100 + 3 * (args.messages // 5) + args.messages // 10
-    print(
-        f"loaded {rows:,} rows in {time.perf_counter() - started:.1f} s: "
-        + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
-    )
+    print_loaded(f"{rows:,} rows", started, timings)
 
     today = timezone.now().astimezone(dt.UTC).date()
     start = time.perf_counter()
@@ -257,33 +260,26 @@ def main():
         f"incremental run (yesterday + today) {incremental_s:.1f} s ({incremental['rows']:,} rows)"
     )
 
-    client = Client()
-    client.force_login(viewer)
+    client = logged_in_client(viewer)
     base = f"/memories/{workspace.pk}/overview/"
     cases = [
-        ("overview, 30 days (page)", base, {}),
-        ("overview, 90 days (page)", base + "?days=90", {}),
-        ("overview, 30 days (htmx)", base, {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "main"}),
+        PageCase("overview, 30 days (page)", base),
+        PageCase("overview, 90 days (page)", base + "?days=90"),
+        PageCase("overview, 30 days (htmx)", base, target="main"),
     ]
+
+    def check(case, response):
+        assert b"noise-" not in response.content
+
     load_before = os.getloadavg()
     reference = machine_reference_ms()
-    results = []
-    for name, path, headers in cases:
-        response = client.get(path, **headers)
-        assert response.status_code == 200, (path, response.status_code)
-        assert b"noise-" not in response.content
-        results.append(
-            (
-                name,
-                measure(lambda path=path, headers=headers: client.get(path, **headers), repeat=args.repeat),
-            )
-        )
+    results, _by_name = measure_pages(client, cases, repeat=args.repeat, check=check, page_suffix="")
     load_after = os.getloadavg()
     print_table(f"/memories overview, {rows:,} rows in the tiers (target p95 <= {TARGET_MS:.0f} ms)", results)
-    print(f"load average (1/5/15 min) before: {load_before}, after: {load_after} on {os.cpu_count()} cores")
+    print(load_line(load_before, load_after))
     print(f"machine reference: {reference:.1f} ms")
     worst = max(stats["p95_ms"] for _, stats in results)
-    print(f"worst p95: {worst:.1f} ms -> {'PASS' if worst <= TARGET_MS else 'FAIL'}")
+    verdict("worst p95", worst, TARGET_MS)
     write_json(
         args.json,
         {

@@ -16,14 +16,25 @@ logged-in viewer: session, access check, every section's selector, counts, pages
 template, i.e. the whole server-side path but no network.
 """
 
-import argparse
 import os
 import random
 import time
 import uuid
 from datetime import timedelta
 
-from bench.harness import machine_reference_ms, measure, print_table, setup_django, write_json
+from bench.harness import (
+    PageCase,
+    browser_parser,
+    browser_setup,
+    load_line,
+    logged_in_client,
+    machine_reference_ms,
+    measure_pages,
+    print_loaded,
+    print_table,
+    verdict,
+    write_json,
+)
 
 TARGET_MS = 150.0
 OTHER_PEOPLE = 2000
@@ -275,56 +286,35 @@ def cases(workspace, heavy, typical):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rows", type=int, default=100_000, help="rows per tier table (default 100,000)")
-    parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--json", default=None)
+    parser = browser_parser(__doc__, help="rows per tier table (default 100,000)")
     args = parser.parse_args()
 
-    setup_django()
-    from django.conf import settings
-    from django.test import Client
-
-    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    browser_setup()
     started = time.perf_counter()
     workspace, viewer, heavy, typical, timings = build(args.rows)
-    print(
-        f"loaded {args.rows:,} rows per tier in {time.perf_counter() - started:.1f} s: "
-        + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
-    )
-    client = Client()
-    client.force_login(viewer)
+    print_loaded(f"{args.rows:,} rows per tier", started, timings)
+    client = logged_in_client(viewer)
+
+    def check(case, response):
+        assert b"noise-" not in response.content
+
     load_before = os.getloadavg()
     reference = machine_reference_ms()
-    rows, results = [], {}
-    for name, path, target in cases(workspace, heavy, typical):
-        response = client.get(path)
-        assert response.status_code == 200, (path, response.status_code)
-        assert b"noise-" not in response.content
-        full = measure(lambda path=path: client.get(path), repeat=args.repeat)
-        rows.append((f"{name} (page)", full))
-        results[name] = {"page": full}
-        if target:
-            fragment = measure(
-                lambda path=path, target=target: client.get(
-                    path, HTTP_HX_REQUEST="true", HTTP_HX_TARGET=target
-                ),
-                repeat=args.repeat,
-            )
-            rows.append((f"{name} (section)", fragment))
-            results[name]["section"] = fragment
+    page_cases = [
+        PageCase(name, path, fragments=(("section", target),) if target else ())
+        for name, path, target in cases(workspace, heavy, typical)
+    ]
+    rows, results = measure_pages(client, page_cases, repeat=args.repeat, check=check)
     load_after = os.getloadavg()
     print_table(
         f"person page, {args.rows:,} rows per tier (target first page p95 <= {TARGET_MS:.0f} ms)", rows
     )
-    print(f"load average (1/5/15 min) before: {load_before}, after: {load_after} on {os.cpu_count()} cores")
+    print(load_line(load_before, load_after))
     print(f"machine reference: {reference:.1f} ms")
     first = max(
         results[name]["page"]["p95_ms"] for name in ("heavy person: first page", "typical person: first page")
     )
-    print(f"first page worst p95: {first:.1f} ms -> {'PASS' if first <= TARGET_MS else 'FAIL'}")
+    verdict("first page worst p95", first, TARGET_MS)
     write_json(
         args.json,
         {

@@ -14,14 +14,24 @@ query and template rendering, i.e. the whole server-side path but no network. Bo
 page and the htmx fragment (`HX-Target: results`) are measured.
 """
 
-import argparse
 import os
 import random
 import time
 import uuid
 from datetime import timedelta
 
-from bench.harness import measure, print_table, setup_django, write_json
+from bench.harness import (
+    PageCase,
+    browser_parser,
+    browser_setup,
+    load_line,
+    logged_in_client,
+    measure_pages,
+    print_loaded,
+    print_table,
+    verdict,
+    write_json,
+)
 
 TARGET_MS = 150.0
 
@@ -273,56 +283,36 @@ def cases(workspace, agents, users_in, threads_in):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rows", type=int, default=100_000, help="rows per tab table (default 100,000)")
-    parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--json", default=None)
+    parser = browser_parser(__doc__, help="rows per tab table (default 100,000)")
     parser.add_argument(
         "--recommended-indexes", action="store_true", help="measure again after creating RECOMMENDED_INDEXES"
     )
     args = parser.parse_args()
 
-    setup_django()
-    from django.conf import settings
-    from django.test import Client
-
-    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    browser_setup()
     started = time.perf_counter()
     workspace, viewer, agents, users_in, threads_in, timings = build(args.rows)
-    print(
-        f"loaded {args.rows:,} rows per tab in {time.perf_counter() - started:.1f} s: "
-        + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
-    )
+    print_loaded(f"{args.rows:,} rows per tab", started, timings)
+    client = logged_in_client(viewer)
 
-    client = Client()
-    client.force_login(viewer)
+    def check(case, response):
+        assert b"These filters cannot be applied" not in response.content, case.path
 
     def run(label: str) -> tuple[list, dict, float]:
         load_before = os.getloadavg()
-        rows, results = [], {}
-        for name, path in cases(workspace, agents, users_in, threads_in):
-            response = client.get(path)
-            assert response.status_code == 200, (path, response.status_code)
-            assert b"These filters cannot be applied" not in response.content, path
-            full = measure(lambda path=path: client.get(path), repeat=args.repeat)
-            fragment = measure(
-                lambda path=path: client.get(path, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="results"),
-                repeat=args.repeat,
-            )
-            rows += [(f"{name} (page)", full), (f"{name} (fragment)", fragment)]
-            results[name] = {"page": full, "fragment": fragment}
+        page_cases = [
+            PageCase(name, path, fragments=(("fragment", "results"),))
+            for name, path in cases(workspace, agents, users_in, threads_in)
+        ]
+        rows, results = measure_pages(client, page_cases, repeat=args.repeat, check=check)
         load_after = os.getloadavg()
         title = (
             f"/memories first pages, {args.rows:,} rows per tab, {label} (target p95 <= {TARGET_MS:.0f} ms)"
         )
         print_table(title, rows)
-        print(
-            f"load average (1/5/15 min) before: {load_before}, after: {load_after} on {os.cpu_count()} cores"
-        )
+        print(load_line(load_before, load_after))
         worst = max(stats["p95_ms"] for _, stats in rows)
-        print(f"worst p95: {worst:.1f} ms -> {'PASS' if worst <= TARGET_MS else 'FAIL'}")
+        verdict("worst p95", worst, TARGET_MS)
         return rows, {"cases": results, "load_average": [load_before, load_after]}, worst
 
     report = {"rows_per_tab": args.rows, "target_ms": TARGET_MS, "cores": os.cpu_count()}

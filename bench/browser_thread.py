@@ -17,7 +17,6 @@ page, and the htmx fragment (`HX-Target: thread-tree`) that branch links and the
 ask for.
 """
 
-import argparse
 import json
 import os
 import random
@@ -25,7 +24,20 @@ import time
 import uuid
 from datetime import timedelta
 
-from bench.harness import measure, print_table, setup_django, write_json
+from bench.harness import (
+    PageCase,
+    browser_parser,
+    browser_setup,
+    load_line,
+    logged_in_client,
+    machine_reference_ms,
+    measure_against,
+    measure_pages,
+    page_get,
+    print_table,
+    verdict,
+    write_json,
+)
 
 TARGET_MS = 150.0
 
@@ -184,6 +196,8 @@ def build(n_rows: int, seed: int = 7):
         tails[w] = w.add(tails.get(w), rng.choice(["user", "assistant"]), text(20))
     for w in [*writers, noise_writer]:
         w.finish()
+    # The reference page: a thread of ~100 messages, rendered by the same code in the same run.
+    marks["small_thread"] = threads[0]
 
     start = time.perf_counter()
     Message.objects.bulk_create(messages, batch_size=5000)
@@ -218,48 +232,48 @@ def cases(workspace, thread, marks):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rows", type=int, default=100_000, help="messages in the table (default 100,000)")
-    parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--json", default=None)
+    parser = browser_parser(__doc__, help="messages in the table (default 100,000)")
     args = parser.parse_args()
 
-    setup_django()
-    from django.conf import settings
-    from django.test import Client
-
+    browser_setup()
     from threads.models import Message
 
-    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     workspace, viewer, thread, marks, timings = build(args.rows)
     in_thread = Message.objects.filter(thread=thread).count()
     print(
         f"loaded {Message.objects.count():,} messages ({in_thread:,} in the thread measured): "
         + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
     )
+    client = logged_in_client(viewer)
 
-    client = Client()
-    client.force_login(viewer)
+    def check(case, response):
+        assert b'id="thread-tree"' in response.content, case.path
+
     load_before = os.getloadavg()
-    rows, results = [], {}
-    for name, path in cases(workspace, thread, marks):
-        response = client.get(path)
-        assert response.status_code == 200, (path, response.status_code)
-        assert b'id="thread-tree"' in response.content, path
-        full = measure(lambda path=path: client.get(path), repeat=args.repeat)
-        fragment = measure(
-            lambda path=path: client.get(path, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="thread-tree"),
-            repeat=args.repeat,
-        )
-        rows += [(f"{name} (page)", full), (f"{name} (fragment)", fragment)]
-        results[name] = {"page": full, "fragment": fragment}
+    page_cases = [
+        PageCase(name, path, fragments=(("fragment", "thread-tree"),))
+        for name, path in cases(workspace, thread, marks)
+    ]
+    reference_ms = machine_reference_ms()
+    rows, results = measure_pages(client, page_cases, repeat=args.repeat, check=check)
+    # The first page against the reference page, alternately, so both see the same load.
+    small = f"/memories/{workspace.pk}/threads/{marks['small_thread'].pk}/"
+    against = measure_against(
+        lambda: page_get(client, cases(workspace, thread, marks)[0][1]),
+        lambda: page_get(client, small),
+        repeat=args.repeat,
+    )
     load_after = os.getloadavg()
+    rows += [
+        ("newest branch, alternating with the reference", against),
+        ("reference: a 100-message thread's page", against["reference"]),
+    ]
     print_table(f"/memories thread page, {args.rows:,} messages (target p95 <= {TARGET_MS:.0f} ms)", rows)
-    print(f"load average (1/5/15 min) before: {load_before}, after: {load_after} on {os.cpu_count()} cores")
+    print(load_line(load_before, load_after))
+    print(f"machine reference: {reference_ms:.1f} ms")
+    print(f"newest branch / 100-message thread, p50: {against['ratio_p50']}x")
     first = results["newest branch"]["page"]["p95_ms"]
-    print(f"first page p95: {first:.1f} ms -> {'PASS' if first <= TARGET_MS else 'FAIL'}")
+    verdict("first page p95", first, TARGET_MS)
     write_json(
         args.json,
         {
@@ -267,6 +281,8 @@ def main():
             "target_ms": TARGET_MS,
             "cores": os.cpu_count(),
             "cases": results,
+            "against_reference": against,
+            "machine_reference_ms": reference_ms,
             "load_average": [load_before, load_after],
         },
     )

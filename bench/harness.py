@@ -10,6 +10,7 @@ import os
 import statistics
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 
 def setup_django(*, database_url: str | None = None) -> None:
@@ -106,3 +107,112 @@ def print_table(title: str, rows: list[tuple[str, dict]]) -> None:
     for name, stats in rows:
         p50, p95, p99 = stats["p50_ms"], stats["p95_ms"], stats["p99_ms"]
         print(f"{name:<48} {stats['n']:>6} {p50:>9.3f} {p95:>9.3f} {p99:>9.3f}")
+
+
+# The /memories page benchmarks (bench/browser_*.py): each loads its rows, logs a client in and
+# times GETs through Django's test client (session, middleware, access check, selectors and
+# templates: the whole server-side path, no network).
+
+
+@dataclass(frozen=True)
+class PageCase:
+    """One timed GET of `path`: the full page, or the htmx partial of HX-Target `target`;
+    `fragments` are (label, HX-Target) pairs of the same path also timed as htmx requests."""
+
+    name: str
+    path: str
+    target: str | None = None
+    fragments: tuple[tuple[str, str], ...] = ()
+
+
+def browser_parser(doc: str, *, size_flag: str = "--rows", default: int = 100_000, help: str = ""):
+    """The page benchmarks' command line: the size, `--repeat` and `--json`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(size_flag, type=int, default=default, help=help or f"default {default:,}")
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--json", default=None)
+    return parser
+
+
+def browser_setup() -> None:
+    """setup_django, and the test client's host allowed."""
+    setup_django()
+    from django.conf import settings
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+
+
+def print_loaded(what: str, started: float, timings: dict) -> None:
+    print(
+        f"loaded {what} in {time.perf_counter() - started:.1f} s: "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
+    )
+
+
+def logged_in_client(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def page_get(client, path: str, target: str | None = None):
+    """GET `path` (as htmx with HX-Target `target` when given), reading a streamed body whole."""
+    headers = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": target} if target else {}
+    response = client.get(path, **headers)
+    if response.streaming:
+        b"".join(response.streaming_content)
+    return response
+
+
+def measure_pages(
+    client, cases, *, repeat: int, check=None, page_suffix: str = " (page)"
+) -> tuple[list, dict]:
+    """Time every case, then each of its fragments. `check(case, response)` runs on one
+    untimed response of each case first (status 200 is always checked). Returns the table
+    rows and {case name: {"page": stats, <fragment label>: stats}}."""
+    rows, results = [], {}
+    for case in cases:
+        response = page_get(client, case.path, case.target)
+        assert response.status_code == 200, (case.path, response.status_code)
+        if check is not None:
+            check(case, response)
+        stats = measure(lambda case=case: page_get(client, case.path, case.target), repeat=repeat)
+        rows.append((f"{case.name}{page_suffix}", stats))
+        results[case.name] = {"page": stats}
+        for label, target in case.fragments:
+            stats = measure(
+                lambda path=case.path, target=target: page_get(client, path, target), repeat=repeat
+            )
+            rows.append((f"{case.name} ({label})", stats))
+            results[case.name][label] = stats
+    return rows, results
+
+
+def load_line(before, after) -> str:
+    return f"load average (1/5/15 min) before: {before}, after: {after} on {os.cpu_count()} cores"
+
+
+def verdict(label: str, value_ms: float, target_ms: float) -> str:
+    line = f"{label}: {value_ms:.1f} ms -> {'PASS' if value_ms <= target_ms else 'FAIL'}"
+    print(line)
+    return line
+
+
+def measure_against(fn, reference, *, repeat: int, warmup: int = 5) -> dict:
+    """Time `fn` and `reference` alternately, so both see the same load, and give their ratio:
+    on a shared machine the ratio of p50s moves far less than either time."""
+    for _ in range(warmup):
+        fn()
+        reference()
+    samples, reference_samples = [], []
+    for _ in range(repeat):
+        for call, into in ((fn, samples), (reference, reference_samples)):
+            start = time.perf_counter()
+            call()
+            into.append((time.perf_counter() - start) * 1000)
+    stats, ref = summarize(samples), summarize(reference_samples)
+    return {**stats, "reference": ref, "ratio_p50": round(stats["p50_ms"] / ref["p50_ms"], 2)}
