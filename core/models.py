@@ -263,6 +263,10 @@ class LLMJob(models.Model):
     kwargs = models.JSONField(default=dict, blank=True)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(default=timezone.now)
+    # Not dispatched before this time: work deferred until the workspace's budget day rolls over.
+    not_before = models.DateTimeField(null=True, blank=True)
+    # Requests of the same work (a thread's compaction) share one queued job.
+    dedupe_key = models.CharField(max_length=200, blank=True, default="")
     sent_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -270,6 +274,13 @@ class LLMJob(models.Model):
         ordering = ["created_at", "id"]
         indexes = [
             models.Index(fields=["state", "workspace", "created_at"], name="core_llm_job_queue"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dedupe_key"],
+                condition=models.Q(state="queued") & ~models.Q(dedupe_key=""),
+                name="core_llm_job_one_queued_per_key",
+            ),
         ]
 
     def __str__(self):

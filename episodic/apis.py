@@ -688,13 +688,11 @@ class EntryExtractApi(APIView):
             "actor": principal.actor,
         }
         if not data["sync"]:
-            from episodic.tasks import entry_extract_task
+            from episodic.services.extraction import entry_extract_enqueue
 
-            entry_extract_task.delay_on_commit(
-                str(context.agent.pk),
-                str(context.memory_user.pk),
-                thread_id=str(context.thread.pk) if context.thread else None,
-                **kwargs,
+            # Waits its workspace's turn in the fair queue; a `wait` budget defers it.
+            entry_extract_enqueue(
+                agent=context.agent, memory_user=context.memory_user, thread=context.thread, **kwargs
             )
             counters_add(
                 workspace_id=context.agent.workspace_id,

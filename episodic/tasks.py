@@ -2,7 +2,6 @@
 
 from celery import shared_task
 
-from core.counters import EXTRACTIONS_RUN, counters_add
 from core.tasks import EMBED_RETRY
 from episodic.services import entries_reembed, entry_embed_batch
 
@@ -29,7 +28,9 @@ def entries_reembed_task(workspace_id: str | None = None):
 
 
 # The one task that opts out of late acknowledgement (settings.CELERY_TASK_ACKS_LATE): a
-# redelivered extraction would be deduped, but its LLM call would be paid twice.
+# redelivered extraction would be deduped, but its LLM call would be paid twice. Queued
+# through core.lib.fair_queue (episodic.services.extraction.entry_extract_enqueue), which
+# passes `llm_job_id`; the service finishes or defers the job whatever happens.
 @shared_task(name="episodes.tasks.entry_extract_task", acks_late=False)
 def entry_extract_task(
     agent_id: str,
@@ -41,25 +42,19 @@ def entry_extract_task(
     known_profile: str = "",
     thread_id: str | None = None,
     actor: str = "system",
+    llm_job_id: int | None = None,
 ):
-    from core.models import Agent
-    from episodic.services import entry_extract
-    from identities.models import MemoryUser
-    from threads.models import Thread
+    from episodic.services.extraction import entry_extract_job
 
-    agent = Agent.objects.select_related("workspace").get(pk=agent_id)
-    counters_add(workspace_id=agent.workspace_id, agent_id=agent.pk, counts={EXTRACTIONS_RUN: 1})
-    memory_user = MemoryUser.objects.get(pk=memory_user_id)
-    thread = Thread.objects.filter(pk=thread_id).first() if thread_id else None
-    result = entry_extract(
-        agent=agent,
-        memory_user=memory_user,
+    return entry_extract_job(
+        llm_job_id=llm_job_id,
+        agent_id=agent_id,
+        memory_user_id=memory_user_id,
+        thread_id=thread_id,
         transcript=transcript,
         candidates=candidates,
         use_llm=use_llm,
         known_memory=known_memory,
         known_profile=known_profile,
-        thread=thread,
         actor=actor,
     )
-    return {"stored": len(result.stored), "rejected": len(result.rejected)}

@@ -2,21 +2,30 @@ from celery import shared_task
 
 from core.llm import LLMError
 from core.tasks import DATABASE_UNAVAILABLE, EMBED_RETRY
-from threads.services import message_embed_batch, thread_compact, threads_purge_expired
+from threads.services import message_embed_batch, threads_purge_expired
+from threads.services.compaction import thread_compact_job
 
 
 # Idempotent (a lease and a compare-and-set on the summary), so late acknowledgement
 # (settings) and retries are safe; a failing summarizer or database is retried with
-# exponential backoff while the previous summary stays.
+# exponential backoff while the previous summary stays. Queued through core.lib.fair_queue
+# (thread_compact_enqueue), which passes `llm_job_id`; the service finishes, keeps (while a
+# retry is pending) or defers (a `wait` budget) the job.
 @shared_task(
+    bind=True,
     autoretry_for=(LLMError, *DATABASE_UNAVAILABLE),
     retry_backoff=10,
     retry_backoff_max=600,
     retry_jitter=True,
     max_retries=6,
 )
-def thread_compact_task(thread_id: str, node: str = ""):
-    return thread_compact(thread_id=thread_id, node=node)
+def thread_compact_task(self, thread_id: str, node: str = "", llm_job_id: int | None = None):
+    return thread_compact_job(
+        thread_id=thread_id,
+        node=node,
+        llm_job_id=llm_job_id,
+        retries_left=self.max_retries - self.request.retries,
+    )
 
 
 @shared_task

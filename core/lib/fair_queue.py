@@ -8,10 +8,18 @@ than LLM_JOBS_PER_WORKSPACE of one workspace's jobs are in the broker or running
 The cap is checked and the job claimed under a per-workspace advisory lock, so two
 dispatchers never both send past it.
 
-A job's task receives `llm_job_id` and calls `llm_job_finish` when it ends (in `finally`),
-which frees the slot and dispatches again. A job sent and not finished within
-LLM_JOB_LOST_SECONDS (a worker killed mid-task) goes back to the queue (`llm_jobs_recover`,
-from beat), so its task must be idempotent.
+A job's task receives `llm_job_id`, skips the run when the job is not in the sent state
+(`llm_job_begin`: a redelivered message of a job already done or deferred), and calls
+`llm_job_finish` when it ends (in `finally`), which frees the slot and dispatches again. A job
+sent and not finished within LLM_JOB_LOST_SECONDS (a worker killed mid-task) goes back to the
+queue (`llm_jobs_recover`, from beat), so its task must be idempotent.
+
+Work refused under a `wait` budget is deferred, not degraded: `llm_job_defer` puts the job
+back in the queue with a not-before time (the next budget day); it is dispatched once that
+time has passed, by any later dispatch or by the beat's `llm_jobs_recover`, which also
+releases deferrals early when the workspace's budget was raised or its policy changed.
+Requests of the same work share one queued job (`dedupe_key`, a partial unique constraint):
+a thread's compaction is queued once however many appends ask for it.
 """
 
 import logging
@@ -21,8 +29,8 @@ from datetime import timedelta
 
 from celery import current_app
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Max, Min
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Max, Min, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -36,11 +44,37 @@ _LOCK_NAMESPACE = 0x4C4C4D  # "LLM": keeps these advisory locks apart from other
 _local = threading.local()
 
 
-def llm_job_enqueue(*, workspace_id, task: str, kwargs: dict) -> LLMJob:
-    """Queue `task(**kwargs, llm_job_id=...)` for `workspace_id`'s turn; dispatched after commit."""
-    job = LLMJob.objects.create(workspace_id=workspace_id, task=task, kwargs=kwargs)
+def llm_job_enqueue(
+    *, workspace_id, task: str, kwargs: dict, dedupe_key: str = "", not_before=None
+) -> LLMJob:
+    """Queue `task(**kwargs, llm_job_id=...)` for `workspace_id`'s turn; dispatched after commit
+    (not before `not_before`). With `dedupe_key`, a queued job of the same key is returned
+    instead of a second one."""
+    if dedupe_key:
+        existing = LLMJob.objects.filter(dedupe_key=dedupe_key, state=LLMJob.State.QUEUED).first()
+        if existing is not None:
+            return existing
+    try:
+        # A savepoint: a concurrent request of the same key must not break the caller's transaction.
+        with transaction.atomic():
+            job = LLMJob.objects.create(
+                workspace_id=workspace_id,
+                task=task,
+                kwargs=kwargs,
+                dedupe_key=dedupe_key,
+                not_before=not_before,
+            )
+    except IntegrityError:
+        existing = LLMJob.objects.filter(dedupe_key=dedupe_key, state=LLMJob.State.QUEUED).first()
+        if existing is None:
+            raise
+        return existing
     transaction.on_commit(llm_jobs_dispatch)
     return job
+
+
+def _due(now) -> Q:
+    return Q(not_before__isnull=True) | Q(not_before__lte=now)
 
 
 def _workspace_lock(workspace_id) -> None:
@@ -58,7 +92,7 @@ def _claim(workspace_id, now) -> LLMJob | None:
             return None
         job = (
             LLMJob.objects.select_for_update(skip_locked=True)
-            .filter(workspace_id=workspace_id, state=LLMJob.State.QUEUED)
+            .filter(_due(now), workspace_id=workspace_id, state=LLMJob.State.QUEUED)
             .order_by("created_at", "id")
             .first()
         )
@@ -69,11 +103,11 @@ def _claim(workspace_id, now) -> LLMJob | None:
     return job
 
 
-def _turn_order() -> list:
-    """Workspaces with queued jobs, least recently served first (then by their oldest job)."""
+def _turn_order(now) -> list:
+    """Workspaces with due queued jobs, least recently served first (then by their oldest job)."""
     waiting = {
         row["workspace_id"]: row["oldest"]
-        for row in LLMJob.objects.filter(state=LLMJob.State.QUEUED)
+        for row in LLMJob.objects.filter(_due(now), state=LLMJob.State.QUEUED)
         .values("workspace_id")
         .annotate(oldest=Min("created_at"))
     }
@@ -119,7 +153,7 @@ def llm_jobs_dispatch() -> int:
         while True:
             _local.again = False
             sent_this_pass = 0
-            for workspace_id in _turn_order():
+            for workspace_id in _turn_order(timezone.now()):
                 job = _claim(workspace_id, timezone.now())
                 if job is not None:
                     sent_this_pass += 1
@@ -129,6 +163,66 @@ def llm_jobs_dispatch() -> int:
                 return sent
     finally:
         _local.active = False
+
+
+def llm_job_begin(job_id) -> bool:
+    """Whether the task holding `job_id` should run: its job is sent (not done, not deferred
+    meanwhile). A task started without a job (a message from before the fair queue) runs."""
+    if job_id is None:
+        return True
+    return LLMJob.objects.filter(pk=job_id, state=LLMJob.State.SENT).exists()
+
+
+def llm_job_keep(job_id) -> None:
+    """The job stays sent while its task waits for a Celery retry: its slot stays taken and the
+    lost-job clock restarts."""
+    if job_id is not None:
+        LLMJob.objects.filter(pk=job_id, state=LLMJob.State.SENT).update(sent_at=timezone.now())
+
+
+def llm_job_defer(
+    job_id, *, not_before, workspace_id, task: str, kwargs: dict, dedupe_key: str = ""
+) -> LLMJob:
+    """Put the job back in the queue, not to be dispatched before `not_before`, and give the
+    workspace's next job its turn. Without a job (a task sent before the fair queue), a new
+    deferred job of `task(**kwargs)` is queued. The caller does not finish the job."""
+    job = LLMJob.objects.filter(pk=job_id).first() if job_id is not None else None
+    if job is None:
+        return llm_job_enqueue(
+            workspace_id=workspace_id, task=task, kwargs=kwargs, dedupe_key=dedupe_key, not_before=not_before
+        )
+    transaction.on_commit(llm_jobs_dispatch)
+    if job.state == LLMJob.State.DONE:
+        return job
+    try:
+        with transaction.atomic():
+            LLMJob.objects.filter(pk=job.pk).update(
+                state=LLMJob.State.QUEUED, sent_at=None, not_before=not_before
+            )
+    except IntegrityError:
+        # The same work was requested again while this job ran: the queued request carries it.
+        LLMJob.objects.filter(pk=job.pk).update(state=LLMJob.State.DONE, finished_at=timezone.now())
+        twin = LLMJob.objects.get(dedupe_key=job.dedupe_key, state=LLMJob.State.QUEUED)
+        if twin.not_before is None or twin.not_before < not_before:
+            LLMJob.objects.filter(pk=twin.pk).update(not_before=not_before)
+        return twin
+    job.refresh_from_db()
+    return job
+
+
+def _deferrals_release(now) -> int:
+    """Deferred jobs of workspaces that may spend again (budget raised, day reset, policy
+    changed to fallback) become due now."""
+    from core.lib.llm_budget import POLICY_WAIT, llm_budget_state
+    from core.models import Workspace
+
+    deferred = LLMJob.objects.filter(state=LLMJob.State.QUEUED, not_before__gt=now)
+    released = 0
+    for workspace in Workspace.objects.filter(pk__in=deferred.values("workspace_id")):
+        budget = llm_budget_state(workspace=workspace, now=now)
+        if not budget.exhausted or budget.policy != POLICY_WAIT:
+            released += deferred.filter(workspace=workspace).update(not_before=now)
+    return released
 
 
 def llm_job_finish(job_id) -> None:
@@ -142,10 +236,21 @@ def llm_job_finish(job_id) -> None:
 
 
 def llm_jobs_recover(*, now=None) -> dict:
-    """Requeue jobs lost with their worker, purge old finished ones, dispatch; from beat."""
+    """Requeue jobs lost with their worker, release deferrals that need not wait any longer,
+    purge old finished jobs, dispatch (deferred jobs that came due included); from beat."""
     now = now or timezone.now()
-    lost = LLMJob.objects.filter(
+    lost = 0
+    for job in LLMJob.objects.filter(
         state=LLMJob.State.SENT, sent_at__lt=now - timedelta(seconds=settings.LLM_JOB_LOST_SECONDS)
-    ).update(state=LLMJob.State.QUEUED, sent_at=None)
+    ).only("pk", "dedupe_key"):
+        try:
+            with transaction.atomic():
+                lost += LLMJob.objects.filter(pk=job.pk, state=LLMJob.State.SENT).update(
+                    state=LLMJob.State.QUEUED, sent_at=None
+                )
+        except IntegrityError:
+            # The same work is queued again already; that request carries it.
+            LLMJob.objects.filter(pk=job.pk).update(state=LLMJob.State.DONE, finished_at=now)
+    released = _deferrals_release(now)
     purged, _ = LLMJob.objects.filter(state=LLMJob.State.DONE, finished_at__lt=now - DONE_RETENTION).delete()
-    return {"requeued": lost, "purged": purged, "sent": llm_jobs_dispatch()}
+    return {"requeued": lost, "released": released, "purged": purged, "sent": llm_jobs_dispatch()}

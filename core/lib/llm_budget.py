@@ -10,9 +10,12 @@ Past the budget, the workspace's policy decides:
 
 - `fallback`: `LLMBudgetExceeded` (an `LLMUnavailable`), so every caller takes the offline
   method it already has for "no endpoint configured";
-- `wait`: `LLMBudgetWait` (an `LLMError` carrying `retry_at`, the next UTC midnight): a
-  Celery task retries later (compaction's backoff, reflection's waiting state) and keeps
-  the previous result meanwhile.
+- `wait`: `LLMBudgetWait` (an `LLMError` carrying `retry_at`, the next UTC midnight): queued
+  work is deferred, not degraded. Extraction and compaction jobs go back to the fair queue
+  with `retry_at` as their not-before time (`core.lib.fair_queue.llm_job_defer`), a
+  reflection run goes waiting; the previous result stays meanwhile. Work that cannot wait
+  does without the model: a sync extraction reports the refusal and stores the client's
+  candidates, a consolidation decision inside a write takes the rule.
 
 The check happens before a call, so the call that crosses the budget completes and is
 counted: a day overruns by at most one call per worker.

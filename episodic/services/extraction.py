@@ -6,6 +6,11 @@ entries: candidates (from an LLM and/or the client) must quote exact evidence fr
 transcript, and survive normalization, caps and two kinds of dedupe before they are
 stored. Vectors are computed in batches by Celery tasks; an entry is findable lexically
 from the moment it is committed.
+
+An asynchronous extraction (`entry_extract_enqueue`) waits its workspace's turn in the fair
+queue (core.lib.fair_queue) and runs as `entry_extract_job`. Refused by a `wait` budget, the
+job is deferred to the next budget day and runs whole then (the client's candidates too),
+instead of storing the client's candidates only as a synchronous extraction does.
 """
 
 import logging
@@ -15,12 +20,14 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
-from core.counters import rejections_count
+from core.counters import EXTRACTIONS_RUN, counters_add, rejections_count
 from core.embeddings import embedding_provider_for
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible
-from core.llm import LLMError, LLMUnavailable, chat_complete_json
+from core.lib.fair_queue import llm_job_begin, llm_job_defer, llm_job_enqueue, llm_job_finish
+from core.llm import LLMBudgetWait, LLMError, LLMUnavailable, chat_complete_json
 from core.memory_settings import memory_settings_for, review_holds
+from core.models import Agent
 from episodic.services.candidates import (
     EXTRACTED_SOURCES,
     REJECT_EMPTY,
@@ -141,6 +148,7 @@ def entry_extract(
     thread=None,
     actor: str = "system",
     provider=None,
+    defer_on_wait: bool = False,
 ) -> ExtractionResult:
     """Validate, dedupe and store episodic entries for one turn (module docstring).
 
@@ -152,6 +160,9 @@ def entry_extract(
     profile facts, and stated preferences routed away from entries, go to
     `facts.services.fact_remember` with source "extraction". All entries of one call are
     written in one transaction.
+
+    With `defer_on_wait`, a refusal by a `wait` budget raises LLMBudgetWait before anything
+    is stored (the queued job is deferred); otherwise it is recorded as `llm_error`.
     """
     workspace = agent.workspace
     if memory_user.workspace_id != workspace.pk:
@@ -177,6 +188,8 @@ def entry_extract(
             result.offline_used = True
             proposed.extend(("offline", c) for c in offline_entries)
         except LLMError as exc:
+            if defer_on_wait and isinstance(exc, LLMBudgetWait):
+                raise
             result.llm_error = str(exc)
             logger.warning("episodic extraction: LLM failed: %s", exc)
     proposed.extend(("client", c) for c in candidates or [])
@@ -228,6 +241,91 @@ def entry_extract(
     result.stored = entries
     rejections_count(workspace_id=workspace.pk, agent_id=agent.pk, rejected=result.rejected)
     return result
+
+
+def _extract_task_name() -> str:
+    # Imported here: the task module imports the services. Importing it also registers the
+    # task in this process, so the dispatcher finds it by name.
+    from episodic.tasks import entry_extract_task
+
+    return entry_extract_task.name
+
+
+def entry_extract_enqueue(
+    *,
+    agent,
+    memory_user,
+    transcript: list[dict],
+    candidates: list[dict] | None = None,
+    use_llm: bool = True,
+    known_memory: str = "",
+    known_profile: str = "",
+    thread=None,
+    actor: str = "system",
+):
+    """Queue an extraction of one turn for its workspace's turn in the fair queue (sent after
+    commit); returns the LLMJob. Runs as `entry_extract_job`."""
+    return llm_job_enqueue(
+        workspace_id=agent.workspace_id,
+        task=_extract_task_name(),
+        kwargs={
+            "agent_id": str(agent.pk),
+            "memory_user_id": str(memory_user.pk),
+            "thread_id": str(thread.pk) if thread is not None else None,
+            "transcript": transcript,
+            "candidates": candidates or [],
+            "use_llm": use_llm,
+            "known_memory": known_memory,
+            "known_profile": known_profile,
+            "actor": actor,
+        },
+    )
+
+
+def entry_extract_job(*, llm_job_id=None, agent_id, memory_user_id, thread_id=None, **kwargs) -> dict:
+    """Run one queued extraction (`entry_extract_enqueue`) and finish its fair-queue job.
+
+    A `wait` budget defers the job to the next budget day instead ({"status": "deferred"}).
+    Idempotent enough for a job re-sent after a lost worker: what the first run stored is
+    found again by the exact and similarity dedupe. A job no longer in the sent state (done
+    or deferred by an earlier delivery) is skipped.
+    """
+    from identities.models import MemoryUser
+    from threads.models import Thread
+
+    if not llm_job_begin(llm_job_id):
+        return {"status": "skipped"}
+    agent, finish = None, True
+    try:
+        agent = Agent.objects.select_related("workspace").get(pk=agent_id)
+        memory_user = MemoryUser.objects.get(pk=memory_user_id)
+        thread = Thread.objects.filter(pk=thread_id).first() if thread_id else None
+        try:
+            result = entry_extract(
+                agent=agent, memory_user=memory_user, thread=thread, defer_on_wait=True, **kwargs
+            )
+        except LLMBudgetWait as exc:
+            llm_job_defer(
+                llm_job_id,
+                not_before=exc.retry_at,
+                workspace_id=agent.workspace_id,
+                task=_extract_task_name(),
+                kwargs={
+                    "agent_id": agent_id,
+                    "memory_user_id": memory_user_id,
+                    "thread_id": thread_id,
+                    **kwargs,
+                },
+            )
+            finish = False
+            logger.info("episodic extraction: budget spent, deferred until %s", exc.retry_at)
+            return {"status": "deferred", "until": exc.retry_at.isoformat()}
+        return {"status": "done", "stored": len(result.stored), "rejected": len(result.rejected)}
+    finally:
+        if finish:
+            if agent is not None:
+                counters_add(workspace_id=agent.workspace_id, agent_id=agent.pk, counts={EXTRACTIONS_RUN: 1})
+            llm_job_finish(llm_job_id)
 
 
 def _candidates_validate(

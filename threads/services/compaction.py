@@ -3,6 +3,11 @@
 The main conversation's summary lives on the Thread; a node's (a delegated sub-agent's
 history) in its NodeSummary row, compacted past the agent's `subagent_compress_at` share of
 the context window. Both go through the same plan, summarizer, lease and compare-and-set.
+
+Compactions wait their workspace's turn in the fair queue (core.lib.fair_queue), one queued
+job per thread and node however many appends ask for it; `thread_compact_job` runs one. A
+`wait` budget defers the job to the next budget day (the previous summary stays meanwhile);
+other summarizer failures are retried by the task with backoff, the job keeping its slot.
 """
 
 from dataclasses import dataclass
@@ -13,9 +18,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.errors import ApplicationError
+from core.lib.fair_queue import llm_job_begin, llm_job_defer, llm_job_enqueue, llm_job_finish, llm_job_keep
 from core.lib.tokens import count_tokens
-from core.llm import LLMError, LLMUnavailable, chat_complete
+from core.llm import LLMBudgetWait, LLMError, LLMUnavailable, chat_complete
 from core.memory_settings import memory_settings_for
+from core.tasks import DATABASE_UNAVAILABLE
 from threads.lib.summarize import summary_extractive, summary_prompt
 from threads.lib.tree import ancestor_at_depth
 from threads.models import Message, NodeSummary, Thread
@@ -56,9 +63,7 @@ def _compaction_request_if_needed(*, thread: Thread, locked: Thread, leaf: Messa
         .update(compaction_requested_at=now)
     )
     if claimed:
-        from threads.tasks import thread_compact_task
-
-        thread_compact_task.delay_on_commit(str(thread.pk))
+        thread_compact_enqueue(thread=thread)
     return bool(claimed)
 
 
@@ -95,9 +100,7 @@ def _node_compaction_request_if_needed(*, thread: Thread, leaf: Message) -> bool
         .update(compaction_requested_at=now)
     )
     if claimed:
-        from threads.tasks import thread_compact_task
-
-        thread_compact_task.delay_on_commit(str(thread.pk), node)
+        thread_compact_enqueue(thread=thread, node=node)
     return bool(claimed)
 
 
@@ -228,8 +231,6 @@ def thread_compact_request(*, thread: Thread, node: str = "") -> None:
     """Enqueue a compaction now (after commit), whatever the branch's size; with `node`, of
     that node's (sub-agent's) history into its NodeSummary. A node with no message in the
     thread is a 400: there is nothing to compact and a typo should not pass silently."""
-    from threads.tasks import thread_compact_task
-
     now = timezone.now()
     if node:
         if not Message.objects.filter(thread=thread, node_id=node).exists():
@@ -238,7 +239,68 @@ def thread_compact_request(*, thread: Thread, node: str = "") -> None:
             thread=thread, node_id=node, defaults={"workspace_id": thread.workspace_id}
         )
         NodeSummary.objects.filter(pk=summary.pk).update(compaction_requested_at=now)
-        thread_compact_task.delay_on_commit(str(thread.pk), node)
+        thread_compact_enqueue(thread=thread, node=node)
         return
     Thread.objects.filter(pk=thread.pk).update(compaction_requested_at=now)
-    thread_compact_task.delay_on_commit(str(thread.pk))
+    thread_compact_enqueue(thread=thread)
+
+
+def _compact_task_name() -> str:
+    # Imported here: the task module imports the services. Importing it also registers the
+    # task in this process, so the dispatcher finds it by name.
+    from threads.tasks import thread_compact_task
+
+    return thread_compact_task.name
+
+
+def _compact_dedupe_key(thread_id, node: str) -> str:
+    return f"threads.compact:{thread_id}:{node}"
+
+
+def thread_compact_enqueue(*, thread: Thread, node: str = ""):
+    """Queue a compaction of the thread (or its `node`) for the workspace's turn in the fair
+    queue, sent after commit; a compaction of the same thread and node already queued (not
+    yet sent) stands for this one. Returns the LLMJob."""
+    return llm_job_enqueue(
+        workspace_id=thread.workspace_id,
+        task=_compact_task_name(),
+        kwargs={"thread_id": str(thread.pk), "node": node},
+        dedupe_key=_compact_dedupe_key(thread.pk, node),
+    )
+
+
+def thread_compact_job(*, thread_id, node: str = "", llm_job_id=None, retries_left: int = 0) -> str:
+    """Run one queued compaction (`thread_compact`) and finish its fair-queue job.
+
+    A `wait` budget defers the job to the next budget day ("deferred"). A summarizer or
+    database failure propagates for the task's retry with backoff; while `retries_left`, the
+    job stays sent (its slot taken), after the last attempt it is finished. A job no longer in
+    the sent state (done or deferred by an earlier delivery) is skipped ("skipped").
+    """
+    if not llm_job_begin(llm_job_id):
+        return "skipped"
+    finish = True
+    try:
+        return thread_compact(thread_id=thread_id, node=node)
+    except LLMBudgetWait as exc:
+        workspace_id = Thread.objects.filter(pk=thread_id).values_list("workspace_id", flat=True).first()
+        if workspace_id is None:
+            return "missing"
+        llm_job_defer(
+            llm_job_id,
+            not_before=exc.retry_at,
+            workspace_id=workspace_id,
+            task=_compact_task_name(),
+            kwargs={"thread_id": str(thread_id), "node": node},
+            dedupe_key=_compact_dedupe_key(thread_id, node),
+        )
+        finish = False
+        return "deferred"
+    except (LLMError, *DATABASE_UNAVAILABLE):
+        if retries_left > 0:
+            finish = False
+            llm_job_keep(llm_job_id)
+        raise
+    finally:
+        if finish:
+            llm_job_finish(llm_job_id)

@@ -1,0 +1,76 @@
+"""Deferred and deduplicated jobs of the fair queue (core.lib.fair_queue; issue 14, Budgets)."""
+
+from datetime import timedelta
+from unittest import mock
+
+from django.test import override_settings
+from django.utils import timezone
+
+from core.lib.fair_queue import (
+    llm_job_begin,
+    llm_job_defer,
+    llm_job_enqueue,
+    llm_jobs_dispatch,
+    llm_jobs_recover,
+)
+from core.models import LLMJob
+from core.testing import MemoryTestCase
+
+TASK = "threads.tasks.thread_compact_task"
+
+
+@override_settings(LLM_JOBS_PER_WORKSPACE=5)
+class DeferTests(MemoryTestCase):
+    def setUp(self):
+        patcher = mock.patch("core.lib.fair_queue._send")
+        self.send = patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def enqueue(self, key="", **kwargs):
+        with self.captureOnCommitCallbacks(execute=True):
+            return llm_job_enqueue(
+                workspace_id=self.workspace.pk, task=TASK, kwargs={"thread_id": "t"}, dedupe_key=key, **kwargs
+            )
+
+    def test_a_deferred_job_is_not_sent_before_its_time(self):
+        job = self.enqueue()
+        assert LLMJob.objects.get(pk=job.pk).state == "sent"
+        later = timezone.now() + timedelta(hours=2)
+        with self.captureOnCommitCallbacks(execute=True):
+            llm_job_defer(job.pk, not_before=later, workspace_id=self.workspace.pk, task=TASK, kwargs={})
+        job.refresh_from_db()
+        assert (job.state, job.not_before, job.sent_at) == ("queued", later, None)
+        assert not llm_job_begin(job.pk)
+        with self.captureOnCommitCallbacks(execute=True):
+            assert llm_jobs_dispatch() == 0
+        with (
+            mock.patch("django.utils.timezone.now", return_value=later + timedelta(seconds=1)),
+            self.captureOnCommitCallbacks(execute=True),
+        ):
+            assert llm_jobs_dispatch() == 1
+        assert LLMJob.objects.get(pk=job.pk).state == "sent"
+
+    def test_a_deferral_folds_into_a_queued_request_of_the_same_work(self):
+        running = self.enqueue("k")
+        with mock.patch("core.lib.fair_queue.llm_jobs_dispatch"):
+            queued = self.enqueue("k")
+        assert queued.pk != running.pk and LLMJob.objects.get(pk=queued.pk).state == "queued"
+        later = timezone.now() + timedelta(hours=3)
+        with mock.patch("core.lib.fair_queue.llm_jobs_dispatch"):
+            kept = llm_job_defer(
+                running.pk, not_before=later, workspace_id=self.workspace.pk, task=TASK, kwargs={}
+            )
+        assert kept.pk == queued.pk
+        assert LLMJob.objects.get(pk=running.pk).state == "done"
+        assert LLMJob.objects.get(pk=queued.pk).not_before == later
+
+    def test_a_lost_job_whose_work_is_queued_again_is_closed_not_requeued(self):
+        lost = self.enqueue("k")
+        LLMJob.objects.filter(pk=lost.pk).update(sent_at=timezone.now() - timedelta(hours=1))
+        with mock.patch("core.lib.fair_queue.llm_jobs_dispatch"):
+            self.enqueue("k")
+        with mock.patch("core.lib.fair_queue.llm_jobs_dispatch", return_value=0):
+            swept = llm_jobs_recover()
+        assert swept["requeued"] == 0
+        assert LLMJob.objects.get(pk=lost.pk).state == "done"
+        assert LLMJob.objects.filter(dedupe_key="k", state="queued").count() == 1
