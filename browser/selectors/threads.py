@@ -17,8 +17,9 @@ from threads.lib.tree import ancestor_at_depth
 from threads.models import Message, NodeSummary
 
 # The thread page shows this many messages of a branch, newest first; older ones are a page
-# away. Rendering dominates the page: 300 rows took ~3x as long as 100 (bench/browser_thread.py).
-THREAD_TREE_LIMIT = 100
+# away. Rendering dominates the page: 300 rows took ~3x as long as 100, and 50 take ~0.7x of
+# 100 (p50 87 against 122 ms, alternating, at load 10 on 2 cores; bench/browser_thread.py).
+THREAD_TREE_LIMIT = 50
 # Arguments longer than this are cut on the thread page (a model may send megabytes).
 TOOL_ARGUMENTS_CHARS = 10_000
 # A fork shows this many of its branches as cards (plus the shown one and its two neighbours);

@@ -216,8 +216,11 @@ class ThreadTreeTests(BrowserTestCase):
             parent = Message.objects.filter(thread=self.thread).order_by("-seq").first()
         for n in range(5):
             append(self.thread, ("user", f"note {n}"), node_id=f"node-{n}")
-        assert len(self.thread_reads(url + f"?leaf={self.a2.pk}")) == 6
-        assert self.client.get(url + f"?leaf={self.a2.pk}").content.decode().count('class="fork"') == 41
+        # A page long enough to hold the summary's end (~130 messages), as above.
+        with mock.patch("browser.selectors.threads.THREAD_TREE_LIMIT", 200):
+            assert len(self.thread_reads(url + f"?leaf={self.a2.pk}")) == 6
+            page = self.client.get(url + f"?leaf={self.a2.pk}").content.decode()
+            assert page.count('class="fork"') == 41
         # A summary off the page adds one jump-pointer walk; a node's page reads the node's
         # summary for the window and for the tree.
         with mock.patch("browser.selectors.threads.THREAD_TREE_LIMIT", 5):
