@@ -50,22 +50,21 @@ def llm_job_enqueue(
     """Queue `task(**kwargs, llm_job_id=...)` for `workspace_id`'s turn; dispatched after commit
     (not before `not_before`). With `dedupe_key`, a queued job of the same key is returned
     instead of a second one."""
-    if dedupe_key:
-        existing = LLMJob.objects.filter(dedupe_key=dedupe_key, state=LLMJob.State.QUEUED).first()
-        if existing is not None:
-            return existing
+    fields = {"workspace_id": workspace_id, "task": task, "kwargs": kwargs, "not_before": not_before}
+    if not dedupe_key:
+        job = LLMJob.objects.create(**fields)
+        transaction.on_commit(llm_jobs_dispatch)
+        return job
+    queued = LLMJob.objects.filter(dedupe_key=dedupe_key, state=LLMJob.State.QUEUED)
+    existing = queued.first()
+    if existing is not None:
+        return existing
     try:
         # A savepoint: a concurrent request of the same key must not break the caller's transaction.
         with transaction.atomic():
-            job = LLMJob.objects.create(
-                workspace_id=workspace_id,
-                task=task,
-                kwargs=kwargs,
-                dedupe_key=dedupe_key,
-                not_before=not_before,
-            )
+            job = LLMJob.objects.create(dedupe_key=dedupe_key, **fields)
     except IntegrityError:
-        existing = LLMJob.objects.filter(dedupe_key=dedupe_key, state=LLMJob.State.QUEUED).first()
+        existing = queued.first()
         if existing is None:
             raise
         return existing
@@ -83,11 +82,14 @@ def _workspace_lock(workspace_id) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, key - (1 << 31)])
 
 
-def _claim(workspace_id, now) -> LLMJob | None:
-    """The workspace's oldest queued job, marked sent, if it is under its cap."""
+def _claim(workspace_id, now, full: set) -> LLMJob | None:
+    """The workspace's oldest due queued job, marked sent, if it is under its cap. Adds the
+    workspace to `full` when no further job of it can be sent now."""
     with transaction.atomic():
         _workspace_lock(workspace_id)
         in_flight = LLMJob.objects.filter(workspace_id=workspace_id, state=LLMJob.State.SENT).count()
+        if in_flight + 1 >= settings.LLM_JOBS_PER_WORKSPACE:
+            full.add(workspace_id)
         if in_flight >= settings.LLM_JOBS_PER_WORKSPACE:
             return None
         job = (
@@ -97,6 +99,7 @@ def _claim(workspace_id, now) -> LLMJob | None:
             .first()
         )
         if job is None:
+            full.add(workspace_id)
             return None
         job.state, job.sent_at = LLMJob.State.SENT, now
         job.save(update_fields=["state", "sent_at"])
@@ -143,23 +146,30 @@ def llm_jobs_dispatch() -> int:
     """Send queued jobs in turns until every waiting workspace is at its cap; returns how many.
 
     Re-entrant calls (a job finishing inline under eager settings) only ask the running
-    dispatch for another pass, so turns stay in order instead of nesting.
+    dispatch for another pass, so turns stay in order instead of nesting. A workspace found
+    at its cap (or with nothing due) is not asked again in this call unless a job finished
+    meanwhile: with the default cap of one, a request that queues a job pays one pass.
     """
     if getattr(_local, "active", False):
         _local.again = True
         return 0
     _local.active, sent = True, 0
+    full: set = set()
     try:
         while True:
             _local.again = False
-            sent_this_pass = 0
+            served = []
             for workspace_id in _turn_order(timezone.now()):
-                job = _claim(workspace_id, timezone.now())
+                if workspace_id in full:
+                    continue
+                job = _claim(workspace_id, timezone.now(), full)
                 if job is not None:
-                    sent_this_pass += 1
+                    served.append(workspace_id)
                     _send(job)
-            sent += sent_this_pass
-            if not sent_this_pass and not _local.again:
+            sent += len(served)
+            if _local.again:
+                full.clear()
+            elif all(workspace_id in full for workspace_id in served):
                 return sent
     finally:
         _local.active = False

@@ -1,9 +1,12 @@
 """Deferred and deduplicated jobs of the fair queue (core.lib.fair_queue; issue 14, Budgets)."""
 
+import threading
+import time
 from datetime import timedelta
 from unittest import mock
 
-from django.test import override_settings
+from django.db import connection, transaction
+from django.test import TransactionTestCase, override_settings
 from django.utils import timezone
 
 from core.lib.fair_queue import (
@@ -13,7 +16,7 @@ from core.lib.fair_queue import (
     llm_jobs_dispatch,
     llm_jobs_recover,
 )
-from core.models import LLMJob
+from core.models import LLMJob, Workspace
 from core.testing import MemoryTestCase
 
 TASK = "threads.tasks.thread_compact_task"
@@ -74,3 +77,42 @@ class DeferTests(MemoryTestCase):
         assert swept["requeued"] == 0
         assert LLMJob.objects.get(pk=lost.pk).state == "done"
         assert LLMJob.objects.filter(dedupe_key="k", state="queued").count() == 1
+
+
+class ConcurrentEnqueueTests(TransactionTestCase):
+    def test_two_requests_of_the_same_work_at_once_share_one_job(self):
+        """The second request cannot see the first's uncommitted job, so it inserts too: the
+        partial unique constraint makes it wait for the first commit and then answer the
+        first's job, inside its own transaction, which goes on."""
+        workspace = Workspace.objects.create(name="Parallel")
+        created, second = threading.Event(), {}
+
+        def first():
+            try:
+                with transaction.atomic():
+                    llm_job_enqueue(workspace_id=workspace.pk, task=TASK, kwargs={}, dedupe_key="k")
+                    created.set()
+                    time.sleep(0.5)
+            finally:
+                connection.close()
+
+        def other():
+            try:
+                created.wait(5)
+                with transaction.atomic():
+                    second["job"] = llm_job_enqueue(
+                        workspace_id=workspace.pk, task=TASK, kwargs={}, dedupe_key="k"
+                    )
+                    second["after"] = LLMJob.objects.filter(workspace=workspace).count()
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=first), threading.Thread(target=other)]
+        # Nothing is sent: the jobs stay queued.
+        with mock.patch("core.lib.fair_queue.llm_jobs_dispatch"):
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        (job,) = LLMJob.objects.filter(workspace=workspace)
+        assert second["job"].pk == job.pk and second["after"] == 1
