@@ -26,6 +26,7 @@ import logging
 import threading
 import zlib
 from datetime import timedelta
+from functools import partial
 
 from celery import current_app
 from django.conf import settings
@@ -53,7 +54,7 @@ def llm_job_enqueue(
     fields = {"workspace_id": workspace_id, "task": task, "kwargs": kwargs, "not_before": not_before}
     if not dedupe_key:
         job = LLMJob.objects.create(**fields)
-        transaction.on_commit(llm_jobs_dispatch)
+        transaction.on_commit(partial(_dispatch_if_room, workspace_id))
         return job
     queued = LLMJob.objects.filter(dedupe_key=dedupe_key, state=LLMJob.State.QUEUED)
     existing = queued.first()
@@ -68,8 +69,17 @@ def llm_job_enqueue(
         if existing is None:
             raise
         return existing
-    transaction.on_commit(llm_jobs_dispatch)
+    transaction.on_commit(partial(_dispatch_if_room, workspace_id))
     return job
+
+
+def _dispatch_if_room(workspace_id) -> None:
+    """Dispatch after an enqueue, unless the workspace is at its cap: then the finish of one
+    of its running jobs dispatches (after its own commit, so one of the two sees the other),
+    and a busy workspace's request pays one count instead of a pass over every queue."""
+    in_flight = LLMJob.objects.filter(workspace_id=workspace_id, state=LLMJob.State.SENT).count()
+    if in_flight < settings.LLM_JOBS_PER_WORKSPACE:
+        llm_jobs_dispatch()
 
 
 def _due(now) -> Q:

@@ -13,6 +13,7 @@ from core.lib.fair_queue import (
     llm_job_begin,
     llm_job_defer,
     llm_job_enqueue,
+    llm_job_finish,
     llm_jobs_dispatch,
     llm_jobs_recover,
 )
@@ -77,6 +78,17 @@ class DeferTests(MemoryTestCase):
         assert swept["requeued"] == 0
         assert LLMJob.objects.get(pk=lost.pk).state == "done"
         assert LLMJob.objects.filter(dedupe_key="k", state="queued").count() == 1
+
+    @override_settings(LLM_JOBS_PER_WORKSPACE=1)
+    def test_an_enqueue_of_a_workspace_at_its_cap_leaves_dispatch_to_its_running_jobs_finish(self):
+        running = self.enqueue()
+        assert LLMJob.objects.get(pk=running.pk).state == "sent"
+        with mock.patch("core.lib.fair_queue.llm_jobs_dispatch") as dispatch:
+            waiting = self.enqueue()
+        dispatch.assert_not_called()
+        with self.captureOnCommitCallbacks(execute=True):
+            llm_job_finish(running.pk)
+        assert LLMJob.objects.get(pk=waiting.pk).state == "sent"
 
 
 class ConcurrentEnqueueTests(TransactionTestCase):
