@@ -8,7 +8,7 @@ from unittest import mock
 
 import numpy as np
 from django.conf import settings
-from django.test import SimpleTestCase, override_settings
+from django.test import SimpleTestCase, TestCase, override_settings
 
 from core import embeddings
 from core.embeddings import (
@@ -263,3 +263,16 @@ class ProviderScopeTests(MemoryTestCase):
         mine.embed(["release date"])
         theirs.embed(["release date"])
         assert query_cache().stats()["hits"] == 1 and query_cache().stats()["misses"] == 2
+
+
+class WarmUpTests(TestCase):
+    def test_the_warm_up_loads_the_configured_runtime(self):
+        """A process warms the runtime it will serve with: the int8 session here, not torch."""
+        from core.embeddings import embedding_warm
+
+        query_cache().clear()
+        encoders = mock.patch.dict(embeddings._local_encoders, clear=True)
+        with override_settings(EMBEDDING_RUNTIME="onnx-int8"), encoders:
+            result = embedding_warm("what did we decide?")
+            assert list(embeddings._local_encoders) == ["onnx-int8"]
+        assert result == {"provider": "local", "model": LOCAL_INT8_MODEL_NAME, "runtime": "onnx-int8"}
