@@ -102,11 +102,19 @@ def write_json(path: str | None, payload: dict) -> None:
 
 
 def print_table(title: str, rows: list[tuple[str, dict]]) -> None:
+    """The rows' p50/p95/p99, and the CPU per call when measured (measure_cpu)."""
+    cpu = any("cpu_ms" in stats for _, stats in rows)
     print(f"\n{title}")
-    print(f"{'case':<48} {'n':>6} {'p50 ms':>9} {'p95 ms':>9} {'p99 ms':>9}")
+    print(
+        f"{'case':<48} {'n':>6} {'p50 ms':>9} {'p95 ms':>9} {'p99 ms':>9}"
+        + (f" {'CPU ms':>8}" if cpu else "")
+    )
     for name, stats in rows:
         p50, p95, p99 = stats["p50_ms"], stats["p95_ms"], stats["p99_ms"]
-        print(f"{name:<48} {stats['n']:>6} {p50:>9.3f} {p95:>9.3f} {p99:>9.3f}")
+        line = f"{name:<48} {stats['n']:>6} {p50:>9.3f} {p95:>9.3f} {p99:>9.3f}"
+        if cpu:
+            line += f" {stats['cpu_ms']:>8.1f}" if "cpu_ms" in stats else f" {'':>8}"
+        print(line)
 
 
 # The /memories page benchmarks (bench/browser_*.py): each loads its rows, logs a client in and
@@ -168,23 +176,39 @@ def page_get(client, path: str, target: str | None = None):
     return response
 
 
+def measure_cpu(fn, *, repeat: int, warmup: int = 5) -> dict:
+    """`measure`, plus the CPU the calls used: this process's and the PostgreSQL backend's of
+    this connection (bench.threads_cpu), per call. On a shared machine a wall time waits for a
+    core as well; the CPU time is what the request costs, whatever the load."""
+    from bench.threads_cpu import cpu_meter
+
+    for _ in range(warmup):
+        fn()
+    with cpu_meter() as used:
+        stats = measure(fn, repeat=repeat, warmup=0)
+    django_s, postgres_s = used()
+    stats["cpu_ms"] = round((django_s + postgres_s) * 1000 / repeat, 1)
+    stats["postgres_cpu_ms"] = round(postgres_s * 1000 / repeat, 1)
+    return stats
+
+
 def measure_pages(
     client, cases, *, repeat: int, check=None, page_suffix: str = " (page)"
 ) -> tuple[list, dict]:
-    """Time every case, then each of its fragments. `check(case, response)` runs on one
-    untimed response of each case first (status 200 is always checked). Returns the table
-    rows and {case name: {"page": stats, <fragment label>: stats}}."""
+    """Time every case, then each of its fragments (wall and CPU, see measure_cpu).
+    `check(case, response)` runs on one untimed response of each case first (status 200 is
+    always checked). Returns the table rows and {case name: {"page": stats, <label>: stats}}."""
     rows, results = [], {}
     for case in cases:
         response = page_get(client, case.path, case.target)
         assert response.status_code == 200, (case.path, response.status_code)
         if check is not None:
             check(case, response)
-        stats = measure(lambda case=case: page_get(client, case.path, case.target), repeat=repeat)
+        stats = measure_cpu(lambda case=case: page_get(client, case.path, case.target), repeat=repeat)
         rows.append((f"{case.name}{page_suffix}", stats))
         results[case.name] = {"page": stats}
         for label, target in case.fragments:
-            stats = measure(
+            stats = measure_cpu(
                 lambda path=case.path, target=target: page_get(client, path, target), repeat=repeat
             )
             rows.append((f"{case.name} ({label})", stats))
