@@ -156,8 +156,8 @@ def message_search(*, principal: Principal, query: str):
     """User and assistant messages of the principal's threads whose text matches `query`
     (websearch syntax), best match first.
 
-    threads_message.search_tsv has no index: this reads every message of the workspace
-    (bench/browser_search.py measures it; a GIN index on the column would serve it)."""
+    Matched through threads_message_search, the GIN index on search_tsv (threads migration
+    0006); without it every message of the table was read (bench/browser_search.py)."""
     messages = scope_to_principal(Message.objects.all(), principal, agent_field="thread__agent")
     messages = (
         messages.filter(_matches('"threads_message"."search_tsv"', query))
