@@ -96,6 +96,33 @@ class SearchTests(BrowserTestCase):
 
         return operator_context(user=self.viewer, workspace_id=self.workspace.pk).principal
 
+    def test_people_group_matches_what_the_users_tab_matches(self):
+        """The people group is a union of ids (so an index can serve each arm), not the users
+        tab's FilterSet itself: both find a person by display name, canonical id or a channel
+        identity's external id, hide merged users and never reach another workspace."""
+        from core.filters import filterset_apply
+        from identities.filters import MemoryUserFilter
+        from identities.models import ChannelIdentity, MemoryUser
+        from identities.selectors import memory_user_scope
+
+        by_name = memory_user_make(
+            self.workspace, canonical_id="email:zed@example.com", display_name="Zed Porto"
+        )
+        by_canonical = memory_user_make(self.workspace, canonical_id="telegram:porto42", display_name="Bea")
+        by_identity = memory_user_make(self.workspace, canonical_id="slack:U9", display_name="Cy")
+        ChannelIdentity.objects.create(
+            workspace=self.workspace, memory_user=by_identity, channel="web", external_id="PORTO-visitor"
+        )
+        merged = memory_user_make(self.workspace, canonical_id="telegram:porto-old", display_name="Old")
+        MemoryUser.objects.filter(pk=merged.pk).update(merged_into=by_name)
+        memory_user_make(self.other_workspace, canonical_id="telegram:porto", display_name="Porto elsewhere")
+        principal = self._principal()
+        tab = filterset_apply(MemoryUserFilter, {"q": "porto"}, memory_user_scope(principal))
+        group = {g.tier.slug: g for g in search_everywhere(principal=principal, query="porto")}["people"]
+        expected = {by_name.pk, by_canonical.pk, by_identity.pk}
+        assert set(tab.values_list("pk", flat=True)) == expected
+        assert {hit.pk for hit in group.hits} == expected
+
     def test_more_links_open_the_tab_filtered_by_the_query(self):
         for n in range(PAGE_PER_TIER + 1):
             entry_make(agent=self.agent, memory_user=self.ada, content=f"Lisbon note number {n}.")
