@@ -90,8 +90,13 @@ def _local_encoder_get(runtime: str):
 
                     variant = INT8 if runtime == RUNTIME_ONNX_INT8 else FP32
                     # Exported at install (scripts/bootstrap); a missing file is exported here once.
-                    model_file = onnx_model_ensure(directory=settings.EMBEDDING_ONNX_DIR, variant=variant)
-                    encoder = OnnxEncoder(model_file, threads=settings.EMBEDDING_TORCH_THREADS)
+                    try:
+                        model_file = onnx_model_ensure(directory=settings.EMBEDDING_ONNX_DIR, variant=variant)
+                        encoder = OnnxEncoder(model_file, threads=settings.EMBEDDING_TORCH_THREADS)
+                    except (RuntimeError, OSError) as exc:
+                        # Callers already handle EmbeddingError: searches fall back to full-text
+                        # search, embedding tasks retry; /readyz reports the failed warm-up.
+                        raise EmbeddingError(f"The local ONNX model cannot be loaded: {exc}") from exc
                 _local_encoders[runtime] = encoder
     return encoder
 

@@ -135,6 +135,14 @@ class OnnxExportTests(SimpleTestCase):
             [vector] = LocalEmbeddingProvider(runtime="onnx").embed(["first use"])
             assert onnx_model_current(Path(tmp), FP32) and len(vector) == 384
 
+    def test_a_model_that_cannot_be_exported_is_an_embedding_error(self):
+        """Searches then fall back to full-text search, as for a failing endpoint."""
+        unwritable = Path("/dev/null/models")
+        encoders = mock.patch.dict(embeddings._local_encoders, clear=True)
+        refused = self.assertRaisesMessage(EmbeddingError, "The local ONNX model cannot be loaded")
+        with override_settings(EMBEDDING_ONNX_DIR=unwritable), encoders, refused:
+            LocalEmbeddingProvider(runtime="onnx").embed(["x", "y"])
+
     def test_an_unknown_variant_is_refused(self):
         with self.assertRaisesMessage(ValueError, "Unknown ONNX variant"):
             onnx_model_export(directory=Path(tempfile.gettempdir()), variant="fp16")
