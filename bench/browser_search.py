@@ -5,13 +5,15 @@ per tier (facts, entries, episodes, procedures, people, messages) and 100,000 au
     python -m bench.browser_search --rows 20000      # smaller
     python -m bench.browser_search --json var/browser_search.json
     python -m bench.browser_search --without-search-index   # before/after the messages' GIN index
+    python -m bench.browser_search --recommended-indexes    # and with trigram indexes for people
 
 Target (issue 15): first page p95 <= 150 ms server-side at 100,000 rows per tier.
 
 The tiers are loaded by bench.browser_tabs.build (1% of every table in a second workspace that
 must never show), then messages and audit events are added the same way and everything is
 ANALYZEd. Each case is a GET through Django's test client as a logged-in editor: session,
-middleware, access check, selectors, template rendering; no network.
+middleware, access check, selectors, template rendering; no network. The CPU column is what a
+request used in this process and its PostgreSQL backend (bench.harness.measure_cpu).
 """
 
 import os
