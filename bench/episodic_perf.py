@@ -13,6 +13,16 @@
 3. Extraction of a 20-turn transcript with 5 client candidates, excluding embedding
    (candidate vectors are precomputed; the provider returns them from memory).
 4. Batch embedding with the local model: texts/s batched vs one at a time.
+
+Search path only (issue 17):
+
+    python -m bench.episodic_perf --search-scales 2000,20000,100000 --pairs 20 [--compare REF]
+
+grows the same `--pairs` scopes to each total in turn and, at each, times `entry_search_hybrid`
+with a precomputed query vector (p50/p95), counts its statements (round trips) and their
+share of the time, and prints `EXPLAIN (ANALYZE, BUFFERS)` of each statement at the largest
+scale. `--compare REF` loads core/ranking.py as of git REF beside the current one and
+alternates the two, query for query, so both run under the same load.
 """
 
 import argparse
@@ -86,6 +96,187 @@ def build_entries(*, workspace, agents, people, per_pair: int, model: str, dims:
         cursor.execute("ANALYZE episodes_entryembedding")
 
 
+class StatementLog:
+    """Times every statement Django runs (a connection execute_wrapper)."""
+
+    def __init__(self):
+        self.rows: list[tuple[str, float]] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.rows.append((sql, (time.perf_counter() - started) * 1000))
+
+
+def statement_label(sql: str) -> str:
+    text = " ".join(sql.split())
+    batched = " ".join(sql.split()).count(";") + 1
+    for needle, label in (
+        ("hnsw.iterative_scan", "vector (hnsw)"),
+        ("WITH scope AS", "bm25"),
+        ("WITH lex AS", "combined"),
+        ("count(*) FROM (SELECT 1", "scope count"),
+        ("<=> %(qvec)s::vector", "vector/describe"),
+        ("source_thread_id FROM", "features"),
+        ("PREPARE", "prepare"),
+    ):
+        if needle in text:
+            return label if batched == 1 else f"{label} +{batched - 1}"
+    return text[:40]
+
+
+def reference_search(ref: str):
+    """`entry_search_hybrid` running core/ranking.py as of git `ref` (for --compare)."""
+    import importlib.util
+    import subprocess
+    import sys
+    import tempfile
+
+    import episodic.selectors as selectors
+
+    source = subprocess.run(
+        ["git", "show", f"{ref}:core/ranking.py"], check=True, capture_output=True, text=True
+    ).stdout
+    path = tempfile.mkdtemp(prefix="bench-ranking-") + "/ranking_ref.py"
+    with open(path, "w") as handle:
+        handle.write(source)
+    spec = importlib.util.spec_from_file_location("ranking_ref", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ranking_ref"] = module
+    spec.loader.exec_module(module)
+    current = selectors.hybrid_search
+
+    def search(**kwargs):
+        selectors.hybrid_search = module.hybrid_search
+        # The old module's Corpus is another class: hand it the same fields.
+        try:
+            return selectors.entry_search_hybrid(**kwargs)
+        finally:
+            selectors.hybrid_search = current
+
+    return search
+
+
+def search_scales(args) -> None:
+    """The search path alone at growing totals over the same scopes (see module docstring)."""
+    import os
+
+    from django.db import connection
+
+    from core.services import agent_get_or_create, workspace_create
+    from episodic.selectors import entry_search_hybrid
+    from identities.models import MemoryUser
+
+    rng = random.Random(7)
+    model = "bench-random-384"
+    workspace = workspace_create(name=f"bench-search-{uuid.uuid4().hex[:6]}")
+    agent = agent_get_or_create(workspace=workspace, slug="agent")
+    people = MemoryUser.objects.bulk_create(
+        MemoryUser(workspace=workspace, canonical_id=f"bench:{i}") for i in range(args.pairs)
+    )
+    reference = reference_search(args.compare) if args.compare else None
+    results: dict = {"load_before": os.getloadavg(), "scales": {}}
+    built = 0
+    scales = [int(x) for x in args.search_scales.split(",")]
+    for total in scales:
+        started = time.perf_counter()
+        build_entries(
+            workspace=workspace,
+            agents=[agent] * args.pairs,
+            people=people,
+            per_pair=(total - built) // args.pairs,
+            model=model,
+        )
+        built = total
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE episodes_episodicentry")
+            cursor.execute("VACUUM ANALYZE episodes_entryembedding")
+            cursor.execute("SELECT array_agg(w) FROM (SELECT unnest(w) AS w FROM bench_vocab) x")
+            vocab = cursor.fetchone()[0]
+        build_s = round(time.perf_counter() - started, 1)
+
+        def kwargs(vocab=vocab):
+            return {
+                "agent": agent,
+                "memory_user": people[rng.randrange(args.pairs)],
+                "query": random_query(rng, vocab),
+                "query_vector": random_vector(rng),
+                "model": model,
+                "top_k": 12,
+            }
+
+        variants = {"current": entry_search_hybrid}
+        if reference:
+            variants = {"reference": reference, **variants}
+        samples: dict = {name: [] for name in variants}
+        statements: dict = {name: StatementLog() for name in variants}
+        for _ in range(10):
+            for fn in variants.values():
+                fn(**kwargs())
+        for _ in range(args.queries):
+            call = kwargs()
+            for name, fn in variants.items():
+                log = statements[name]
+                with connection.execute_wrapper(log):
+                    t0 = time.perf_counter()
+                    fn(**call)
+                    samples[name].append((time.perf_counter() - t0) * 1000)
+        load = os.getloadavg()
+        entry = {"build_s": build_s, "load": load}
+        print(f"\n{total:,} entries over {args.pairs} scopes (built in {build_s} s), load {load}")
+        for name in variants:
+            stats = summarize(samples[name])
+            per: dict = {}
+            for sql, ms in statements[name].rows:
+                per.setdefault(statement_label(sql), []).append(ms)
+            trips = len(statements[name].rows) / args.queries
+            entry[name] = {
+                **stats,
+                "statements_per_search": trips,
+                "statements": {k: summarize(v) for k, v in per.items()},
+            }
+            p50, p95 = stats["p50_ms"], stats["p95_ms"]
+            print(f"  {name:<10} p50 {p50:.1f}  p95 {p95:.1f} ms, {trips:.1f} statements")
+            for label, values in per.items():
+                st = summarize(values)
+                share = len(values) / args.queries
+                print(f"      {label:<18} n/search {share:.1f}  p50 {st['p50_ms']:.2f} ms")
+        results["scales"][total] = entry
+        if total == scales[-1] and args.explain:
+            explain_search(kwargs())
+    write_json(args.json, results)
+
+
+def explain_search(call: dict) -> None:
+    """EXPLAIN (ANALYZE, BUFFERS) of every statement one search runs."""
+    from django.db import connection
+
+    from episodic.selectors import entry_search_hybrid
+
+    log = []
+
+    def capture(execute, sql, params, many, context):
+        log.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        entry_search_hybrid(**call)
+    with connection.cursor() as cursor:
+        for sql, params in log:
+            # A batch's statements share one (namespaced) parameter dict: each is explained
+            # alone, after the SET LOCALs that travel with it.
+            for part in (p for p in sql.split(";") if p.strip()):
+                if part.strip().upper().startswith("SET "):
+                    cursor.execute(part)
+                    continue
+                print(f"\n--- {statement_label(part)}")
+                cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + part, params)
+                for (line,) in cursor.fetchall():
+                    print(line)
+
+
 def random_query(rng, vocab) -> str:
     return " ".join(rng.choice(vocab) for _ in range(4))
 
@@ -101,9 +292,15 @@ def main() -> None:
     parser.add_argument("--hnsw-scope", type=int, default=50_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--json")
+    parser.add_argument("--search-scales", help="comma-separated totals: the search path only")
+    parser.add_argument("--compare", help="git ref of core/ranking.py to alternate with (--search-scales)")
+    parser.add_argument("--explain", action="store_true", help="EXPLAIN each statement at the last scale")
     args = parser.parse_args()
 
     setup_django()
+    if args.search_scales:
+        search_scales(args)
+        return
     from django.conf import settings
     from django.db import connection
 

@@ -432,45 +432,125 @@ def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str) -> int:
     plan at once; one that shrinks under the threshold by deletions keeps the HNSW plan
     for at most that long, which still answers, only approximately.
     """
-    # Keyed by the parameters the count uses (not, say, the ids a search excludes).
-    used = sorted((k, v) for k, v in corpus.params.items() if f"%({k})s" in corpus.scope_size_sql)
-    key = (corpus.scope_size_sql, repr(used), model)
-    now = time.monotonic()
-    cached = _scope_sizes.get(key)
-    fresh = cached is not None and now - cached[0] < settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS
+    cached = _scope_sizes.get(_scope_size_key(corpus, model))
+    fresh = cached is not None and time.monotonic() - cached[0] < settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS
     if fresh and cached[1] > settings.EPISODIC_EXACT_SCOPE_MAX:
         return cached[1]
     cursor.execute(corpus.scope_size_sql, params)
     size = cursor.fetchone()[0]
+    _scope_size_remember(corpus, params, model=model, size=size)
+    return size
+
+
+HNSW_SETTINGS_SQL = "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef_search}"
+
+
+def _namespaced(sql: str, params: dict, prefix: str) -> tuple[str, dict]:
+    """`sql` with every `%(name)s` renamed `%(prefix_name)s`, so statements with clashing
+    parameter names (two `limit`s) can travel in one batch."""
+    used = set(re.findall(r"(?<!%)%\((\w+)\)s", sql))
+    renamed = re.sub(r"(?<!%)%\((\w+)\)s", lambda m: f"%({prefix}_{m.group(1)})s", sql)
+    return renamed, {f"{prefix}_{k}": params[k] for k in used}
+
+
+def run_batch(cursor, statements: list[tuple[str, dict]]) -> list[list]:
+    """Run `statements` (SQL, params) and return each one's rows ([] for a SET).
+
+    With client-side binding (Django's default for psycopg) they travel as one simple-protocol
+    message: one round trip, and PostgreSQL runs them as one implicit transaction, so a
+    `SET LOCAL` holds for the statements after it. With server-side binding they run one by
+    one inside a transaction (the same settings, more round trips).
+    """
+    from django.db import connection, transaction
+
+    if len(statements) == 1:
+        sql, params = statements[0]
+        cursor.execute(sql, params)
+        return [cursor.fetchall() if cursor.description else []]
+    if connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
+        results = []
+        with transaction.atomic():
+            for sql, params in statements:
+                cursor.execute(sql, params or None)
+                results.append(cursor.fetchall() if cursor.description else [])
+        return results
+    parts, merged = [], {}
+    for index, (sql, params) in enumerate(statements):
+        sql, params = _namespaced(sql.strip().rstrip(";"), params or {}, f"b{index}")
+        parts.append(sql)
+        merged.update(params)
+    cursor.execute(";\n".join(parts), merged)
+    results = []
+    for index in range(len(parts)):
+        if index:
+            cursor.nextset()
+        results.append(cursor.fetchall() if cursor.description else [])
+    return results
+
+
+def _scope_size_key(corpus: "Corpus", model: str) -> tuple:
+    # Keyed by the parameters the count uses (not, say, the ids a search excludes).
+    used = sorted((k, v) for k, v in corpus.params.items() if f"%({k})s" in corpus.scope_size_sql)
+    return (corpus.scope_size_sql, repr(used), model)
+
+
+def _scope_size_remember(corpus: "Corpus", params: dict, *, model: str, size: int) -> None:
     if len(_scope_sizes) >= _SCOPE_SIZES_MAX:
         _scope_sizes.clear()
-    _scope_sizes[key] = (now, size)
-    return size
+    _scope_sizes[_scope_size_key(corpus, model)] = (time.monotonic(), size)
+
+
+def _scope_size_known(corpus: "Corpus", params: dict, *, model: str, dimensions: int) -> tuple:
+    """(size to plan with, whether to count it in the search's first round trip), or
+    (None, True) when the plan must wait for a count of its own.
+
+    A scope found over the threshold within SEARCH_SCOPE_SIZE_CACHE_SECONDS is not counted
+    (see _scope_size). One under it is recounted by every search, beside its candidates:
+    when that count has crossed the threshold, the vector query is run again on the new
+    plan at once. A model without an HNSW index always takes the exact plan, so its count
+    never has to wait.
+    """
+    cached = _scope_sizes.get(_scope_size_key(corpus, model))
+    fresh = cached is not None and time.monotonic() - cached[0] < settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS
+    if fresh and cached[1] > settings.EPISODIC_EXACT_SCOPE_MAX:
+        return cached[1], False
+    if fresh:
+        return cached[1], True
+    if HNSW_MODELS.get(model) != dimensions:
+        return 0, True
+    return None, True
+
+
+def _vector_statements(
+    corpus: "Corpus", plan: str, vparams: dict, weights, pool: int, slots: dict, *, start: int
+):
+    """The vector candidates' statements on `plan`; `slots` gets each result's index."""
+    table, id_column, where = corpus.vector_table, corpus.vector_id_column, corpus.vector_scope_where
+    statements = []
+    if plan == PLAN_HNSW:
+        ef_search = max(pool, settings.EPISODIC_HNSW_EF_SEARCH)
+        settings_sql = HNSW_SETTINGS_SQL.format(ef_search=int(ef_search))
+        statements.extend((part, {}) for part in settings_sql.split("; "))
+    slots["vector"] = start + len(statements)
+    statements.append((vector_sql(table=table, id_column=id_column, scope_where=where, plan=plan), vparams))
+    # The context vectors have no HNSW index: on the exact plan only.
+    if corpus.has_context and weights.context > 0 and plan == PLAN_EXACT:
+        sql = vector_sql(
+            table=table, id_column=id_column, scope_where=where, plan=plan, column="context_embedding"
+        )
+        slots["context"] = start + len(statements)
+        statements.append((sql, vparams))
+    return statements
 
 
 def _hnsw_fetch(cursor, sql: str, params: dict, *, ef_search: int) -> list:
     """Rows of an HNSW query run with iterative scan (pgvector >= 0.8: keep walking the graph
-    until `limit` rows pass the scope filter) and `ef_search` candidates.
-
-    SET LOCAL needs a transaction. With client-side binding (Django's default for psycopg)
-    the settings and the query travel as one simple-protocol message, which PostgreSQL runs
-    as one implicit transaction: one round trip instead of BEGIN, SET, SELECT and COMMIT.
-    Inside a caller's transaction the settings hold until it ends, as any SET LOCAL does.
-    """
-    from django.db import connection, transaction
-
-    settings_sql = (
-        f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {int(ef_search)}"
-    )
-    if connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
-        with transaction.atomic():
-            cursor.execute(settings_sql)
-            cursor.execute(sql, params)
-            return cursor.fetchall()
-    cursor.execute(f"{settings_sql}; {sql}", params)
-    cursor.nextset()
-    cursor.nextset()
-    return cursor.fetchall()
+    until `limit` rows pass the scope filter) and `ef_search` candidates, in one round trip
+    (see run_batch). Inside a caller's transaction the settings hold until it ends, as any
+    SET LOCAL does."""
+    settings_sql = HNSW_SETTINGS_SQL.format(ef_search=int(ef_search))
+    statements = [(part, {}) for part in settings_sql.split("; ")]
+    return run_batch(cursor, [*statements, (sql, params)])[-1]
 
 
 @dataclass(frozen=True)
@@ -531,17 +611,21 @@ def hybrid_search(
     plan = scope_size = None
     use_vectors = query_vector is not None and (weights.vector > 0 or weights.context > 0)
     with connection.cursor() as cursor:
+        # First round trip: the scope count (when the plan needs it), the BM25 and the
+        # vector candidates; second: the pool's rows and re-rank features (run_batch).
+        batch: list[tuple[str, dict]] = []
+        slots: dict = {}
         if weights.lexical > 0 and query.strip():
             # Scores beyond the pool are kept so vector candidates get their exact BM25.
-            cursor.execute(
-                bm25_sql(corpus.lexical_scope_sql, materialized=corpus.lexical_materialized),
-                {**params, "query": query, "limit": pool * 10},
+            slots["lexical"] = len(batch)
+            batch.append(
+                (
+                    bm25_sql(corpus.lexical_scope_sql, materialized=corpus.lexical_materialized),
+                    {**params, "query": query, "limit": pool * 10},
+                )
             )
-            rows = cursor.fetchall()
-            lexical = {row[0]: float(row[1]) for row in rows}
-            coverage = {row[0]: float(row[2]) for row in rows}
-            pool_ids.extend(row[0] for row in rows[:pool])
         qvec = vector_literal(query_vector) if use_vectors else None
+        vparams: dict = {}
         if use_vectors:
             # Counting stops past the threshold: the plan only needs to know which side it is on.
             vparams = {
@@ -551,37 +635,58 @@ def hybrid_search(
                 "limit": pool,
                 "count_cap": settings.EPISODIC_EXACT_SCOPE_MAX + 1,
             }
-            scope_size = _scope_size(cursor, corpus, vparams, model=model)
+            dimensions = len(query_vector)
+            scope_size, recount = _scope_size_known(corpus, vparams, model=model, dimensions=dimensions)
+            if scope_size is None:
+                # Never counted (or too long ago): the plan waits for the count.
+                scope_size = _scope_size(cursor, corpus, vparams, model=model)
+            elif recount:
+                slots["count"] = len(batch)
+                batch.append((corpus.scope_size_sql, vparams))
             plan = vector_plan(scope_size=scope_size, model=model, dimensions=len(query_vector))
-            table, id_column, where = corpus.vector_table, corpus.vector_id_column, corpus.vector_scope_where
-            sql = vector_sql(table=table, id_column=id_column, scope_where=where, plan=plan)
-            if plan == PLAN_HNSW:
-                ef_search = max(pool, settings.EPISODIC_HNSW_EF_SEARCH)
-                rows = _hnsw_fetch(cursor, sql, vparams, ef_search=ef_search)
-            else:
-                cursor.execute(sql, vparams)
-                rows = cursor.fetchall()
+            batch.extend(_vector_statements(corpus, plan, vparams, weights, pool, slots, start=len(batch)))
+        results = run_batch(cursor, batch) if batch else []
+        named = {name: results[index] for name, index in slots.items()}
+        if "count" in named:
+            scope_size = named.pop("count")[0][0]
+            _scope_size_remember(corpus, vparams, model=model, size=scope_size)
+            replanned = vector_plan(scope_size=scope_size, model=model, dimensions=dimensions)
+            if replanned != plan:
+                # The scope grew past the threshold since it was last counted: the plan
+                # changes at once, at the cost of this one query.
+                plan, rerun_slots = replanned, {}
+                statements = _vector_statements(corpus, plan, vparams, weights, pool, rerun_slots, start=0)
+                rerun = run_batch(cursor, statements)
+                named.pop("context", None)
+                named.update({name: rerun[index] for name, index in rerun_slots.items()})
+        if "lexical" in named:
+            rows = named["lexical"]
+            lexical = {row[0]: float(row[1]) for row in rows}
+            coverage = {row[0]: float(row[2]) for row in rows}
+            pool_ids.extend(row[0] for row in rows[:pool])
+        if "vector" in named:
+            rows = named["vector"]
             vector = {row[0]: float(row[1]) for row in rows}
             pool_ids.extend(row[0] for row in sorted(rows, key=lambda r: -r[1]))
-            # The context vectors have no HNSW index: on the exact plan only.
-            if corpus.has_context and weights.context > 0 and plan == PLAN_EXACT:
-                sql = vector_sql(
-                    table=table, id_column=id_column, scope_where=where, plan=plan, column="context_embedding"
-                )
-                cursor.execute(sql, vparams)
-                rows = cursor.fetchall()
-                context = {row[0]: float(row[1]) for row in rows}
-                pool_ids.extend(row[0] for row in rows)
+        if "context" in named:
+            rows = named["context"]
+            context = {row[0]: float(row[1]) for row in rows}
+            pool_ids.extend(row[0] for row in rows)
 
         pool_ids = list(dict.fromkeys(pool_ids))
         if not pool_ids:
             return SearchOutcome(ranked=[], plan=plan, scope_size=scope_size)
-        cursor.execute(
-            corpus.describe_sql,
-            {**params, "ids": pool_ids, "qvec": qvec, "model": model if use_vectors else ""},
+        describe_params = {**params, "ids": pool_ids, "qvec": qvec, "model": model if use_vectors else ""}
+        want_features = corpus.features_sql and (
+            weights.speaker > 0 or weights.session > 0 or weights.diversity > 0
         )
+        statements = [(corpus.describe_sql, describe_params)]
+        if want_features:
+            # Features are read for the pool's rows only (not their neighbours): with them.
+            statements.append((corpus.features_sql, {**params, "ids": pool_ids}))
+        described_rows, *feature_rows = run_batch(cursor, statements)
         described = {}
-        for row_id, created_at, *neighbours, sim, ctx_sim in cursor.fetchall():
+        for row_id, created_at, *neighbours, sim, ctx_sim in described_rows:
             described[row_id] = (created_at, *neighbours)
             if sim is not None:
                 vector.setdefault(row_id, float(sim))
@@ -605,9 +710,8 @@ def hybrid_search(
                 vector.setdefault(row_id, float(sim))
                 if ctx_sim is not None:
                     context.setdefault(row_id, float(ctx_sim))
-        if corpus.features_sql and (weights.speaker > 0 or weights.session > 0 or weights.diversity > 0):
-            cursor.execute(corpus.features_sql, {**params, "ids": list(described)})
-            features = {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
+        if feature_rows:
+            features = {row[0]: (row[1], row[2]) for row in feature_rows[0] if row[0] in described}
 
     candidates = []
     pool_set = set(pool_ids)

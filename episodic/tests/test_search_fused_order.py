@@ -1,0 +1,217 @@
+"""The fused order of a fixed data set does not move (issue 17).
+
+The search path's SQL is batched and rearranged for speed; the ranking it feeds must stay
+the same. EXPECTED was produced by core/ranking.py before that change (commit 0460be4) on
+the data set built below: 240 entries of one person (seeded words, seeded 384-d vectors,
+fixed dates and ids, every third entry from one of four threads so the session term takes part)
+and six queries. Any change to which rows are fetched, their BM25 or their similarity
+shows up here as a different order or score.
+"""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from core.ranking import PLAN_EXACT
+from core.testing import MemoryTestCase
+from episodic.models import EntryEmbedding, EpisodicEntry
+from episodic.selectors import entry_search_hybrid
+from episodic.tests.factories import memory_user_factory
+from threads.tests.factories import make_thread
+
+MODEL = "golden-test-384"
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+WORDS_TEXT = (
+    "lisbon marathon cat miso porto sister window seat coffee train hiking lake guitar "
+    "concert bakery sourdough garden tomato chess club novel library museum painting "
+    "dentist appointment birthday party cousin wedding flight tokyo ramen sushi bicycle "
+    "repair kitchen oven recipe yoga morning swim pool budget salary promotion meeting"
+)
+WORDS = WORDS_TEXT.split()
+QUERIES = [
+    "How is the marathon training going?",
+    "what did she say about the cat and porto",
+    "sourdough bakery recipe",
+    "flight to tokyo in 2025",
+    "chess club meeting morning",
+    "garden tomato guitar concert wedding",
+]
+
+
+def build(workspace, agent, person) -> None:
+    rng = np.random.default_rng(19)
+    threads = [make_thread(workspace=workspace, agent=agent, memory_user=person) for _ in range(4)]
+    entries = []
+    for i in range(240):
+        words = rng.choice(WORDS, size=int(rng.integers(4, 12)))
+        content = f"entry {i}: " + " ".join(words)
+        entries.append(
+            EpisodicEntry(
+                # Seeded ids: BM25 breaks score ties by id, which decides the pool's edge.
+                id=uuid.UUID(bytes=rng.bytes(16)),
+                workspace=workspace,
+                agent=agent,
+                memory_user=person,
+                content=content,
+                content_hash=f"golden-{i}",
+                source="user_assertion",
+                evidence=content,
+                source_thread=threads[i % 4] if i % 3 == 0 else None,
+                created_at=NOW - timedelta(days=3 * i + 1),
+                valid_from=NOW - timedelta(days=3 * i + 1),
+            )
+        )
+    EpisodicEntry.objects.bulk_create(entries)
+    # bulk_create keeps created_at only if auto_now_add is off: set it explicitly.
+    for entry in entries:
+        EpisodicEntry.objects.filter(pk=entry.pk).update(created_at=entry.created_at)
+    vectors = rng.normal(size=(240, 384))
+    EntryEmbedding.objects.bulk_create(
+        EntryEmbedding(
+            entry=entry,
+            workspace=workspace,
+            agent=agent,
+            memory_user=person,
+            model=MODEL,
+            dimensions=384,
+            embedding=(vector / np.linalg.norm(vector)).tolist(),
+        )
+        for entry, vector in zip(entries[:200], vectors, strict=False)  # 40 without a vector yet.
+    )
+
+
+def query_vector(index: int) -> list[float]:
+    vector = np.random.default_rng(100 + index).normal(size=384)
+    return (vector / np.linalg.norm(vector)).tolist()
+
+
+def ranked(agent, person) -> list[list]:
+    """Per query: (entry number, score to 6 places) of the top 15, best first."""
+    out = []
+    for index, query in enumerate(QUERIES):
+        result = entry_search_hybrid(
+            agent=agent,
+            memory_user=person,
+            query=query,
+            query_vector=query_vector(index),
+            model=MODEL,
+            top_k=15,
+            now=NOW,
+        )
+        assert result.plan == PLAN_EXACT
+        out.append([[int(h.entry.content.split(":")[0].split()[1]), round(h.score, 6)] for h in result.hits])
+    return out
+
+
+EXPECTED = [
+    [
+        [90, 1.566972],
+        [51, 1.337049],
+        [210, 1.041248],
+        [60, 1.000815],
+        [138, 0.984777],
+        [77, 0.974291],
+        [189, 0.96411],
+        [18, 0.942147],
+        [72, 0.793014],
+        [153, 0.755596],
+        [146, 0.73989],
+        [195, 0.712663],
+        [78, 0.705876],
+        [65, 0.686804],
+        [164, 0.677776],
+    ],
+    [
+        [57, 1.196397],
+        [156, 1.187328],
+        [0, 1.17616],
+        [93, 1.06629],
+        [16, 1.045674],
+        [21, 0.91857],
+        [10, 0.81177],
+        [87, 0.730406],
+        [167, 0.711755],
+        [132, 0.677603],
+        [120, 0.626164],
+        [35, 0.612156],
+        [192, 0.602508],
+        [81, 0.559506],
+        [149, 0.555157],
+    ],
+    [
+        [36, 1.308225],
+        [48, 1.197783],
+        [66, 1.029765],
+        [177, 0.980292],
+        [189, 0.977877],
+        [186, 0.938584],
+        [120, 0.849106],
+        [81, 0.837808],
+        [98, 0.809934],
+        [60, 0.749076],
+        [198, 0.713787],
+        [182, 0.697157],
+        [56, 0.694116],
+        [117, 0.685809],
+        [184, 0.653903],
+    ],
+    [
+        [105, 2.476143],
+        [57, 2.41688],
+        [140, 2.173355],
+        [81, 2.043954],
+        [100, 1.891968],
+        [62, 1.798919],
+        [98, 1.644993],
+        [135, 1.616417],
+        [147, 1.575849],
+        [85, 1.575585],
+        [162, 1.563864],
+        [138, 1.547027],
+        [117, 1.532331],
+        [165, 1.507317],
+        [60, 1.506932],
+    ],
+    [
+        [130, 1.412833],
+        [69, 1.351848],
+        [117, 1.341786],
+        [65, 0.941091],
+        [45, 0.940239],
+        [25, 0.930267],
+        [96, 0.892231],
+        [177, 0.865718],
+        [172, 0.841835],
+        [165, 0.825156],
+        [108, 0.799082],
+        [123, 0.771994],
+        [147, 0.749431],
+        [90, 0.715163],
+        [126, 0.705731],
+    ],
+    [
+        [26, 1.227992],
+        [0, 1.134772],
+        [132, 1.057973],
+        [129, 1.018816],
+        [141, 1.016867],
+        [164, 0.958668],
+        [117, 0.953026],
+        [108, 0.906223],
+        [76, 0.867698],
+        [44, 0.850492],
+        [53, 0.730021],
+        [152, 0.724894],
+        [192, 0.685542],
+        [128, 0.67563],
+        [48, 0.672541],
+    ],
+]
+
+
+class FusedOrderTests(MemoryTestCase):
+    def test_fused_order_of_a_fixed_data_set_is_unchanged(self):
+        person = memory_user_factory(self.workspace)
+        build(self.workspace, self.agent, person)
+        assert ranked(self.agent, person) == EXPECTED
