@@ -181,6 +181,18 @@ def entry_create(
     return result
 
 
+def _duplicated_entries(dropped: dict) -> dict:
+    """{id: entry} of the stored entries that dropped items duplicate; ConflictError when one
+    was deleted meanwhile."""
+    stored_ids = {d[2] for d in dropped.values() if d[2] is not None}
+    if not stored_ids:
+        return {}
+    stored = EpisodicEntry.objects.select_related("agent").in_bulk(list(stored_ids))
+    if len(stored) != len(stored_ids):
+        raise ConflictError(DUPLICATE_VANISHED)
+    return stored
+
+
 def _entries_store(items, *, agent, memory_user, actor, agent_settings, provider) -> list[EntryCreateResult]:
     dropped: dict[int, tuple] = {}
 
@@ -198,23 +210,25 @@ def _entries_store(items, *, agent, memory_user, actor, agent_settings, provider
     kept, model = _dedupe_similar(
         unique, agent=agent, memory_user=memory_user, provider=provider, threshold=threshold, reject=reject
     )
-    with transaction.atomic():
-        _entries_insert(
-            kept,
-            agent=agent,
-            memory_user=memory_user,
-            thread=None,
-            actor=actor,
-            threshold=threshold,
-            model=model,
-            reject=reject,
-        )
-        # Read in the transaction, after the person's lock: an entry of the same person
-        # deleted meanwhile cannot be answered as the one a duplicate stands for.
-        stored_ids = {d[2] for d in dropped.values() if d[2] is not None}
-        stored = EpisodicEntry.objects.select_related("agent").in_bulk(list(stored_ids))
-        if len(stored) != len(stored_ids):
-            raise ConflictError(DUPLICATE_VANISHED)
+    if kept:
+        with transaction.atomic():
+            _entries_insert(
+                kept,
+                agent=agent,
+                memory_user=memory_user,
+                thread=None,
+                actor=actor,
+                threshold=threshold,
+                model=model,
+                reject=reject,
+            )
+            # Read in the transaction, after the person's lock: an entry of the same person
+            # deleted meanwhile cannot be answered as the one a duplicate stands for.
+            stored = _duplicated_entries(dropped)
+    else:
+        # Nothing to store (every item repeats a stored entry): no transaction, no lock. The
+        # entries are read as committed now, so the answer is as of this read.
+        stored = _duplicated_entries(dropped)
     stored = {str(pk): entry for pk, entry in stored.items()}
     results: list[EntryCreateResult] = []
     for item in items:

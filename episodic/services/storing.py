@@ -18,21 +18,24 @@ import hashlib
 import logging
 from collections.abc import Callable
 
+import numpy as np
 from django.db import connection
 from django.utils import timezone
 
 from core.embeddings import EmbeddingError
+from core.events import audit_recorded
 from core.lib.consolidation import (
     DECISION_ADD,
     DECISION_NOOP,
     REJECT_CONFIRMED,
     REPLACING,
     Decision,
+    claim_decide,
     conflict_floor,
 )
-from core.ranking import PLAN_EXACT, vector_literal, vector_sql
-from core.services import audit_record
-from episodic.models import EpisodicEntry
+from core.models import AuditEvent
+from core.ranking import vector_literal
+from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.services.candidates import (
     REJECT_DUPLICATE_HASH,
     REJECT_DUPLICATE_SIMILAR,
@@ -40,12 +43,11 @@ from episodic.services.candidates import (
     REJECT_REVIEW_REJECTED,
 )
 from episodic.services.consolidation import (
+    _SOURCE_RANK,
     _noop_confirm,
     _replaced_close,
     _stale,
-    entry_consolidation_decide,
 )
-from episodic.services.embeddings import _entry_vectors_store
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +58,9 @@ Reject = Callable[..., None]
 
 def _stored_hashes(*, agent, memory_user, hashes) -> dict[str, str]:
     """{content hash: id} of the scope's active, approved entries among `hashes`."""
+    # The workspace leads the (workspace, agent, memory_user, content_hash) index.
     rows = EpisodicEntry.objects.filter(
+        workspace_id=agent.workspace_id,
         agent=agent,
         memory_user=memory_user,
         content_hash__in=list(hashes),
@@ -74,6 +78,7 @@ def _reviewed_hashes(items, *, agent, memory_user) -> dict[str, tuple[str, str]]
     if not hashes:
         return {}
     rows = EpisodicEntry.objects.filter(
+        workspace_id=agent.workspace_id,
         agent=agent,
         memory_user=memory_user,
         content_hash__in=list(hashes),
@@ -86,38 +91,54 @@ def _reviewed_hashes(items, *, agent, memory_user) -> dict[str, tuple[str, str]]
     return {content_hash: (reasons[review], str(pk)) for content_hash, pk, review in rows}
 
 
-def _similar_stored(*, agent, memory_user, vector, model) -> tuple[str | None, float]:
-    """The most similar active stored entry of the scope under `model`, and its similarity."""
-    # A superseded, rejected or held entry is no twin, as for the exact check (`_stored_hashes`):
-    # near copies of a held entry wait in the queue, where an operator merges them.
-    where = (
-        "agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND EXISTS (SELECT 1 FROM "
-        "episodes_episodicentry e WHERE e.id = entry_id AND e.status = 'active' AND e.review = 'approved')"
-    )
-    sql = vector_sql(
-        table="episodes_entryembedding", id_column="entry_id", scope_where=where, plan=PLAN_EXACT
-    )
+# The nearest active, approved stored entry of the scope for each query vector, in one
+# statement, scanned exactly (as core.ranking's exact plan: ORDER BY the raw column, which no
+# index covers, so no row is missed). A batch of 100 made 200 queries (one per item before
+# the lock, one under it). For several vectors the scope's rows are read once (joined with
+# their entries' states) and scanned per vector: 100 vectors against 1,500 stored entries
+# took 155 ms, against ~1 s as 100 queries; one vector takes the plain plan (~2.5 ms).
+# A superseded, rejected or held entry is no twin, as for the exact check (`_stored_hashes`):
+# near copies of a held entry wait in the queue, where an operator merges them.
+_SCOPE = """
+    SELECT v.entry_id, v.embedding
+    FROM episodes_entryembedding v
+    JOIN episodes_episodicentry e ON e.id = v.entry_id
+    WHERE v.agent_id = %(agent)s AND v.memory_user_id = %(memory_user)s AND v.model = %(model)s
+      AND v.embedding IS NOT NULL AND e.status = 'active' AND e.review = 'approved'
+"""
+_SIMILAR_ONE_SQL = f"""
+    SELECT 1, entry_id, 1 - (embedding <=> %(qvec)s::vector) AS similarity
+    FROM ({_SCOPE}) scope
+    ORDER BY embedding <=> %(qvec)s::vector
+    LIMIT 1
+"""
+_SIMILAR_MANY_SQL = f"""
+    WITH scope AS MATERIALIZED ({_SCOPE})
+    SELECT q.ord, s.entry_id, s.similarity
+    FROM unnest(%(qvecs)s::text[]::vector[]) WITH ORDINALITY AS q(vec, ord)
+    CROSS JOIN LATERAL (
+        SELECT entry_id, 1 - (embedding <=> q.vec) AS similarity
+        FROM scope
+        ORDER BY embedding <=> q.vec
+        LIMIT 1
+    ) s
+"""
+
+
+def _similar_stored_many(*, agent, memory_user, vectors, model) -> list[tuple[str | None, float]]:
+    """For each of `vectors` (as `core.ranking.vector_literal`), the most similar active stored
+    entry of the scope under `model` and its similarity ((None, 0.0) when the scope holds none)."""
+    if not vectors:
+        return []
+    params = {"agent": agent.pk, "memory_user": memory_user.pk, "model": model}
+    if len(vectors) == 1:
+        sql, params["qvec"] = _SIMILAR_ONE_SQL, vectors[0]
+    else:
+        sql, params["qvecs"] = _SIMILAR_MANY_SQL, list(vectors)
     with connection.cursor() as cursor:
-        cursor.execute(
-            sql,
-            {
-                "agent": agent.pk,
-                "memory_user": memory_user.pk,
-                "qvec": vector_literal(vector),
-                "model": model,
-                "limit": 1,
-            },
-        )
-        row = cursor.fetchone()
-    return (str(row[0]), float(row[1])) if row else (None, 0.0)
-
-
-def _stored_twin(vector, *, agent, memory_user, model, threshold) -> tuple[str, float] | None:
-    """(id, similarity) of a stored entry of the scope at least `threshold` similar, else None."""
-    similar_id, similarity = _similar_stored(agent=agent, memory_user=memory_user, vector=vector, model=model)
-    if similar_id is None or similarity < threshold:
-        return None
-    return similar_id, similarity
+        cursor.execute(sql, params)
+        found = {ord_ - 1: (str(entry_id), float(similarity)) for ord_, entry_id, similarity in cursor}
+    return [found.get(index, (None, 0.0)) for index in range(len(vectors))]
 
 
 def _person_lock(*, agent, memory_user) -> None:
@@ -127,10 +148,14 @@ def _person_lock(*, agent, memory_user) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest, "big", signed=True)])
 
 
-def _cosine(a, b) -> float:
-    return sum(x * y for x, y in zip(a, b, strict=True)) / (
-        (sum(x * x for x in a) ** 0.5) * (sum(y * y for y in b) ** 0.5) or 1.0
-    )
+def _cosines(vectors) -> np.ndarray:
+    """The cosine similarity of every pair of `vectors` (a batch compared with itself in one
+    matrix product: pairwise in Python, a batch of 100 took ~0.5 s)."""
+    matrix = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1)
+    scale = np.outer(norms, norms)
+    scale[scale == 0] = 1.0
+    return (matrix @ matrix.T) / scale
 
 
 def _dedupe_exact(items, *, agent, memory_user, reject: Reject, known_hashes: dict | None = None) -> list:
@@ -163,6 +188,7 @@ def _dedupe_similar(
     """`items` without near twins (cosine >= `threshold`) among themselves or stored entries,
     capped at `limit`; each kept item carries its `vector`. Returns (kept, model).
 
+    The items are embedded in one call and compared with the stored entries in one query.
     An embedding failure skips the similarity check: the items are kept without a vector and
     embedded later by the task (`_entries_insert`).
     """
@@ -174,50 +200,79 @@ def _dedupe_similar(
     except EmbeddingError as exc:
         logger.warning("episodic: embedding failed, similarity dedupe skipped: %s", exc)
         vectors = None
-    kept = []
+    if vectors is None:
+        kept = items if limit is None else items[:limit]
+        for item in items[len(kept) :]:
+            reject(item, REJECT_LIMIT)
+        return list(kept), model
+    literals = [vector_literal(v) for v in vectors]
+    for item, literal in zip(items, literals, strict=True):
+        item["vector_literal"] = literal  # Formatted once: the check under the lock sends it again.
+    cosines = _cosines(vectors) if len(vectors) > 1 else None
+    nearest = _similar_stored_many(agent=agent, memory_user=memory_user, vectors=literals, model=model)
+    kept, kept_index, candidates = [], [], []
     for index, item in enumerate(items):
-        if vectors is not None:
-            vector = vectors[index]
-            twin = next((k for k in kept if _cosine(k["vector"], vector) >= threshold), None)
-            if twin is not None:
-                similarity = round(_cosine(twin["vector"], vector), 4)
-                reject(item, REJECT_DUPLICATE_SIMILAR, similarity=similarity, twin=twin)
-                continue
-            similar_id, similarity = _similar_stored(
-                agent=agent, memory_user=memory_user, vector=vector, model=model
-            )
-            if similar_id is not None and similarity >= threshold:
-                reject(
-                    item, REJECT_DUPLICATE_SIMILAR, similarity=round(similarity, 4), duplicate_of=similar_id
-                )
-                continue
-            if similar_id is not None and similarity >= min(conflict_floor(), threshold):
-                decision = entry_consolidation_decide(
-                    agent=agent, item=item, old_id=similar_id, similarity=similarity
-                )
-                if decision is not None and decision.decision == DECISION_NOOP and threshold >= 1.0:
-                    # This agent keeps near-duplicates (dedupe off): a restatement is stored too.
-                    decision = Decision(
-                        DECISION_ADD,
-                        decision.reason + KEEP_NEAR_DUPLICATES,
-                        decision.by,
-                        decision.old,
-                        similarity,
-                    )
-                if decision is not None:
-                    item["decision"] = decision
-            item["vector"] = vector
+        twin_index = next((k for k in kept_index if cosines[k, index] >= threshold), None)
+        if twin_index is not None:
+            similarity = round(float(cosines[twin_index, index]), 4)
+            reject(item, REJECT_DUPLICATE_SIMILAR, similarity=similarity, twin=items[twin_index])
+            continue
+        similar_id, similarity = nearest[index]
+        if similar_id is not None and similarity >= threshold:
+            reject(item, REJECT_DUPLICATE_SIMILAR, similarity=round(similarity, 4), duplicate_of=similar_id)
+            continue
         if limit is not None and len(kept) >= limit:
             reject(item, REJECT_LIMIT)
             continue
+        if similar_id is not None and similarity >= min(conflict_floor(), threshold):
+            candidates.append((item, similar_id, similarity))
+        item["vector"] = vectors[index]
         kept.append(item)
+        kept_index.append(index)
+    _consolidation_decide_many(candidates, agent=agent, threshold=threshold)
     return kept, model
+
+
+def _consolidation_decide_many(candidates, *, agent, threshold: float) -> None:
+    """Set `item["decision"]` for each (item, similar stored id, similarity) of `candidates`
+    (episodic.services.consolidation.entry_consolidation_decide for many items: the stored
+    entries are read in one query, not one each)."""
+    if not candidates:
+        return
+    olds = EpisodicEntry.objects.filter(
+        pk__in={old_id for _, old_id, _ in candidates}, status=EpisodicEntry.Status.ACTIVE
+    ).only("content", "source", "valid_from")
+    olds = {str(old.pk): old for old in olds}
+    for item, old_id, similarity in candidates:
+        old = olds.get(old_id)
+        if old is None:
+            continue
+        decision = claim_decide(
+            workspace=agent.workspace,
+            old_id=old.pk,
+            old_text=old.content,
+            new_text=item["content"],
+            old_when=f"stored {old.valid_from:%Y-%m-%d}",
+            similarity=similarity,
+            new_may_replace=_SOURCE_RANK.get(item["source"], 1) >= _SOURCE_RANK.get(old.source, 1),
+        )
+        if decision.decision == DECISION_NOOP and threshold >= 1.0:
+            # This agent keeps near-duplicates (dedupe off): a restatement is stored too.
+            decision = Decision(
+                DECISION_ADD, decision.reason + KEEP_NEAR_DUPLICATES, decision.by, decision.old, similarity
+            )
+        item["decision"] = decision
 
 
 def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshold, model) -> list:
     """`kept` without the items that an entry stored since the first checks now duplicates."""
     stored = _stored_hashes(agent=agent, memory_user=memory_user, hashes={i["hash"] for i in kept})
     reviewed = _reviewed_hashes(kept, agent=agent, memory_user=memory_user)
+    with_vector = [item for item in kept if "vector" in item]
+    nearest = _similar_stored_many(
+        agent=agent, memory_user=memory_user, vectors=[i["vector_literal"] for i in with_vector], model=model
+    )
+    twins = {id(item): found for item, found in zip(with_vector, nearest, strict=True)}
     still = []
     for item in kept:
         if item["hash"] in stored:
@@ -227,13 +282,10 @@ def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshol
             reason, entry_id = reviewed[item["hash"]]
             reject(item, reason, duplicate_of=entry_id)
             continue
-        if "vector" in item:
-            twin = _stored_twin(
-                item["vector"], agent=agent, memory_user=memory_user, model=model, threshold=threshold
-            )
-            if twin is not None:
-                reject(item, REJECT_DUPLICATE_SIMILAR, similarity=round(twin[1], 4), duplicate_of=twin[0])
-                continue
+        twin_id, similarity = twins.get(id(item), (None, 0.0))
+        if twin_id is not None and similarity >= threshold:
+            reject(item, REJECT_DUPLICATE_SIMILAR, similarity=round(similarity, 4), duplicate_of=twin_id)
+            continue
         still.append(item)
     return still
 
@@ -269,45 +321,70 @@ def _entries_insert(
             source_message_ids=item["message_ids"],
             metadata=item["metadata"],
             valid_from=now,
-            consolidation=item["decision"].record() if "decision" in item else {},
+            # Written with the row: the vector below is inserted in this transaction, on a row
+            # no other transaction can see or edit before it commits.
+            embedding_model=model if "vector" in item else "",
             review=EpisodicEntry.Review.HELD if item.get("held") else EpisodicEntry.Review.APPROVED,
         )
         for item in kept
     ]
+    for entry, item in zip(entries, kept, strict=True):
+        # The id is known before the insert, so the decision record is written with the row.
+        entry.consolidation = item["decision"].record(new=entry.pk) if "decision" in item else {}
     EpisodicEntry.objects.bulk_create(entries)
+    EntryEmbedding.objects.bulk_create(
+        [
+            EntryEmbedding(
+                entry=entry,
+                workspace_id=entry.workspace_id,
+                agent_id=entry.agent_id,
+                memory_user_id=entry.memory_user_id,
+                model=model,
+                dimensions=len(item["vector"]),
+                embedding=item["vector"],
+            )
+            for entry, item in zip(entries, kept, strict=True)
+            if "vector" in item
+        ]
+    )
     for entry, item in zip(entries, kept, strict=True):
         item["entry"] = entry
         decision = item.get("decision")
         # A held entry replaces nothing until it is approved (episodic.services.review).
         if decision is not None and decision.decision in REPLACING and not item.get("held"):
-            decision = _replaced_close(agent=agent, actor=actor, decision=decision, entry=entry, now=now)
+            applied = _replaced_close(agent=agent, actor=actor, decision=decision, entry=entry, now=now)
+            if applied is not decision:
+                # The stored entry changed meanwhile: the decision became an `add`.
+                entry.consolidation = applied.record(new=entry.pk)
+                EpisodicEntry.objects.filter(pk=entry.pk).update(consolidation=entry.consolidation)
+            decision = applied
         if decision is not None:
             item["decision"] = decision
-            entry.consolidation = decision.record(new=entry.pk)
-            EpisodicEntry.objects.filter(pk=entry.pk).update(consolidation=entry.consolidation)
-    with_vectors = [(e, i["vector"]) for e, i in zip(entries, kept, strict=True) if "vector" in i]
-    if with_vectors:
-        _entry_vectors_store(
-            entries=[e for e, _ in with_vectors], vectors=[v for _, v in with_vectors], model=model
-        )
     without = [str(e.pk) for e, i in zip(entries, kept, strict=True) if "vector" not in i]
     if without:
         from episodic.tasks import entry_embed_task
 
         entry_embed_task.delay_on_commit(without)
-    for entry in entries:
-        audit_record(
-            workspace=agent.workspace,
-            actor=actor,
-            action="create",
-            entity_type="episodic_entry",
-            entity_id=entry.pk,
-            changes={
-                "source": entry.source,
-                **entry.consolidation,
-                **({"review": "waiting"} if entry.review == EpisodicEntry.Review.HELD else {}),
-            },
-        )
+    # One INSERT for the batch's create events (core.services.audit_record writes one each).
+    events = AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(
+                workspace=agent.workspace,
+                actor=actor,
+                action=AuditEvent.Action.CREATE,
+                entity_type="episodic_entry",
+                entity_id=str(entry.pk),
+                changes={
+                    "source": entry.source,
+                    **entry.consolidation,
+                    **({"review": "waiting"} if entry.review == EpisodicEntry.Review.HELD else {}),
+                },
+            )
+            for entry in entries
+        ]
+    )
+    if events:
+        audit_recorded(agent.workspace_id)
     return entries
 
 

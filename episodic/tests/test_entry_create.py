@@ -353,24 +353,22 @@ class EntryCreateTests(MemoryTestCase):
         assert not EpisodicEntry.objects.exists()
 
     def test_a_failure_while_storing_rolls_the_whole_batch_back(self):
-        """One transaction: an error after the first rows were written leaves none of them."""
-        from core import services as core_services
-
-        real = core_services.audit_record
+        """One transaction: an error after the rows were written leaves none of them."""
         calls = []
 
-        def fail_on_second(**kwargs):
-            calls.append(kwargs)
-            if len(calls) == 2:
-                raise RuntimeError("disk full")
-            return real(**kwargs)
+        def fail(workspace_id):
+            # Called once the entries, their vectors and their audit events are inserted.
+            calls.append(workspace_id)
+            assert EpisodicEntry.objects.count() == 2 and EntryEmbedding.objects.count() == 2
+            raise RuntimeError("disk full")
 
         items = [{"content": "Ada likes jazz."}, {"content": "Ada plays the cello."}]
         with (
-            mock.patch("episodic.services.storing.audit_record", fail_on_second),
+            mock.patch("episodic.services.storing.audit_recorded", fail),
             self.assertRaisesMessage(RuntimeError, "disk full"),
         ):
             entries_create(agent=self.agent, memory_user=self.person, items=items, actor="test")
+        assert calls == [self.workspace.pk]
         assert not EpisodicEntry.objects.exists()
         assert not EntryEmbedding.objects.exists()
         assert not AuditEvent.objects.filter(entity_type="episodic_entry").exists()

@@ -1,0 +1,148 @@
+"""The cost of an add (issue 17): queries per single and batch add, one embedding call, no
+vector search or transaction when the exact hash decides, and the hand-written entry body
+equal to the serializer's."""
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from core.services import agent_get_or_create, api_key_create, workspace_create
+from core.testing_openai import OpenAITestServer
+from episodic.apis import EntryOutputSerializer, _entry_output
+from episodic.models import EntryEmbedding, EpisodicEntry
+from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
+from threads.services import thread_append_messages, thread_create
+
+LIST = reverse("api:episodic_entries:list")
+BATCH = reverse("api:episodic_entries:batch")
+
+# Measured with the test settings (no key or provider cache: each request reads both):
+# key, person, exact hash, provider, nearest stored; under the lock: BEGIN, lock, hash,
+# nearest stored, the entry, its vector, its audit event, COMMIT. Before issue 17: 19.
+ADD_QUERIES = 13
+# Key, person, hash, stored entry: no embedding, vector search, transaction or lock. Before: 9.
+REPEAT_QUERIES = 4
+# A batch costs what one add costs, however many items it holds (before: 154 for 100 items).
+BATCH_QUERIES = 13
+
+
+@pytest.fixture
+def setup(db):
+    workspace = workspace_create(name="Acme")
+    agent = agent_get_or_create(workspace=workspace, slug="assistant")
+    _, key = api_key_create(workspace=workspace, agent=agent)
+    person = memory_user_factory(workspace)
+    with OpenAITestServer() as server:
+        use_test_embeddings(server, workspace)
+        for index in range(5):
+            entry_factory(agent=agent, memory_user=person, content=f"Ada keeps {index} hens in the garden.")
+        setup = {"server": server, "key": key, "person": person, "agent": agent, "workspace": workspace}
+        # The key's first use records its last_used_at (one UPDATE, then at most once a minute).
+        _post(Client(), setup, LIST, {"content": "Ada keeps 0 hens in the garden."})
+        server.requests.clear()
+        yield setup
+
+
+def _post(client, setup, path, body):
+    return client.post(
+        path,
+        {"memory_user": str(setup["person"].pk), **body},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {setup['key']}"},
+    )
+
+
+def _embedding_calls(server) -> list:
+    return [body["input"] for path, body in server.requests if path.endswith("/embeddings")]
+
+
+def test_one_add_embeds_once_within_the_query_ceiling(setup, client, django_assert_max_num_queries):
+    """A new entry: one embedding call, the stored vector written with the row."""
+    with django_assert_max_num_queries(ADD_QUERIES):
+        response = _post(client, setup, LIST, {"content": "Ada booked a flight to Lisbon."})
+    assert response.status_code == 201, response.json()
+    assert _embedding_calls(setup["server"]) == [["Ada booked a flight to Lisbon."]]
+    entry = EpisodicEntry.objects.get(pk=response.json()["id"])
+    assert entry.embedding_model == "test-bag-of-words" and response.json()["embedded"] is True
+    assert EntryEmbedding.objects.filter(entry=entry, model=entry.embedding_model).count() == 1
+
+
+def test_an_exact_repeat_skips_the_embedding_and_the_vector_search(
+    setup, client, django_assert_max_num_queries
+):
+    """The hash decides: no embedding call, no similarity query, no transaction or lock."""
+    stored = _post(client, setup, LIST, {"content": "Ada booked a flight to Lisbon."}).json()
+    setup["server"].requests.clear()
+    with CaptureQueriesContext(connection) as queries, django_assert_max_num_queries(REPEAT_QUERIES):
+        response = _post(client, setup, LIST, {"content": "ADA booked a flight  to Lisbon."})
+    assert response.status_code == 200
+    assert response.json()["id"] == stored["id"] and response.json()["reason"] == "duplicate_exact"
+    assert _embedding_calls(setup["server"]) == []
+    sql = " ".join(q["sql"] for q in queries.captured_queries)
+    assert "<=>" not in sql and "pg_advisory_xact_lock" not in sql
+
+
+@pytest.mark.parametrize("size", [10, 100])
+def test_a_batch_costs_the_same_queries_whatever_its_size(setup, client, size, django_assert_max_num_queries):
+    """One embedding call, one nearest-stored query before the lock and one under it, one
+    INSERT each for entries, vectors and audit events."""
+    # Words of their own: no item is similar to another or to a stored entry.
+    items = [{"content": f"alpha{i} bravo{i} charlie{i} delta{i}"} for i in range(size)]
+    with django_assert_max_num_queries(BATCH_QUERIES):
+        response = _post(client, setup, BATCH, {"items": items})
+    assert response.status_code == 201, response.json()
+    assert len(_embedding_calls(setup["server"])) == 1
+    created = [r["entry"]["id"] for r in response.json()["results"] if r["status"] == "created"]
+    assert len(created) == size
+    assert EntryEmbedding.objects.filter(entry_id__in=created).count() == size
+    from core.models import AuditEvent
+
+    assert AuditEvent.objects.filter(entity_type="episodic_entry", entity_id__in=created).count() == size
+
+
+def test_a_batch_still_dedupes_against_stored_entries_and_its_own_items(setup, client):
+    """The one-query nearest check answers each item as the per-item queries did."""
+    items = [
+        {"content": "Ada keeps 3 hens in the garden."},  # exact copy of a stored entry
+        {"content": "Ada keeps 3 hens in the garden!"},  # near copy of a stored entry
+        {"content": "Bo plays the cello on Sundays."},
+        {"content": "Bo plays the cello on Sundays!"},  # near copy of the item before
+    ]
+    body = _post(client, setup, BATCH, {"items": items}).json()
+    assert [(r["status"], r["reason"]) for r in body["results"]] == [
+        ("duplicate", "duplicate_exact"),
+        ("duplicate", "duplicate_similar"),
+        ("created", None),
+        ("duplicate", "duplicate_similar"),
+    ]
+    assert body["results"][3]["entry"]["id"] == body["results"][2]["entry"]["id"]
+
+
+def test_the_entry_body_equals_the_serializers(setup):
+    """`_entry_output` answers what EntryOutputSerializer answers, for every field's states."""
+    agent, person = setup["agent"], setup["person"]
+    thread = thread_create(workspace=setup["workspace"], agent=agent, memory_user=person)
+    (message,) = thread_append_messages(thread=thread, messages=[{"role": "user", "content": "I got a dog."}])
+    newer = entry_factory(agent=agent, memory_user=person, content="Ada got a dog.")
+    older = entry_factory(
+        agent=agent,
+        memory_user=person,
+        content="Ada has no pets.",
+        status=EpisodicEntry.Status.SUPERSEDED,
+        embed=False,
+    )
+    EpisodicEntry.objects.filter(pk=older.pk).update(
+        valid_to=timezone.now(),
+        superseded_by=newer,
+        source_thread=thread,
+        source_message_ids=[str(message.pk)],
+        times_confirmed=2,
+        last_confirmed_at=timezone.now(),
+        consolidation={"decision": "supersede", "old": None, "new": str(newer.pk), "similarity": 0.7},
+        metadata={"origin": "direct", "k": [1, {"x": None}]},
+    )
+    for entry in EpisodicEntry.objects.select_related("agent").all():
+        assert _entry_output(entry) == EntryOutputSerializer(entry).data
