@@ -69,8 +69,9 @@ class _TorchEncoder:
         )
 
 
-def local_runtime() -> str:
-    runtime = settings.EMBEDDING_RUNTIME
+def local_runtime(runtime: str = "") -> str:
+    """`runtime`, or EMBEDDING_RUNTIME when empty, checked."""
+    runtime = runtime or settings.EMBEDDING_RUNTIME
     if runtime not in RUNTIMES:
         raise EmbeddingError(f"EMBEDDING_RUNTIME={runtime!r} is not one of {', '.join(RUNTIMES)}.")
     return runtime
@@ -172,7 +173,7 @@ class LocalEmbeddingProvider:
     cache_scope: str = field(default="", compare=False)
 
     def __post_init__(self):
-        runtime = self.runtime or local_runtime()
+        runtime = local_runtime(self.runtime)
         object.__setattr__(self, "runtime", runtime)
         if not self.model_name:
             name = LOCAL_INT8_MODEL_NAME if runtime == RUNTIME_ONNX_INT8 else LOCAL_MODEL_NAME

@@ -100,6 +100,8 @@ class OnnxRuntimeTests(SimpleTestCase):
         refused = self.assertRaisesMessage(EmbeddingError, "EMBEDDING_RUNTIME='tensorflow'")
         with override_settings(EMBEDDING_RUNTIME="tensorflow"), refused:
             LocalEmbeddingProvider()
+        with self.assertRaisesMessage(EmbeddingError, "EMBEDDING_RUNTIME='onnx-fp16'"):
+            LocalEmbeddingProvider(runtime="onnx-fp16")
 
     def test_int8_vectors_stay_close_to_fp32(self):
         int8 = LocalEmbeddingProvider(runtime="onnx-int8").embed(TEXTS)
