@@ -43,10 +43,15 @@ WORKDIR /app
 # The code stays owned by root (the app user cannot change it); only var/ is the app's.
 COPY . /app
 # Settings need a secret and manage.py starts an embedded PostgreSQL when DATABASE_URL is
-# unset: both get throwaway values here, and collectstatic connects to nothing.
+# unset: both get throwaway values here, and neither collectstatic nor embedding_export
+# connects to anything. The ONNX export of the local embedding model (EMBEDDING_RUNTIME=onnx)
+# is made here so that a container never spends its first start exporting it.
 RUN DJANGO_SECRET_KEY=collectstatic-only-0000000000000000000000000000000000000000 \
     DATABASE_URL=postgresql://build@127.0.0.1:1/none \
     python manage.py collectstatic --no-input --verbosity=0 \
+ && DJANGO_SECRET_KEY=embedding-export-only-00000000000000000000000000000000000000 \
+    DATABASE_URL=postgresql://build@127.0.0.1:1/none \
+    python manage.py embedding_export \
  && chown -R app:app /app/var
 
 # Numeric, so that a platform that checks for a non-root user can tell without /etc/passwd.
