@@ -13,23 +13,31 @@ from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
-_listeners: dict[str, Callable[[object], None]] = {}
+_listeners: dict[str, tuple[Callable[[object], None], frozenset[str] | None]] = {}
 
 
-def audit_listener_register(name: str, listener: Callable[[object], None]) -> None:
-    """Call `listener(workspace_id)` after each commit that wrote audit events; a name
-    registered again replaces its listener (ready() may run twice in tests)."""
-    _listeners[name] = listener
+def audit_listener_register(
+    name: str, listener: Callable[[object], None], *, entity_types: set[str] | None = None
+) -> None:
+    """Call `listener(workspace_id)` after each commit that wrote audit events (with
+    `entity_types`: only events of those entity types); a name registered again replaces
+    its listener (ready() may run twice in tests)."""
+    _listeners[name] = (listener, frozenset(entity_types) if entity_types is not None else None)
 
 
-def audit_recorded(workspace_id) -> None:
-    if not _listeners:
-        return
-    transaction.on_commit(lambda: _notify(workspace_id))
+def audit_recorded(workspace_id, entity_type: str) -> None:
+    """Audit events of `entity_type` were written for `workspace_id` in this transaction."""
+    listeners = [
+        (name, listener)
+        for name, (listener, entity_types) in _listeners.items()
+        if entity_types is None or entity_type in entity_types
+    ]
+    if listeners:
+        transaction.on_commit(lambda: _notify(workspace_id, listeners))
 
 
-def _notify(workspace_id) -> None:
-    for name, listener in list(_listeners.items()):
+def _notify(workspace_id, listeners) -> None:
+    for name, listener in listeners:
         try:
             listener(workspace_id)
         except Exception:

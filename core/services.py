@@ -189,7 +189,7 @@ def audit_record(
         entity_id=str(entity_id),
         changes=changes or {},
     )
-    audit_recorded(event.workspace_id)
+    audit_recorded(event.workspace_id, entity_type)
     return event
 
 
@@ -208,4 +208,4 @@ def audit_record_deletes(*, workspace, actor: str, entity_type: str, ids) -> Non
         ]
     )
     if events:
-        audit_recorded(workspace.pk)
+        audit_recorded(workspace.pk, entity_type)

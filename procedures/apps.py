@@ -10,4 +10,6 @@ class ProceduresConfig(AppConfig):
         from core.events import audit_listener_register
         from procedures.services.learning import procedures_learn_listener
 
-        audit_listener_register("procedures-learning", procedures_learn_listener)
+        # Learning reads episode events only: commits of other tiers (every episodic add)
+        # skip its query.
+        audit_listener_register("procedures-learning", procedures_learn_listener, entity_types={"episode"})

@@ -384,7 +384,7 @@ def _entries_insert(
         ]
     )
     if events:
-        audit_recorded(agent.workspace_id)
+        audit_recorded(agent.workspace_id, "episodic_entry")
     return entries
 
 

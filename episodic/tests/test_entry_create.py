@@ -356,7 +356,7 @@ class EntryCreateTests(MemoryTestCase):
         """One transaction: an error after the rows were written leaves none of them."""
         calls = []
 
-        def fail(workspace_id):
+        def fail(workspace_id, entity_type):
             # Called once the entries, their vectors and their audit events are inserted.
             calls.append(workspace_id)
             assert EpisodicEntry.objects.count() == 2 and EntryEmbedding.objects.count() == 2
