@@ -191,14 +191,10 @@ def search_scales(args) -> None:
         )
         built = total
         with connection.cursor() as cursor:
-            if args.scope_index:
-                # Experiment: a partial index of the searchable rows, so BM25's document count
-                # is an index-only scan instead of a heap read per row.
-                cursor.execute(
-                    "CREATE INDEX IF NOT EXISTS bench_entry_searchable ON episodes_episodicentry "
-                    "(workspace_id, agent_id, memory_user_id, created_at DESC) "
-                    "WHERE status = 'active' AND review = 'approved'"
-                )
+            if args.without_scope_index:
+                # As before episodic 0005: BM25's document count reads every row's heap tuple
+                # through the scope index instead of an index-only scan of the searchable rows.
+                cursor.execute("DROP INDEX IF EXISTS episodes_entry_searchable")
             cursor.execute("VACUUM ANALYZE episodes_episodicentry")
             cursor.execute("VACUUM ANALYZE episodes_entryembedding")
             cursor.execute("SELECT array_agg(w) FROM (SELECT unnest(w) AS w FROM bench_vocab) x")
@@ -303,7 +299,11 @@ def main() -> None:
     parser.add_argument("--search-scales", help="comma-separated totals: the search path only")
     parser.add_argument("--compare", help="git ref of core/ranking.py to alternate with (--search-scales)")
     parser.add_argument("--explain", action="store_true", help="EXPLAIN each statement at the last scale")
-    parser.add_argument("--scope-index", action="store_true", help="experiment: index the searchable rows")
+    parser.add_argument(
+        "--without-scope-index",
+        action="store_true",
+        help="drop the searchable rows' partial index (episodic 0005) to measure without it",
+    )
     args = parser.parse_args()
 
     setup_django()

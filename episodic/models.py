@@ -104,6 +104,14 @@ class EpisodicEntry(TimeStampedModel):
                 condition=models.Q(review="held"),
                 name="episodes_entry_review",
             ),
+            # What search reads: the active, approved entries of one (agent, person). BM25's
+            # document count over the scope becomes an index-only scan instead of a heap read
+            # per row (bench.episodic_perf --search-scales, docs/episodic.md Performance).
+            models.Index(
+                fields=["workspace", "agent", "memory_user", "-created_at"],
+                condition=models.Q(status="active", review="approved"),
+                name="episodes_entry_searchable",
+            ),
         ]
 
     def __str__(self):

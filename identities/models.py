@@ -1,4 +1,6 @@
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
+from django.db.models.functions import Upper
 from django.utils import timezone
 
 from core.models import TimeStampedModel, Workspace
@@ -42,6 +44,14 @@ class MemoryUser(TimeStampedModel):
         indexes = [
             models.Index(fields=["workspace", "-last_seen_at"], name="identities_user_recent"),
             models.Index(fields=["workspace", "display_name"], name="identities_user_name"),
+            # Substring search of people (`q`: the users tab, the header search) is
+            # `UPPER(col) LIKE UPPER('%text%')`, which only a trigram index can serve: without
+            # it every search read every person of the table (docs/browser.md).
+            GinIndex(
+                OpClass(Upper("display_name"), name="gin_trgm_ops"),
+                OpClass(Upper("canonical_id"), name="gin_trgm_ops"),
+                name="identities_user_names_trgm",
+            ),
         ]
 
     def __str__(self):
@@ -63,6 +73,10 @@ class ChannelIdentity(TimeStampedModel):
             models.UniqueConstraint(
                 fields=["workspace", "channel", "external_id"], name="identities_channel_external"
             )
+        ]
+        indexes = [
+            # Substring search of channel ids (as MemoryUser's names above).
+            GinIndex(OpClass(Upper("external_id"), name="gin_trgm_ops"), name="identities_external_trgm"),
         ]
 
     def __str__(self):

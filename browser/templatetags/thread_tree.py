@@ -1,4 +1,4 @@
-"""The thread page's per-message pieces, built in Python: a page renders 100 of them and the
+"""The thread page's per-message pieces, built in Python: a page renders up to 50 of them and the
 template engine's lookups were most of its time (bench/browser_thread.py)."""
 
 from django import template
