@@ -1,7 +1,7 @@
 """Side by side with mem0 2.2.1: the same data set, one machine, one PostgreSQL (issue 17).
 
-    python -m bench.peers                 # 3 interleaved pairs at 2,000, then 100,000 (~30 min)
-    python -m bench.peers --quick         # 1 pair at 2,000, no 100,000 (~5 min)
+    python -m bench.peers                 # 3 pairs at 2,000, then 100,000 (~35 min at quiet load)
+    python -m bench.peers --quick         # 1 pair at 2,000, no 100,000 (~4-8 min)
     python -m bench.peers --size 20000    # the large set at 20,000 instead of 100,000
     python -m bench.peers --size 0        # only the pairs at 2,000
 
