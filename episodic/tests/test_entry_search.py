@@ -173,6 +173,11 @@ class VectorPlanRoutingTests(MemoryTestCase):
         }
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_seqscan = off")
+            if plan == PLAN_HNSW:
+                # Whether the index *can* serve it: with 60 rows, sorting the B-tree-filtered
+                # scope costs about the same, and which one wins then depends on the table's
+                # statistics left by earlier tests.
+                cursor.execute("SET LOCAL enable_sort = off")
             cursor.execute("EXPLAIN " + sql, params)
             return "\n".join(row[0] for row in cursor.fetchall())
 
