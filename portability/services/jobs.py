@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 # updates until it commits, and the page polling the bar must see them while it runs.
 PROGRESS_KEY = "portability:import:{job_id}"
 PROGRESS_SECONDS = 24 * 3600
+RESENT_KEY = "portability:import:resent:{job_id}"
 # The first key of the two-key advisory locks of import jobs ("impt"); the second is the job.
 JOB_LOCK_CLASS = int.from_bytes(b"impt", "big")
 # Stale jobs handled per sweep: there are seldom more than one or two.
@@ -133,7 +134,8 @@ def import_job_run(*, job_id) -> ImportJob | None:
 
 
 def import_jobs_sweep() -> dict:
-    """Jobs whose worker died: running, with no heartbeat for PORTABILITY_IMPORT_STALE_SECONDS,
+    """Queued jobs no worker took (their message lost with the broker's data): sent again.
+    Jobs whose worker died: running, with no heartbeat for PORTABILITY_IMPORT_STALE_SECONDS,
     and no transaction of theirs still open. Each is queued again once (its file is still
     there: the worker never reached its cleanup) or else failed with `worker_lost`; nothing
     of it was stored, as the import is one transaction. Upload files no live job names,
@@ -177,10 +179,28 @@ def import_jobs_sweep() -> dict:
                 path = job.file_path
                 transaction.on_commit(lambda path=path: import_file_remove(path))
                 counts["failed"] += 1
+    counts["resent"] = _queued_resend(stale)
     counts["files_removed"] = _orphans_remove(now)
-    if counts["requeued"] or counts["failed"]:
+    if counts["requeued"] or counts["failed"] or counts["resent"]:
         logger.warning("Import jobs sweep: %s", counts)
     return counts
+
+
+def _queued_resend(stale) -> int:
+    """Send again the task of each job queued before `stale` and never started: a broker that
+    lost its data (restarted without persistence) lost the message, and the job would wait
+    forever. A job merely waiting behind others is harmless to send twice: the run's claim is
+    a compare-and-set, so the second message does nothing. Each job is sent again at most
+    once per PORTABILITY_IMPORT_STALE_SECONDS."""
+    from portability.tasks import import_job_run_task
+
+    resent = 0
+    waiting = ImportJob.objects.filter(status=ImportJob.Status.QUEUED, created_at__lt=stale, started_at=None)
+    for job_id in waiting.values_list("pk", flat=True)[:SWEEP_BATCH]:
+        if cache.add(RESENT_KEY.format(job_id=job_id), 1, settings.PORTABILITY_IMPORT_STALE_SECONDS):
+            import_job_run_task.delay(str(job_id))
+            resent += 1
+    return resent
 
 
 def _orphans_remove(now) -> int:

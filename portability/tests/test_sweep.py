@@ -72,6 +72,35 @@ class SweepTests(MemoryTestCase):
         assert Thread.objects.filter(workspace=self.other_workspace).count() == 1
         assert os.listdir(self.import_dir) == []
 
+    def test_a_queued_job_no_worker_took_is_sent_again_once_per_interval(self):
+        """The broker lost its message (restarted without its data): the job still runs."""
+        from django.core.cache import cache
+
+        from portability.services.jobs import RESENT_KEY
+
+        job = self.died_running()
+        ImportJob.objects.filter(pk=job.pk).update(
+            status=ImportJob.Status.QUEUED,
+            attempts=0,
+            started_at=None,
+            heartbeat_at=None,
+            created_at=timezone.now() - timedelta(seconds=600),
+        )
+        self.addCleanup(cache.delete, RESENT_KEY.format(job_id=job.pk))
+        fresh = import_job_create(
+            workspace=self.other_workspace, actor="t", file_name="new.jsonl", file_path="", bytes_total=0
+        )
+        counts = import_jobs_sweep()
+        assert counts["resent"] == 1
+        job.refresh_from_db()
+        assert job.status == "done", (job.status, job.error)
+        assert job.report["created"]["thread"] == 1
+        fresh.refresh_from_db()
+        assert fresh.status == "queued"  # just queued: its message is presumably on its way
+
+        ImportJob.objects.filter(pk=job.pk).update(status=ImportJob.Status.QUEUED, started_at=None)
+        assert import_jobs_sweep()["resent"] == 0  # not again within the interval
+
     def test_a_job_whose_worker_died_twice_fails_with_worker_lost(self):
         job = self.died_running(attempts=2)
         with self.captureOnCommitCallbacks(execute=True):
@@ -119,7 +148,7 @@ class SweepTests(MemoryTestCase):
         )
         with self.captureOnCommitCallbacks(execute=True):
             counts = import_jobs_sweep()
-        assert counts == {"requeued": 0, "failed": 0, "alive": 0, "files_removed": 0}
+        assert counts == {"requeued": 0, "failed": 0, "alive": 0, "resent": 0, "files_removed": 0}
         fresh.refresh_from_db()
         queued.refresh_from_db()
         assert fresh.status == "running" and queued.status == "queued"
