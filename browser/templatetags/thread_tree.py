@@ -3,6 +3,7 @@ template engine's lookups were most of its time (bench/browser_thread.py)."""
 
 from django import template
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from browser.templatetags.memories import reltime
 
@@ -24,7 +25,7 @@ def message_meta(row):
     if message.author_agent:
         parts.append(format_html(" · by {}", message.author_agent))
     if row.in_window:
-        parts.append(format_html(' · <span class="badge ok">in window</span>'))
+        parts.append(mark_safe(' · <span class="badge ok">in window</span>'))
     if row.covered:
-        parts.append(format_html(' · <span class="badge muted">summarised</span>'))
+        parts.append(mark_safe(' · <span class="badge muted">summarised</span>'))
     return format_html('<div class="meta">{}</div>', format_html_join("", "{}", ((p,) for p in parts)))
