@@ -19,9 +19,11 @@ The context is built by runtime's context_build(explain=True) in a rolled-back r
 transaction, including the query embedding of the message by the local model.
 """
 
+import gc
 import os
 import random
 import time
+from contextlib import contextmanager
 from urllib.parse import urlencode
 
 from bench.harness import (
@@ -40,6 +42,29 @@ from bench.harness import (
 
 TARGET_MS = 150.0
 MESSAGE = "Can you refund my order from last week?"
+
+
+@contextmanager
+def gc_pauses():
+    """Each garbage collection's (generation, ms) while the block runs: with a large heap (the
+    embedding model, the loaded rows) a full collection is a pause of its own in a request."""
+    pauses, started = [], []
+
+    def callback(phase, info):
+        if phase == "start":
+            started[:] = [time.perf_counter()]
+        elif started:
+            pauses.append((info["generation"], (time.perf_counter() - started[0]) * 1000))
+
+    gc.callbacks.append(callback)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(callback)
+
+
+def gc_objects() -> int:
+    return len(gc.get_objects())
 
 
 def build(n_rows: int, *, n_facts: int, n_messages: int, n_procedures: int):
@@ -118,9 +143,10 @@ def main():
 
     reference_before = machine_reference_ms()
     load_before = os.getloadavg()
-    rows, results = measure_pages(
-        client, cases(workspace, agent, heavy, thread, light), repeat=args.repeat, check=check
-    )
+    with gc_pauses() as pauses:
+        rows, results = measure_pages(
+            client, cases(workspace, agent, heavy, thread, light), repeat=args.repeat, check=check
+        )
     load_after = os.getloadavg()
     reference_after = machine_reference_ms()
     print_table(
@@ -128,6 +154,11 @@ def main():
     )
     print(load_line(load_before, load_after))
     print(f"machine reference: {reference_before} ms before, {reference_after} ms after")
+    full = [ms for generation, ms in pauses if generation == 2]
+    print(
+        f"full garbage collections while measuring: {len(full)}, "
+        f"{', '.join(f'{ms:.0f}' for ms in full) or 'none'} ms ({gc_objects()} objects tracked)"
+    )
     worst = max(stats["p95_ms"] for _, stats in rows)
     verdict("worst p95", worst, TARGET_MS)
     write_json(
@@ -141,6 +172,7 @@ def main():
             "worst_p95_ms": worst,
             "load_average": [load_before, load_after],
             "machine_reference_ms": [reference_before, reference_after],
+            "full_gc_pauses_ms": full,
         },
     )
 
