@@ -125,6 +125,11 @@ def main():
     parser.add_argument("--facts", type=int, default=10_000, help="the heavy person's facts")
     parser.add_argument("--messages", type=int, default=2_000, help="the heavy person's thread")
     parser.add_argument("--procedures", type=int, default=200)
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.collect() and gc.freeze() after loading, as a server would after start-up",
+    )
     args = parser.parse_args()
 
     browser_setup()
@@ -134,6 +139,9 @@ def main():
     )
     print_loaded(f"{args.rows:,} rows per tier and the heavy person", started, timings)
     client = logged_in_client(editor)
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
 
     def check(case, response):
         if "?" in case.path:
