@@ -15,7 +15,9 @@ measured here, so each worker loads its own copy.
 def post_worker_init(worker):
     from core.lib.warmup import warmup_start
 
-    warmup_start()
+    # Once warm, the long-lived objects leave the collector's generations (gc.freeze): full
+    # collections no longer walk the model and the modules on every request (core/lib/warmup.py).
+    warmup_start(freeze=True)
 
 
 def worker_exit(server, worker):

@@ -41,12 +41,18 @@ def warmup_status() -> dict:
     return state
 
 
-def warmup_start(*, background: bool = True) -> threading.Thread | None:
+def warmup_start(*, background: bool = True, freeze: bool = False) -> threading.Thread | None:
     """Warm this process once; a second call in the same process does nothing.
 
     In the background (the default) it returns the thread; in the foreground it returns
     once the warm-up has finished or failed. A failure is logged and reported by
     `warmup_status()`, never raised: the process serves cold instead of not at all.
+
+    With `freeze` (web processes), the objects alive once warm (modules, the model, URL
+    resolvers, templates) are moved out of the garbage collector's generations
+    (`gc.freeze()`): a full collection then walks only what requests made. Measured by
+    bench.browser_context_preview at 100,000 rows per tier, full collections of ~125 ms every
+    ~5 requests put the page's p95 at 183-243 ms; frozen, 17-68 ms each and p95 99-151 ms.
     """
     with _lock:
         if _state["pid"] == os.getpid():
@@ -54,14 +60,14 @@ def warmup_start(*, background: bool = True) -> threading.Thread | None:
         _state.clear()
         _state.update(pid=os.getpid(), status=WARMING, started=time.monotonic())
     if not background:
-        _warm()
+        _warm(freeze=freeze)
         return None
-    thread = threading.Thread(target=_warm_in_thread, name="warmup", daemon=True)
+    thread = threading.Thread(target=_warm_in_thread, args=(freeze,), name="warmup", daemon=True)
     thread.start()
     return thread
 
 
-def _warm() -> None:
+def _warm(*, freeze: bool = False) -> None:
     started = time.monotonic()
     steps: dict[str, float] = {}
     result: dict = {}
@@ -82,12 +88,17 @@ def _warm() -> None:
         _finish(status=FAILED, error=f"{type(exc).__name__}: {exc}"[:300], steps_ms=steps)
     else:
         logger.info("Warm-up done in %.1f s: %s", time.monotonic() - started, steps)
+        if freeze:
+            import gc
+
+            gc.collect()
+            gc.freeze()
         _finish(status=READY, steps_ms=steps, **result)
 
 
-def _warm_in_thread() -> None:
+def _warm_in_thread(freeze: bool = False) -> None:
     try:
-        _warm()
+        _warm(freeze=freeze)
     finally:
         from django.db import connections
 

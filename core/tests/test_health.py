@@ -5,6 +5,7 @@ from unittest import mock
 
 from celery.signals import worker_process_init
 from django.conf import settings
+from django.test import SimpleTestCase
 from django.utils import timezone
 
 from core.lib import warmup
@@ -121,10 +122,32 @@ class WarmUpReadinessTests(MemoryTestCase):
             hooks["post_worker_init"](worker=None)
             _join_warmup_threads()
             assert warm.call_count == 1
+            # Web processes freeze what is alive once warm (full collections stay short).
+            assert warm.call_args.kwargs == {"freeze": True}
             _warmup_forget()
             worker_process_init.send(sender=None)
             _join_warmup_threads()
             assert warm.call_count == 2
+
+
+class WarmupFreezeTests(SimpleTestCase):
+    def test_a_frozen_warm_up_moves_what_is_alive_out_of_the_collectors_generations(self):
+        _warmup_forget()
+        self.addCleanup(_warmup_forget)
+        steps = {
+            name: mock.patch(f"core.lib.warmup.{name}", return_value=None)
+            for name in ("_urls", "_database", "_tokens", "_embeddings")
+        }
+        for patcher in steps.values():
+            patcher.start()
+            self.addCleanup(patcher.stop)
+        with mock.patch("gc.freeze") as freeze:
+            warmup.warmup_start(background=False)
+            assert freeze.call_count == 0
+            _warmup_forget()
+            warmup.warmup_start(background=False, freeze=True)
+            assert freeze.call_count == 1
+        assert warmup.warmup_status()["status"] == warmup.READY
 
 
 def _warmup_forget() -> None:
