@@ -250,6 +250,7 @@ def build(n_rows: int, seed: int = 15):
                 workspace_id=episode.workspace_id,
                 procedure=rng.choice(by_workspace[episode.workspace_id]),
                 episode=episode,
+                memory_user_id=episode.memory_user_id,
                 success=rng.random() < 0.8,
                 counted_at=episode.started_at,
             )

@@ -322,6 +322,8 @@ TYPES = (
             workspace=s.workspace, procedure__in=procedures_in(s), episode__in=episodes_in(s)
         ),
         ("counted_at", "procedure__name", "episode__started_at"),
+        # A copy of the episode's person: derived on import (procedure_runs_person_fill).
+        exclude=("memory_user",),
     ),
     RecordType(
         "checkpoint",

@@ -139,6 +139,10 @@ class ProcedureRun(models.Model):
     Written by procedures.services.learning for episodes that name the procedure they
     followed and for episodes of a learned procedure's trigger signature. Runs reported
     through procedure_record_run carry no episode and leave no row.
+
+    `memory_user` copies the episode's person (like a vector's), so a person's runs are
+    one indexed read (the person page) and follow the episode through merges
+    (core.holdings); erasing the episode deletes the run.
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -146,6 +150,14 @@ class ProcedureRun(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     procedure = models.ForeignKey(Procedure, on_delete=models.CASCADE, related_name="runs")
     episode = models.ForeignKey("episodes.Episode", on_delete=models.CASCADE, related_name="+")
+    memory_user = models.ForeignKey(
+        "identities.MemoryUser",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,  # procedures_run_by_person leads with it
+    )
     success = models.BooleanField()
     counted_at = models.DateTimeField(default=timezone.now)
 
@@ -153,7 +165,10 @@ class ProcedureRun(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["procedure", "episode"], name="procedures_run_episode"),
         ]
-        indexes = [models.Index(fields=["episode"], name="procedures_run_by_episode")]
+        indexes = [
+            models.Index(fields=["episode"], name="procedures_run_by_episode"),
+            models.Index(fields=["memory_user", "procedure"], name="procedures_run_by_person"),
+        ]
 
     def __str__(self):
         return f"{self.procedure_id} <- {self.episode_id}"

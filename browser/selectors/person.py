@@ -44,9 +44,9 @@ from threads.selectors import thread_scoped_queryset
 # Above this many rows of one tier, the person's audit trail is read by walking the trail
 # instead of probing it with their ids (see person_audit).
 AUDIT_ID_LIST = 2000
-# Above this many episodes, the procedures the person used are found by probing each
-# procedure (see person_procedures).
-PROCEDURE_EPISODE_LIST = 2000
+# Above this many runs, the procedures the person used are found by probing each procedure
+# (see person_procedures).
+PROCEDURE_RUN_LIST = 2000
 # Stands in for NULL so two NULL owners compare equal (fact_history's exact scope reference).
 _NO_OWNER = uuid.UUID(int=0)
 
@@ -143,43 +143,35 @@ def person_threads(*, principal: Principal, memory_user: MemoryUser, q: str = ""
     return PersonSection("threads", rows, ("-last_activity_at",))
 
 
-def person_procedures(*, principal: Principal, memory_user: MemoryUser, q: str = ""):
+def person_procedures(*, principal: Principal, memory_user: MemoryUser, merged_ids: list, q: str = ""):
     """Procedures the person's episodes ran (ProcedureRun rows: episodes that named the
     procedure they followed or matched a learned procedure's trigger), each annotated with
     the person's `person_runs`, `person_successes` and `person_last_run`.
 
-    Runs carry no person, so they are reached through episodes. Two plans, as for the audit
-    trail: up to PROCEDURE_EPISODE_LIST episodes, their runs are read by episode
-    (procedures_run_by_episode); above it each procedure of the workspace is probed for one
-    run of the person's, which stops at the first of their many runs. A semi-join of every
-    run with every episode of such a person (~90,000 of each) costs ~150 ms.
+    A run carries its episode's person (procedures_run_by_person: memory_user, procedure),
+    and runs of `merged_ids` (person_merged_ids) count too: a run written while a merge
+    moved its episode still names the merged user. Two plans, picked by a capped count of the
+    person's runs: up to PROCEDURE_RUN_LIST, the procedures are those of their runs (a
+    hashed handful); above it each procedure is probed for one run of the person's, one
+    index descent that stops the page's scan as soon as it is full (hashing ~90,000 runs of a
+    heavy person costs more than the page).
     """
-    from episodes.models import Episode
-
-    owned = {"workspace_id": memory_user.workspace_id, "memory_user": memory_user}
-    episodes = Episode.objects.filter(**owned).order_by().values_list("pk", flat=True)
-    episode_ids = list(episodes[: PROCEDURE_EPISODE_LIST + 1])
-    runs = ProcedureRun.objects.filter(
-        workspace_id=memory_user.workspace_id,
-        episode__workspace_id=memory_user.workspace_id,
-        episode__memory_user=memory_user,
-    )
+    runs = ProcedureRun.objects.filter(memory_user_id__in=merged_ids)
     rows = procedure_scope(principal)
-    if len(episode_ids) <= PROCEDURE_EPISODE_LIST:
-        used = ProcedureRun.objects.filter(workspace_id=memory_user.workspace_id, episode_id__in=episode_ids)
-        rows = rows.filter(pk__in=used.values("procedure_id"))
+    if len(runs.order_by().values_list("pk", flat=True)[: PROCEDURE_RUN_LIST + 1]) <= PROCEDURE_RUN_LIST:
+        rows = rows.filter(pk__in=runs.order_by().values("procedure_id"))
     else:
         # A scalar subquery, evaluated per procedure; an EXISTS would become a hashed
         # semi-join over every run of the person.
-        one_run = runs.filter(procedure=OuterRef("pk")).order_by().values("pk")[:1]
+        one_run = runs.filter(procedure=OuterRef("pk")).order_by().values("procedure_id")[:1]
         rows = rows.alias(one_run=Subquery(one_run)).filter(one_run__isnull=False)
     rows = rows.select_related("agent")
     if q := _text(q):
         rows = rows.filter(Q(name__icontains=q) | Q(description__icontains=q))
 
     def extend(page: list) -> None:
-        # One grouped query for the page (procedures_run_episode leads with the procedure),
-        # not three correlated subqueries per row.
+        # One grouped query for the page over procedures_run_by_person, not three
+        # correlated subqueries per row.
         stats = {
             row["procedure_id"]: row
             for row in runs.filter(procedure_id__in=[procedure.pk for procedure in page])

@@ -236,9 +236,16 @@ def _builders(request, memory_user, history: bool) -> dict:
     """Each section's `q -> PersonSection`; only the sections a request shows are queried."""
     scoped = {"principal": request.operator.principal, "memory_user": memory_user}
 
+    merged = []
+
+    def merged_ids() -> list:
+        # Read once, by the first section that needs it.
+        if not merged:
+            merged.extend(selectors.person_merged_ids(memory_user=memory_user))
+        return merged
+
     def audit(q):
-        merged_ids = selectors.person_merged_ids(memory_user=memory_user)
-        return selectors.person_audit(**scoped, merged_ids=merged_ids, q=q)
+        return selectors.person_audit(**scoped, merged_ids=merged_ids(), q=q)
 
     return {
         "identities": lambda q: selectors.person_identities(memory_user=memory_user, q=q),
@@ -246,7 +253,7 @@ def _builders(request, memory_user, history: bool) -> dict:
         "entries": lambda q: selectors.person_entries(**scoped, q=q),
         "episodes": lambda q: selectors.person_episodes(**scoped, q=q),
         "threads": lambda q: selectors.person_threads(**scoped, q=q),
-        "procedures": lambda q: selectors.person_procedures(**scoped, q=q),
+        "procedures": lambda q: selectors.person_procedures(**scoped, merged_ids=merged_ids(), q=q),
         "merges": lambda q: selectors.person_merges(memory_user=memory_user, q=q),
         "audit": audit,
     }

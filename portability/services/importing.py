@@ -31,6 +31,7 @@ from facts.models import Fact, FactKey
 from portability.models import ImportIdMap
 from portability.registry import AUDIT_ENTITY_TYPES, BY_NAME, EMBEDDED_TYPES, record_key, ref_type
 from portability.services.exporting import FORMAT, VERSION
+from procedures.services import procedure_runs_person_fill
 
 # Records written per INSERT: 500 messages (~25 columns) stay far under PostgreSQL's 65,535
 # parameters, and a batch's map lookups are one indexed query per type it names.
@@ -511,6 +512,8 @@ class _Importer:
             objs.append(obj)
         if objs:
             self._insert(record_type, objs, new)
+        if name == "procedure_run" and objs:
+            procedure_runs_person_fill(episode_ids=[o.episode_id for o in objs])
         if name == "fact" and objs:
             FactKey.objects.bulk_create(
                 [FactKey(workspace=self.workspace, key_normalized=o.key_normalized) for o in objs],

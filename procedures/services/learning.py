@@ -190,13 +190,29 @@ class LearningResult:
 
 @dataclass
 class _Tally:
-    runs: list = field(default_factory=list)  # (episode id, success, duration_ms, ended_at)
+    # (episode id, success, duration_ms, ended_at, memory user id)
+    runs: list = field(default_factory=list)
     evidence: list = field(default_factory=list)
 
     def add(self, episode) -> None:
         self.runs.append(
-            (episode.pk, episode.outcome == Episode.Outcome.SUCCESS, episode.duration_ms, episode.ended_at)
+            (
+                episode.pk,
+                episode.outcome == Episode.Outcome.SUCCESS,
+                episode.duration_ms,
+                episode.ended_at,
+                episode.memory_user_id,
+            )
         )
+
+
+def procedure_runs_person_fill(*, episode_ids) -> int:
+    """Copy each episode's person onto its runs that have none (runs written without it: an
+    import, which derives the column instead of carrying it). Returns the rows filled."""
+    person = Episode.objects.filter(pk=OuterRef("episode_id")).values("memory_user_id")[:1]
+    return ProcedureRun.objects.filter(episode_id__in=episode_ids, memory_user__isnull=True).update(
+        memory_user_id=Subquery(person)
+    )
 
 
 def _runs_apply(procedure_id, tally: _Tally, *, workspace_id, now) -> None:
@@ -208,19 +224,20 @@ def _runs_apply(procedure_id, tally: _Tally, *, workspace_id, now) -> None:
                 workspace_id=workspace_id,
                 procedure_id=procedure_id,
                 episode_id=pk,
+                memory_user_id=memory_user_id,
                 success=ok,
                 counted_at=now,
             )
-            for pk, ok, _, _ in tally.runs
+            for pk, ok, _, _, memory_user_id in tally.runs
         ]
     )
-    successes = sum(1 for _, ok, _, _ in tally.runs if ok)
-    timed = [duration for _, _, duration, _ in tally.runs if duration is not None]
+    successes = sum(1 for _, ok, *_ in tally.runs if ok)
+    timed = [duration for _, _, duration, *_ in tally.runs if duration is not None]
     update = {
         "times_used": F("times_used") + len(tally.runs),
         "success_count": F("success_count") + successes,
         "failure_count": F("failure_count") + len(tally.runs) - successes,
-        "last_used_at": max(ended for _, _, _, ended in tally.runs),
+        "last_used_at": max(ended for _, _, _, ended, _ in tally.runs),
         "updated_at": now,
     }
     if timed:
@@ -351,6 +368,7 @@ def procedures_learn(*, workspace, agent=None, now=None) -> LearningResult:
             episodes.order_by("-started_at").only(
                 "pk",
                 "agent_id",
+                "memory_user_id",
                 "trigger_type",
                 "trigger_payload",
                 "input",
@@ -433,7 +451,7 @@ def procedures_learn(*, workspace, agent=None, now=None) -> LearningResult:
                     source_episode_ids=[*procedure.source_episode_ids, *added][-EVIDENCE_MAX:]
                 )
                 result.evidence_added += len(added)
-            successes = sum(1 for _, ok, _, _ in tally.runs if ok)
+            successes = sum(1 for _, ok, *_ in tally.runs if ok)
             audit_record(
                 workspace=workspace,
                 actor=LEARNING_ACTOR,

@@ -35,7 +35,9 @@ def person_rows(workspace, agent, person, tag: str, n: int = 1):
             workspace=workspace, agent=agent, memory_user=person, thread=thread, trigger_type=f"{tag}trig{i}"
         )
         procedure = ProcedureFactory(workspace=workspace, name=f"{tag} procedure {i}")
-        ProcedureRun.objects.create(workspace=workspace, procedure=procedure, episode=episode, success=True)
+        ProcedureRun.objects.create(
+            workspace=workspace, procedure=procedure, episode=episode, memory_user=person, success=True
+        )
 
 
 def section(content: str, key: str) -> str:
@@ -110,7 +112,7 @@ class PersonPageTests(BrowserTestCase):
 
     def test_procedures_used_are_the_same_whichever_plan_finds_them(self):
         plain = section(self.page().content.decode(), "procedures")
-        with mock.patch("browser.selectors.person.PROCEDURE_EPISODE_LIST", 0):
+        with mock.patch("browser.selectors.person.PROCEDURE_RUN_LIST", 0):
             probed = section(self.page().content.decode(), "procedures")
         assert probed == plain and "adas procedure 0" in plain and "bobs" not in plain
         assert '<td data-label="Runs" class="num">1</td>' in plain
@@ -172,7 +174,7 @@ class PersonPageTests(BrowserTestCase):
         assert len(many) == len(few), [q["sql"] for q in many]
         # Session, user, memberships and the person; per section at most a count, a page of
         # keys and its rows; the audit trail's merged users and id lists; the procedures'
-        # episode list and their runs' figures.
+        # capped run count and their runs' figures.
         assert len(many) <= 4 + 8 * 3 + 5 + 2
 
     def test_roles_decide_merge_and_erase_controls(self):
