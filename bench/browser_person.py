@@ -16,6 +16,8 @@ logged-in viewer: session, access check, every section's selector, counts, pages
 template, i.e. the whole server-side path but no network.
 """
 
+import argparse
+import gc
 import os
 import random
 import time
@@ -288,6 +290,12 @@ def cases(workspace, heavy, typical):
 
 def main():
     parser = browser_parser(__doc__, help="rows per tier table (default 100,000)")
+    parser.add_argument(
+        "--gc-freeze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="gc.collect() and gc.freeze() after loading, as web processes do once warm (default on)",
+    )
     args = parser.parse_args()
 
     browser_setup()
@@ -295,6 +303,9 @@ def main():
     workspace, viewer, heavy, typical, timings = build(args.rows)
     print_loaded(f"{args.rows:,} rows per tier", started, timings)
     client = logged_in_client(viewer)
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
 
     def check(case, response):
         assert b"noise-" not in response.content
@@ -326,6 +337,7 @@ def main():
             "load_average": [load_before, load_after],
             "machine_reference_ms": reference,
             "first_page_worst_p95_ms": first,
+            "gc_freeze": args.gc_freeze,
         },
     )
 

@@ -117,6 +117,16 @@ class PersonPageTests(BrowserTestCase):
         assert probed == plain and "adas procedure 0" in plain and "bobs" not in plain
         assert '<td data-label="Runs" class="num">1</td>' in plain
 
+    def test_entry_search_is_the_same_whichever_plan_reads_it(self):
+        """Matches read by id (a rare word) and the newest-first walk (a common one) list the
+        same entries, the person's only."""
+        for q, found in (("number", True), ("adas entry", True), ("nowhere", False)):
+            by_id = section(self.page(query=f"entries_q={q}").content.decode(), "entries")
+            with mock.patch("browser.selectors.person.TEXT_MATCH_LIST", 0):
+                walked = section(self.page(query=f"entries_q={q}").content.decode(), "entries")
+            assert walked == by_id and "bobs" not in by_id, q
+            assert ("adas entry number 0" in by_id) is found, q
+
     def test_facts_show_confidence_and_history(self):
         facts = section(self.page().content.decode(), "facts")
         assert "2 versions" in facts and "Lisbon" in facts and "Paris" not in facts
@@ -156,9 +166,9 @@ class PersonPageTests(BrowserTestCase):
         content = response.content.decode()
         assert "<html" not in content and "Episodic entries" in content
         assert "adas entry number 0" in content and "Profile facts" not in content
-        # Session, user, memberships and the person, then the entries' page of keys and its
-        # rows: nothing for the other sections.
-        assert len(queries) == 6, [q["sql"] for q in queries]
+        # Session, user, memberships and the person, then the entries' matches, page of keys
+        # and its rows: nothing for the other sections.
+        assert len(queries) == 7, [q["sql"] for q in queries]
         main = self.htmx("get", self.url("memories:user", pk=self.ada.pk), target="main").content.decode()
         assert "<html" not in main and 'id="person-audit"' in main
 
