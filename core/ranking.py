@@ -33,8 +33,9 @@ from datetime import datetime
 
 from django.conf import settings
 
-from core.embeddings import LOCAL_MODEL_DIMENSIONS, LOCAL_MODEL_NAME, EmbeddingError, embedding_provider_for
+from core.embeddings import EmbeddingError, embedding_provider_for
 from core.errors import ApplicationError
+from core.lib.local_models import LOCAL_MODELS
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ BM25_AVGDL_SAMPLE = 2000
 PLAN_EXACT = "exact"
 PLAN_HNSW = "hnsw"
 # Models with an HNSW index (a partial index per model, see core.lib.vectors.hnsw_index).
-HNSW_MODELS = {LOCAL_MODEL_NAME: LOCAL_MODEL_DIMENSIONS}
+HNSW_MODELS = {model.name: model.dimensions for model in LOCAL_MODELS.values()}
 
 
 @dataclass(frozen=True)
@@ -384,15 +385,19 @@ def vector_plan(*, scope_size: int, model: str, dimensions: int) -> str:
     return PLAN_HNSW
 
 
-def vector_sql(*, table: str, id_column: str, scope_where: str, plan: str, column: str = "embedding") -> str:
+def vector_sql(
+    *, table: str, id_column: str, scope_where: str, plan: str, column: str = "embedding", dimensions: int = 0
+) -> str:
     """Nearest rows by cosine distance; parameters `%(qvec)s`, `%(model)s`, `%(limit)s`.
 
     The exact plan orders by the raw column, which no index covers, so the planner sorts
-    the B-tree-filtered scope. The HNSW plan repeats the index's cast and model condition
-    so the partial index on that model is usable.
+    the B-tree-filtered scope. The HNSW plan repeats the index's cast to the model's
+    `dimensions` and its model condition so the partial index on that model is usable.
     """
     if plan == PLAN_HNSW:
-        dims = LOCAL_MODEL_DIMENSIONS
+        if not dimensions:
+            raise ValueError("The HNSW plan needs the model's dimensions.")
+        dims = int(dimensions)
         distance = f"({column}::vector({dims})) <=> %(qvec)s::vector({dims})"
     else:
         distance = f"{column} <=> %(qvec)s::vector"
@@ -532,7 +537,9 @@ def _vector_statements(
         settings_sql = HNSW_SETTINGS_SQL.format(ef_search=int(ef_search))
         statements.extend((part, {}) for part in settings_sql.split("; "))
     slots["vector"] = start + len(statements)
-    statements.append((vector_sql(table=table, id_column=id_column, scope_where=where, plan=plan), vparams))
+    dimensions = HNSW_MODELS.get(vparams["model"], 0)
+    sql = vector_sql(table=table, id_column=id_column, scope_where=where, plan=plan, dimensions=dimensions)
+    statements.append((sql, vparams))
     # The context vectors have no HNSW index: on the exact plan only.
     if corpus.has_context and weights.context > 0 and plan == PLAN_EXACT:
         sql = vector_sql(

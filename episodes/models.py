@@ -2,6 +2,7 @@ from django.db import models
 from django.utils import timezone
 from pgvector.django import VectorField
 
+from core.lib.local_models import MPNET
 from core.lib.vectors import hnsw_index
 from core.models import Agent, TimeStampedModel, Workspace
 
@@ -76,6 +77,7 @@ class EpisodeEmbedding(models.Model):
         indexes = [
             models.Index(fields=["workspace", "model"], name="episodes_episode_emb_scope"),
             hnsw_index("episodes_episode_embedding_hnsw", "embedding"),
+            hnsw_index("episode_emb_mpnet_hnsw", "embedding", MPNET),
         ]
 
     def __str__(self):

@@ -6,6 +6,7 @@ from django.db import models
 from django.utils import timezone
 from pgvector.django import VectorField
 
+from core.lib.local_models import MPNET
 from core.lib.vectors import hnsw_index
 from core.models import Agent, TimeStampedModel, Workspace
 
@@ -144,6 +145,7 @@ class EntryEmbedding(models.Model):
         indexes = [
             models.Index(fields=["agent", "memory_user", "model"], name="episodes_entry_emb_scope"),
             hnsw_index("episodes_entry_embedding_hnsw", "embedding"),
+            hnsw_index("entry_emb_mpnet_hnsw", "embedding", MPNET),
         ]
 
     def __str__(self):

@@ -7,6 +7,7 @@ from django.db import models
 from django.utils import timezone
 from pgvector.django import VectorField
 
+from core.lib.local_models import MPNET
 from core.lib.vectors import hnsw_index
 from core.models import Agent, TimeStampedModel, Workspace
 
@@ -106,6 +107,7 @@ class StoreItemEmbedding(models.Model):
         indexes = [
             models.Index(fields=["workspace", "agent", "model"], name="store_item_emb_scope"),
             hnsw_index("store_item_embedding_hnsw", "embedding"),
+            hnsw_index("store_item_emb_mpnet_hnsw", "embedding", MPNET),
         ]
 
     def __str__(self):

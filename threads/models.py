@@ -3,6 +3,7 @@ from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import VectorField
 
+from core.lib.local_models import MPNET
 from core.lib.vectors import hnsw_index
 from core.models import Agent, TimeStampedModel, Workspace
 
@@ -237,6 +238,7 @@ class MessageEmbedding(models.Model):
         indexes = [
             models.Index(fields=["agent", "memory_user", "model"], name="episodes_msg_embedding_scope"),
             hnsw_index("episodes_msg_embedding_hnsw", "embedding"),
+            hnsw_index("msg_emb_mpnet_hnsw", "embedding", MPNET),
         ]
 
     def __str__(self):

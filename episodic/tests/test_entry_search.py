@@ -114,6 +114,8 @@ class EntrySearchTests(MemoryTestCase):
 class VectorPlanRoutingTests(MemoryTestCase):
     """Small scopes are sorted exactly; large ones use the HNSW index with iterative scan."""
 
+    MODEL, DIMENSIONS, INDEX = LOCAL_MODEL_NAME, 384, "episodes_entry_embedding_hnsw"
+
     @classmethod
     def setUpTestData(cls):
         super().setUpTestData()
@@ -132,7 +134,7 @@ class VectorPlanRoutingTests(MemoryTestCase):
             for i in range(60)
         ]
         EpisodicEntry.objects.bulk_create(entries)
-        vectors = rng.normal(size=(60, 384))
+        vectors = rng.normal(size=(60, cls.DIMENSIONS))
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         EntryEmbedding.objects.bulk_create(
             EntryEmbedding(
@@ -140,8 +142,8 @@ class VectorPlanRoutingTests(MemoryTestCase):
                 workspace=cls.workspace,
                 agent=cls.agent,
                 memory_user=cls.person,
-                model=LOCAL_MODEL_NAME,
-                dimensions=384,
+                model=cls.MODEL,
+                dimensions=cls.DIMENSIONS,
                 embedding=v.tolist(),
             )
             for e, v in zip(entries, vectors, strict=True)
@@ -157,18 +159,24 @@ class VectorPlanRoutingTests(MemoryTestCase):
             query="note",
             mode="vector",
             query_vector=query,
-            model=LOCAL_MODEL_NAME,
+            model=self.MODEL,
             top_k=5,
         )
 
     def explain(self, plan):
         where = "agent_id = %(agent)s AND memory_user_id = %(memory_user)s"
-        sql = vector_sql(table="episodes_entryembedding", id_column="entry_id", scope_where=where, plan=plan)
+        sql = vector_sql(
+            table="episodes_entryembedding",
+            id_column="entry_id",
+            scope_where=where,
+            plan=plan,
+            dimensions=self.DIMENSIONS,
+        )
         params = {
             "agent": self.agent.pk,
             "memory_user": self.person.pk,
             "qvec": "[" + ",".join(str(x) for x in self.vectors[3]) + "]",
-            "model": LOCAL_MODEL_NAME,
+            "model": self.MODEL,
             "limit": 5,
         }
         with connection.cursor() as cursor:
@@ -187,7 +195,7 @@ class VectorPlanRoutingTests(MemoryTestCase):
         assert result.plan == PLAN_EXACT
         assert result.scope_size == 60
         assert result.hits[0].entry == self.entries[3]
-        assert "episodes_entry_embedding_hnsw" not in self.explain(PLAN_EXACT)
+        assert self.INDEX not in self.explain(PLAN_EXACT)
 
     @override_settings(EPISODIC_EXACT_SCOPE_MAX=10)
     def test_large_scope_takes_the_hnsw_plan(self):
@@ -195,7 +203,7 @@ class VectorPlanRoutingTests(MemoryTestCase):
         result = self.run_search()
         assert result.plan == PLAN_HNSW
         assert result.hits[0].entry == self.entries[3]
-        assert "episodes_entry_embedding_hnsw" in self.explain(PLAN_HNSW)
+        assert self.INDEX in self.explain(PLAN_HNSW)
 
     @override_settings(EPISODIC_EXACT_SCOPE_MAX=10)
     def test_a_scope_over_the_threshold_is_not_recounted_at_once(self):
@@ -227,6 +235,9 @@ class VectorPlanRoutingTests(MemoryTestCase):
 
         assert vector_plan(scope_size=10**7, model="text-embedding-3-small", dimensions=1536) == PLAN_EXACT
         assert vector_plan(scope_size=10**7, model=LOCAL_MODEL_NAME, dimensions=384) == PLAN_HNSW
+        assert vector_plan(scope_size=10**7, model="all-mpnet-base-v2", dimensions=768) == PLAN_HNSW
+        # A model of that name with vectors of another length is not what the index holds.
+        assert vector_plan(scope_size=10**7, model="all-mpnet-base-v2", dimensions=384) == PLAN_EXACT
 
     def test_bm25_prefers_rare_terms(self):
         """A term rare in the scope outweighs a common one (inverse document frequency)."""
@@ -249,6 +260,13 @@ class VectorPlanRoutingTests(MemoryTestCase):
         with connection.cursor() as cursor:
             rows = _hnsw_fetch(cursor, sql, {"x": 1}, ef_search=321)
         assert rows == [("relaxed_order", "321", 1)]
+
+
+class MpnetVectorPlanRoutingTests(VectorPlanRoutingTests):
+    """The same for the vectors of the optional local model: 768-d rows under its own name,
+    served by their own partial index once the scope is large."""
+
+    MODEL, DIMENSIONS, INDEX = "all-mpnet-base-v2", 768, "entry_emb_mpnet_hnsw"
 
 
 class HnswSettingsScopeTests(TransactionTestCase):

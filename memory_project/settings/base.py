@@ -623,6 +623,10 @@ EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 # onnx, onnx-int8 or torch (docs/speed.md "Embedding runtime": ONNX Runtime measured faster
 # per query and per batch, and a process that uses it never imports torch).
 EMBEDDING_RUNTIME = env_str("EMBEDDING_RUNTIME", "onnx")
+# The local model: all-MiniLM-L6-v2 (384-d, the default) or all-mpnet-base-v2 (768-d, about 5x
+# the compute per text, better recall; its weights come from requirements-mpnet.txt). A change
+# is a model change: `manage.py episodic_reembed` re-embeds what was stored (docs/episodic.md).
+EMBEDDING_LOCAL_MODEL = env_str("EMBEDDING_LOCAL_MODEL", "all-MiniLM-L6-v2")
 # Where the ONNX graphs exported from the packaged weights live (scripts/bootstrap writes them).
 EMBEDDING_ONNX_DIR = Path(env_str("EMBEDDING_ONNX_DIR", str(VAR_DIR / "models")))
 # Recent query vectors kept per process (~1.6 KB each); 0 turns the cache off.

@@ -1,22 +1,48 @@
 """Export the packaged embedding weights to ONNX for EMBEDDING_RUNTIME=onnx (scripts/bootstrap runs it)."""
 
-from django.conf import settings
-from django.core.management.base import BaseCommand
+from importlib import metadata
 
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from core.lib.local_models import LOCAL_MODELS, local_model
 from core.lib.onnx_embedding import FP32, INT8, onnx_model_export, onnx_model_file
 
 
+def installed(model) -> bool:
+    try:
+        metadata.version(model.weights_package)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 class Command(BaseCommand):
-    help = "Export all-MiniLM-L6-v2 from the packaged weights to ONNX; does nothing when up to date."
+    help = (
+        "Export the local embedding models to ONNX from their packaged weights: EMBEDDING_LOCAL_MODEL's "
+        "and every other one whose weights are installed; does nothing for a file that is up to date."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--int8", action="store_true", help="Also build the int8 (quantised) graph.")
         parser.add_argument("--force", action="store_true", help="Rebuild even when up to date.")
+        parser.add_argument("--model", choices=sorted(LOCAL_MODELS), help="Only this model.")
 
     def handle(self, *args, **options):
         directory = settings.EMBEDDING_ONNX_DIR
+        try:
+            configured = local_model(settings.EMBEDDING_LOCAL_MODEL)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        if options["model"]:
+            models = [LOCAL_MODELS[options["model"]]]
+        else:
+            models = [configured, *(m for m in LOCAL_MODELS.values() if m != configured and installed(m))]
         variants = [FP32, INT8] if options["int8"] or settings.EMBEDDING_RUNTIME == "onnx-int8" else [FP32]
-        for variant in variants:
-            built = onnx_model_export(directory=directory, variant=variant, force=options["force"])
-            state = "exported" if built else "up to date"
-            self.stdout.write(f"{onnx_model_file(directory, variant)}: {state}")
+        for model in models:
+            for variant in variants:
+                built = onnx_model_export(
+                    directory=directory, variant=variant, force=options["force"], model=model
+                )
+                state = "exported" if built else "up to date"
+                self.stdout.write(f"{onnx_model_file(directory, variant, model)}: {state}")
