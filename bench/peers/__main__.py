@@ -489,6 +489,8 @@ def main() -> None:
         for name in ("memory", "mem0"):
             servers.postgres.psql(f'CREATE DATABASE "{name}";')
         servers.env["DATABASE_URL"] = servers.postgres.get_uri(database="memory")
+        # Both sides embed with all-MiniLM-L6-v2 (issue 17), whatever this shell chose.
+        servers.env["EMBEDDING_LOCAL_MODEL"] = "all-MiniLM-L6-v2"
         mem0_uri = servers.postgres.get_uri(database="mem0")
         servers.manage("migrate", "--no-input")
         scopes = [f"pair{i}" for i in range(1, args.pairs + 1)] + (["large"] if args.size else [])
