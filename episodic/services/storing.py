@@ -100,20 +100,24 @@ def _reviewed_hashes(items, *, agent, memory_user) -> dict[str, tuple[str, str]]
 # A superseded, rejected or held entry is no twin, as for the exact check (`_stored_hashes`):
 # near copies of a held entry wait in the queue, where an operator merges them.
 #
-# Written as an anti-join on the entry's primary key, not a join with the searchable rows: a
-# vector always has its entry (a database cascade), and no partial index matches the negated
-# condition, so each vector costs one primary-key probe whatever the statistics say. The join
-# let a planner without statistics of the person's rows (a new table, a bulk load before
-# autovacuum's ANALYZE) scan the whole `episodes_entry_searchable` index once per vector:
-# 61 ms instead of 1.2 for 1,000 vectors, growing with the square of the scope.
+# The entry's state is read by a scalar subquery on its primary key, never by a join: a vector
+# always has its entry (a database cascade), and PostgreSQL runs such a subquery once per row
+# with its own plan, a primary-key probe, whatever the statistics say. It cannot turn it into
+# a join, as it can an EXISTS. A join with the searchable rows let a planner without
+# statistics of the person's rows (a new table, a bulk load before autovacuum's ANALYZE) scan
+# the whole `episodes_entry_searchable` index once per vector (61 ms instead of 1.2 for 1,000
+# vectors, growing with the square of the scope); the NOT EXISTS anti-join that replaced it
+# was once planned, in a test database with dead rows and no statistics, reading ~400 pages
+# per vector.
 _SCOPE = """
     SELECT v.entry_id, v.embedding
     FROM episodes_entryembedding v
     WHERE v.agent_id = %(agent)s AND v.memory_user_id = %(memory_user)s AND v.model = %(model)s
       AND v.embedding IS NOT NULL
-      AND NOT EXISTS (
-          SELECT 1 FROM episodes_episodicentry e
-          WHERE e.id = v.entry_id AND (e.status <> 'active' OR e.review <> 'approved')
+      AND (
+          SELECT e.status = 'active' AND e.review = 'approved'
+          FROM episodes_episodicentry e
+          WHERE e.id = v.entry_id
       )
 """
 _SIMILAR_ONE_SQL = f"""

@@ -174,3 +174,6 @@ def test_nearest_stored_costs_one_probe_per_vector_without_statistics(setup):
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + _SIMILAR_ONE_SQL, params)
         text = "\n".join(row[0] for row in cursor.fetchall())
     assert plan["Shared Hit Blocks"] + plan.get("Shared Read Blocks", 0) < 8 * 405, text
+    # The state is a subplan probed by primary key: no join the planner could reorder.
+    assert "SubPlan" in text and "Join" not in text, text
+    assert "Index Scan using episodes_episodicentry_pkey" in text, text
