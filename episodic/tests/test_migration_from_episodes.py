@@ -65,8 +65,11 @@ class MigrationFromEpisodesLayoutTests(TransactionTestCase):
         thread = make_thread(workspace=workspace, agent=agent, memory_user=person)
         messages = append(thread, ("user", "I moved to Lisbon."), ("assistant", "Noted."))
         schema_latest = _schema()
-        # The layout the move produced, before the later episodic migrations (0003: validity).
-        self._migrate([("episodic", "0002_entry_source_agent_direct")])
+        # The layout the move produced, before the later episodic and threads migrations
+        # (episodic 0003: validity; both add indexes to the moved tables later, e.g. 0006 / 0007).
+        self._migrate(
+            [("episodic", "0002_entry_source_agent_direct"), ("threads", "0004_message_embedding_moved_in")]
+        )
         schema_moved = _schema()
 
         self._migrate(OLD_LAYOUT)
