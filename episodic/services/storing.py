@@ -120,11 +120,43 @@ _SCOPE = """
           WHERE e.id = v.entry_id
       )
 """
+# One vector: its NEAREST_STATE_PROBES nearest stored vectors by a plain scan of the scope's
+# vectors, then the nearest of those whose entry is active and approved. Only when all of them
+# are closed or held (an entry revised that many times) is the whole scope scanned with the
+# state check, so the answer is the exact one either way. Probing every row's entry cost 15 of
+# the 19 ms of a 4,566-vector scope (13,698 buffers against 1,142 for the vectors alone).
+NEAREST_STATE_PROBES = 32
+_NEAREST_ROWS = """
+    SELECT v.entry_id, v.embedding <=> %(qvec)s::vector AS distance
+    FROM episodes_entryembedding v
+    WHERE v.agent_id = %(agent)s AND v.memory_user_id = %(memory_user)s AND v.model = %(model)s
+      AND v.embedding IS NOT NULL
+    ORDER BY v.embedding <=> %(qvec)s::vector
+    LIMIT {probes}
+"""
 _SIMILAR_ONE_SQL = f"""
-    SELECT 1, entry_id, 1 - (embedding <=> %(qvec)s::vector) AS similarity
-    FROM ({_SCOPE}) scope
-    ORDER BY embedding <=> %(qvec)s::vector
-    LIMIT 1
+    WITH nearest AS MATERIALIZED ({_NEAREST_ROWS.format(probes=NEAREST_STATE_PROBES)}),
+    hit AS MATERIALIZED (
+        SELECT n.entry_id, n.distance
+        FROM nearest n
+        WHERE (
+            SELECT e.status = 'active' AND e.review = 'approved'
+            FROM episodes_episodicentry e
+            WHERE e.id = n.entry_id
+        )
+        ORDER BY n.distance
+        LIMIT 1
+    )
+    SELECT 1, entry_id, 1 - distance AS similarity FROM hit
+    UNION ALL
+    (
+        SELECT 1, entry_id, 1 - (embedding <=> %(qvec)s::vector) AS similarity
+        FROM ({_SCOPE}) scope
+        WHERE NOT EXISTS (SELECT FROM hit)
+          AND (SELECT count(*) FROM nearest) = {NEAREST_STATE_PROBES}
+        ORDER BY embedding <=> %(qvec)s::vector
+        LIMIT 1
+    )
 """
 _SIMILAR_MANY_SQL = f"""
     WITH scope AS MATERIALIZED ({_SCOPE})

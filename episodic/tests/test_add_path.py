@@ -13,6 +13,7 @@ from core.services import agent_get_or_create, api_key_create, workspace_create
 from core.testing_openai import OpenAITestServer
 from episodic.apis import EntryOutputSerializer, _entry_output
 from episodic.models import EntryEmbedding, EpisodicEntry
+from episodic.services.storing import NEAREST_STATE_PROBES
 from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
 from threads.services import thread_append_messages, thread_create
 
@@ -177,3 +178,70 @@ def test_nearest_stored_costs_one_probe_per_vector_without_statistics(setup):
     # The state is a subplan probed by primary key: no join the planner could reorder.
     assert "SubPlan" in text and "Join" not in text, text
     assert "Index Scan using episodes_episodicentry_pkey" in text, text
+    # The nearest vector's entry is active: one probe, and the whole-scope scan never runs.
+    assert "Index Searches: 1\n" in text and "(never executed)" in text, text
+
+
+def _nearest_exact(*, agent, person, qvec) -> tuple[str, float]:
+    """The nearest active, approved entry by the obvious query: every row's state, then sort."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT v.entry_id, 1 - (v.embedding <=> %s::vector)
+            FROM episodes_entryembedding v JOIN episodes_episodicentry e ON e.id = v.entry_id
+            WHERE v.agent_id = %s AND v.memory_user_id = %s AND e.status = 'active' AND e.review = 'approved'
+            ORDER BY v.embedding <=> %s::vector, v.entry_id
+            LIMIT 1
+            """,
+            [qvec, agent.pk, person.pk, qvec],
+        )
+        entry_id, similarity = cursor.fetchone()
+    return str(entry_id), similarity
+
+
+@pytest.mark.parametrize("closed", [NEAREST_STATE_PROBES + delta for delta in (-2, -1, 0, 5)])
+def test_nearest_stored_is_exact_when_the_nearest_entries_are_closed(setup, closed):
+    """An entry revised many times leaves its closed versions nearest to a new text: the
+    answer is still the nearest active entry, within the probes or beyond them."""
+    from core.ranking import vector_literal
+    from episodic.services.storing import _similar_stored_many
+    from episodic.tests.factories import TEST_EMBEDDING_MODEL, bag_of_words_vectors
+
+    agent, person = setup["agent"], setup["person"]
+    EpisodicEntry.objects.filter(agent=agent).update(status=EpisodicEntry.Status.SUPERSEDED)
+    active = entry_factory(agent=agent, memory_user=person, content="Ada owns blue bicycles.")
+    for index in range(closed):
+        status = EpisodicEntry.Status.SUPERSEDED if index % 2 else EpisodicEntry.Status.REJECTED
+        content = f"Ada owns {index} red bicycles."
+        entry_factory(agent=agent, memory_user=person, content=content, status=status)
+    held = entry_factory(agent=agent, memory_user=person, content="Ada owns red bicycles, held.")
+    EpisodicEntry.objects.filter(pk=held.pk).update(review=EpisodicEntry.Review.HELD)
+    qvec = vector_literal(bag_of_words_vectors(["Ada owns red bicycles"])[0])
+    model = TEST_EMBEDDING_MODEL
+    (found,) = _similar_stored_many(agent=agent, memory_user=person, vectors=[qvec], model=model)
+    entry_id, similarity = _nearest_exact(agent=agent, person=person, qvec=qvec)
+    assert found == (str(active.pk), pytest.approx(similarity))
+    assert entry_id == str(active.pk)
+    # The closed versions and the held entry are all nearer than the one active entry.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM episodes_entryembedding WHERE memory_user_id = %s "
+            "AND 1 - (embedding <=> %s::vector) > %s",
+            [person.pk, qvec, similarity],
+        )
+        assert cursor.fetchone()[0] == closed + 1
+
+
+def test_nearest_stored_finds_nothing_in_a_scope_of_closed_entries(setup):
+    from core.ranking import vector_literal
+    from episodic.services.storing import _similar_stored_many
+    from episodic.tests.factories import TEST_EMBEDDING_MODEL, bag_of_words_vectors
+
+    agent, person = setup["agent"], setup["person"]
+    EpisodicEntry.objects.filter(agent=agent).update(status=EpisodicEntry.Status.SUPERSEDED)
+    for index in range(NEAREST_STATE_PROBES + 3):
+        rejected = EpisodicEntry.Status.REJECTED
+        entry_factory(agent=agent, memory_user=person, content=f"Bo had {index} kites.", status=rejected)
+    qvec = vector_literal(bag_of_words_vectors(["Bo had kites"])[0])
+    found = _similar_stored_many(agent=agent, memory_user=person, vectors=[qvec], model=TEST_EMBEDDING_MODEL)
+    assert found == [(None, 0.0)]
