@@ -216,9 +216,18 @@ def test_nearest_stored_is_exact_when_the_nearest_entries_are_closed(setup, clos
         entry_factory(agent=agent, memory_user=person, content=content, status=status)
     held = entry_factory(agent=agent, memory_user=person, content="Ada owns red bicycles, held.")
     EpisodicEntry.objects.filter(pk=held.pk).update(review=EpisodicEntry.Review.HELD)
-    qvec = vector_literal(bag_of_words_vectors(["Ada owns red bicycles"])[0])
+    vector = bag_of_words_vectors(["Ada owns red bicycles"])[0]
+    qvec = vector_literal(vector)
     model = TEST_EMBEDDING_MODEL
-    (found,) = _similar_stored_many(agent=agent, memory_user=person, vectors=[qvec], model=model)
+    (found,) = _similar_stored_many(
+        agent=agent, memory_user=person, vectors=[vector], literals=[qvec], model=model
+    )
+    # The many-vector path (a batch) answers the same.
+    found_many = _similar_stored_many(
+        agent=agent, memory_user=person, vectors=[vector, vector], literals=[qvec, qvec], model=model
+    )
+    assert [entry_id for entry_id, _ in found_many] == [found[0], found[0]]
+    assert [similarity for _, similarity in found_many] == pytest.approx([found[1], found[1]], abs=1e-6)
     entry_id, similarity = _nearest_exact(agent=agent, person=person, qvec=qvec)
     assert found == (str(active.pk), pytest.approx(similarity))
     assert entry_id == str(active.pk)
@@ -242,6 +251,52 @@ def test_nearest_stored_finds_nothing_in_a_scope_of_closed_entries(setup):
     for index in range(NEAREST_STATE_PROBES + 3):
         rejected = EpisodicEntry.Status.REJECTED
         entry_factory(agent=agent, memory_user=person, content=f"Bo had {index} kites.", status=rejected)
-    qvec = vector_literal(bag_of_words_vectors(["Bo had kites"])[0])
-    found = _similar_stored_many(agent=agent, memory_user=person, vectors=[qvec], model=TEST_EMBEDDING_MODEL)
-    assert found == [(None, 0.0)]
+    vector = bag_of_words_vectors(["Bo had kites"])[0]
+    for count in (1, 3):
+        found = _similar_stored_many(
+            agent=agent,
+            memory_user=person,
+            vectors=[vector] * count,
+            literals=[vector_literal(vector)] * count,
+            model=TEST_EMBEDDING_MODEL,
+        )
+        assert found == [(None, 0.0)] * count
+
+
+def test_nearest_stored_for_many_vectors_is_exact_across_chunks(setup, monkeypatch):
+    """A batch's vectors are compared with the scope's vectors read in chunks: each answer is
+    the one the obvious query gives, whichever chunk holds it, and only active, approved
+    entries of this person under this model count."""
+    from core.ranking import vector_literal
+    from episodic.services import storing
+    from episodic.tests.factories import TEST_EMBEDDING_MODEL, bag_of_words_vectors
+
+    monkeypatch.setattr(storing, "_SCOPE_VECTORS_CHUNK", 7)
+    agent, person = setup["agent"], setup["person"]
+    other = memory_user_factory(setup["workspace"], canonical_id="telegram:2")
+    words = ["kites", "cello", "hens", "bicycles", "lisbon", "garden", "tea", "snow"]
+    for index in range(40):
+        content = f"Ada likes {words[index % 8]} and {words[(index * 3) % 8]} number {index}."
+        entry_factory(agent=agent, memory_user=person, content=content)
+    entry_factory(agent=agent, memory_user=other, content="Ada likes kites and cello.")  # another person
+    closed = entry_factory(agent=agent, memory_user=person, content="Ada likes tea and snow.")
+    EpisodicEntry.objects.filter(pk=closed.pk).update(status=EpisodicEntry.Status.SUPERSEDED)
+    texts = ["Ada likes kites and cello", "Ada likes tea and snow", "number 17", "nothing shared here"]
+    vectors = bag_of_words_vectors(texts)
+    literals = [vector_literal(v) for v in vectors]
+    found = storing._similar_stored_many(
+        agent=agent, memory_user=person, vectors=vectors, literals=literals, model=TEST_EMBEDDING_MODEL
+    )
+    for (entry_id, similarity), qvec in zip(found, literals, strict=True):
+        best_id, best = _nearest_exact(agent=agent, person=person, qvec=qvec)
+        assert similarity == pytest.approx(best, abs=1e-6)
+        if best > 0:
+            # Ties aside (equal vectors), the same entry.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT 1 - (embedding <=> %s::vector) FROM episodes_entryembedding WHERE entry_id = %s",
+                    [qvec, entry_id],
+                )
+                assert cursor.fetchone()[0] == pytest.approx(best, abs=1e-6)
+            assert EpisodicEntry.objects.get(pk=entry_id).memory_user_id == person.pk
+            assert EpisodicEntry.objects.get(pk=entry_id).status == EpisodicEntry.Status.ACTIVE
