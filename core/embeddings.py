@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import httpx
 from django.conf import settings
 
+from core.lib.http import http_client
 from core.lib.local_models import LOCAL_MODELS, MINILM, LocalModel, WeightsMissing
 from core.models import ProviderCredential
 
@@ -245,7 +246,7 @@ class OpenAIEmbeddingProvider:
         for start in range(0, len(texts), REMOTE_BATCH_SIZE):
             chunk = list(texts[start : start + REMOTE_BATCH_SIZE])
             try:
-                response = httpx.post(
+                response = http_client().post(
                     url,
                     json={"model": self.model_name, "input": chunk},
                     headers=headers,

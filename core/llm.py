@@ -14,6 +14,7 @@ import json
 import httpx
 from django.conf import settings
 
+from core.lib.http import http_client
 from core.lib.llm_budget import PURPOSE_OTHER, llm_budget_check, llm_usage_record
 from core.models import ProviderCredential
 from core.selectors import provider_credential_get
@@ -66,7 +67,9 @@ def chat_complete(
     headers = {"Authorization": f"Bearer {endpoint['api_key']}"} if endpoint["api_key"] else {}
     url = endpoint["base_url"].rstrip("/") + "/chat/completions"
     try:
-        response = httpx.post(url, json=payload, headers=headers, timeout=settings.LLM_TIMEOUT_SECONDS)
+        response = http_client().post(
+            url, json=payload, headers=headers, timeout=settings.LLM_TIMEOUT_SECONDS
+        )
         response.raise_for_status()
         body = response.json()
         content = body["choices"][0]["message"]["content"] or ""

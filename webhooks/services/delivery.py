@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.lib.crypto import decrypt
+from core.lib.http import http_client
 from core.models import AuditEvent
 from webhooks.models import WebhookDelivery, WebhookSubscription
 from webhooks.services.dispatch import webhook_active_cache_clear
@@ -45,7 +46,7 @@ def _post(subscription: WebhookSubscription, delivery: WebhookDelivery) -> tuple
     }
     try:
         webhook_url_check(subscription.url)
-        response = httpx.post(
+        response = http_client().post(
             subscription.url,
             content=body,
             headers=headers,
