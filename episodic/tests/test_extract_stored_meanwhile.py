@@ -33,6 +33,27 @@ class Provider:
         return bag_of_words_vectors(texts)
 
 
+def extract_racing(test, meanwhile, *, transcript, candidates):
+    """(the extraction's result, what `meanwhile()` returned), `meanwhile` run just before
+    the extraction takes the person's lock."""
+    raced = []
+
+    def lock_after_the_other_stored(**kwargs):
+        raced.append(meanwhile())
+        person_lock(**kwargs)
+
+    with mock.patch("episodic.services.storing._person_lock", lock_after_the_other_stored):
+        result = entry_extract(
+            agent=test.agent,
+            memory_user=test.person,
+            transcript=transcript,
+            candidates=candidates,
+            use_llm=False,
+            provider=Provider(),
+        )
+    return result, raced[0]
+
+
 class ExtractStoredMeanwhileTests(MemoryTestCase):
     def setUp(self):
         self.person = memory_user_factory(self.workspace)
@@ -40,22 +61,7 @@ class ExtractStoredMeanwhileTests(MemoryTestCase):
     def extract(self, meanwhile):
         """Extract while "another worker" stores `meanwhile()` after this one's first checks,
         just before it takes the person's lock: the window the re-check closes."""
-        raced = []
-
-        def lock_after_the_other_stored(**kwargs):
-            raced.append(meanwhile())
-            person_lock(**kwargs)
-
-        with mock.patch("episodic.services.storing._person_lock", lock_after_the_other_stored):
-            result = entry_extract(
-                agent=self.agent,
-                memory_user=self.person,
-                transcript=TRANSCRIPT,
-                candidates=[CANDIDATE],
-                use_llm=False,
-                provider=Provider(),
-            )
-        return result, raced[0]
+        return extract_racing(self, meanwhile, transcript=TRANSCRIPT, candidates=[CANDIDATE])
 
     def test_the_same_entry_stored_while_embedding_is_not_stored_again(self):
         result, _ = self.extract(
@@ -100,27 +106,13 @@ class BatchStoredMeanwhileTests(MemoryTestCase):
             entry_factory(agent=self.agent, memory_user=self.person, content=f"Likes {index} kinds of tea.")
 
     def extract(self, meanwhile):
-        raced = []
-
-        def lock_after_the_other_stored(**kwargs):
-            raced.append(meanwhile())
-            person_lock(**kwargs)
-
-        with (
-            mock.patch("episodic.services.storing._person_lock", lock_after_the_other_stored),
-            CaptureQueriesContext(connection) as queries,
-        ):
-            result = entry_extract(
-                agent=self.agent,
-                memory_user=self.person,
-                transcript=BATCH_TRANSCRIPT,
-                candidates=[CANDIDATE, OTHER],
-                use_llm=False,
-                provider=Provider(),
+        with CaptureQueriesContext(connection) as queries:
+            raced = extract_racing(
+                self, meanwhile, transcript=BATCH_TRANSCRIPT, candidates=[CANDIDATE, OTHER]
             )
         scans = [q["sql"] for q in queries.captured_queries if "vector_send" in q["sql"]]
         assert len(scans) == 2 and "<> ALL" not in scans[0] and "<> ALL" in scans[1]
-        return result, raced[0]
+        return raced
 
     def assert_twin_rejected(self, result, twin):
         assert [e.content for e in result.stored] == [OTHER["content"]]
