@@ -92,9 +92,8 @@ def _reviewed_hashes(items, *, agent, memory_user) -> dict[str, tuple[str, str]]
 
 
 # The nearest active, approved stored entry of the scope for each query vector, found exactly
-# (no index: an approximate search could miss the twin), in one statement for all the
-# vectors of a call. A batch of 100 once made 200 queries (one per item before the lock, one
-# under it).
+# (no index: an approximate search could miss the twin), in one query for all the vectors of
+# a call. A batch of 100 once made 200 queries (one per item before the lock, one under it).
 # A superseded, rejected or held entry is no twin, as for the exact check (`_stored_hashes`):
 # near copies of a held entry wait in the queue, where an operator merges them.
 #
@@ -156,8 +155,8 @@ _SIMILAR_ONE_SQL = f"""
         LIMIT 1
     )
 """
-# Several vectors: the scope's active vectors are read once, in their binary form
-# (`vector_send`: a 4-byte header and big-endian float4s) and in chunks from a server-side
+# Several vectors: the scope's active vectors are read once, as pgvector's binary form in a
+# bytea (`vector_send`: a 4-byte header and big-endian float4s) and in chunks from a server-side
 # cursor, and compared with all of them in one matrix product per chunk. The same question
 # asked in SQL (each vector sorting the materialized scope) took 438 ms for 100 vectors
 # against 4,566 stored ones, twice per batch call: 45% of a bulk load's time. The read
@@ -387,7 +386,7 @@ def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshol
     stored = _stored_hashes(agent=agent, memory_user=memory_user, hashes={i["hash"] for i in kept})
     reviewed = _reviewed_hashes(kept, agent=agent, memory_user=memory_user)
     with_vector = [item for item in kept if "vector" in item]
-    # Items of one call were compared with the same entries (an empty set after a one-item check).
+    # Items of one call were compared with the same vector rows (none after a one-item check).
     compared = {item["compared_with"] for item in with_vector}
     nearest = _similar_stored_many(
         agent=agent,
