@@ -238,7 +238,8 @@ def build_layout(cur, layout: str) -> dict:
         "(workspace_id, agent_id, memory_user_id, created_at DESC)",
         "CREATE INDEX episodes_entry_hash ON episodes_episodicentry "
         "(workspace_id, agent_id, memory_user_id, content_hash)",
-        "CREATE INDEX episodes_entry_search ON episodes_episodicentry USING gin (search_vector)",
+        "CREATE INDEX episodes_entry_search ON episodes_episodicentry USING gin (search_vector) "
+        "WITH (fastupdate = off)",
         "CREATE INDEX episodes_entry_recent ON episodes_episodicentry (workspace_id, created_at DESC)",
         # episodes.EntryEmbedding
         f"ALTER TABLE episodes_entryembedding ADD PRIMARY KEY ({_key('id', extra)})",

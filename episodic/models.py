@@ -94,7 +94,7 @@ class EpisodicEntry(TimeStampedModel):
             models.Index(
                 fields=["workspace", "agent", "memory_user", "content_hash"], name="episodes_entry_hash"
             ),
-            GinIndex(fields=["search_vector"], name="episodes_entry_search"),
+            GinIndex(fields=["search_vector"], name="episodes_entry_search", fastupdate=False),
             # The browser's workspace-wide newest-first page: without it every first page
             # sorted the whole workspace (~140 ms at 100,000 entries, ~88 ms with it).
             models.Index(fields=["workspace", "-created_at"], name="episodes_entry_recent"),

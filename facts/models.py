@@ -165,7 +165,7 @@ class Fact(TimeStampedModel):
             ),
         ]
         indexes = [
-            GinIndex(fields=["search_vector"], name="facts_search_fts"),
+            GinIndex(fields=["search_vector"], name="facts_search_fts", fastupdate=False),
             models.Index(
                 fields=["workspace", "memory_user", "-valid_from"],
                 condition=Q(valid_to__isnull=True),
@@ -216,7 +216,12 @@ class FactKey(models.Model):
             )
         ]
         indexes = [
-            GinIndex(fields=["key_normalized"], opclasses=["gin_trgm_ops"], name="facts_key_dictionary_trgm")
+            GinIndex(
+                fields=["key_normalized"],
+                opclasses=["gin_trgm_ops"],
+                name="facts_key_dictionary_trgm",
+                fastupdate=False,
+            )
         ]
 
     def __str__(self):

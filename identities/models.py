@@ -51,6 +51,7 @@ class MemoryUser(TimeStampedModel):
                 OpClass(Upper("display_name"), name="gin_trgm_ops"),
                 OpClass(Upper("canonical_id"), name="gin_trgm_ops"),
                 name="identities_user_names_trgm",
+                fastupdate=False,
             ),
         ]
 
@@ -76,7 +77,9 @@ class ChannelIdentity(TimeStampedModel):
         ]
         indexes = [
             # Substring search of channel ids (as MemoryUser's names above).
-            GinIndex(OpClass(Upper("external_id"), name="gin_trgm_ops"), name="identities_external_trgm"),
+            GinIndex(
+                OpClass(Upper("external_id"), name="gin_trgm_ops"), name="identities_external_trgm", fastupdate=False
+            ),
         ]
 
     def __str__(self):

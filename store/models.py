@@ -81,7 +81,7 @@ class StoreItem(TimeStampedModel):
                 fields=["expires_at"], name="store_item_expires", condition=models.Q(expires_at__isnull=False)
             ),
             models.Index(fields=["memory_user"], name="store_item_memory_user"),
-            GinIndex(fields=["search_vector"], name="store_item_search"),
+            GinIndex(fields=["search_vector"], name="store_item_search", fastupdate=False),
         ]
 
     def __str__(self):
