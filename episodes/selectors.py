@@ -164,7 +164,8 @@ def episode_search_hybrid(
         vector_id_column="episode_id",
         vector_scope_where=f"workspace_id = %(workspace)s AND episode_id IN ({scope_sql})",
         describe_sql=(
-            "SELECT e.id, e.started_at, NULL, NULL, NULL, NULL, 1 - (v.embedding <=> %(qvec)s::vector), NULL "
+            "SELECT e.id, extract(epoch FROM e.started_at)::float8, NULL, NULL, NULL, NULL, "
+            "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL::text, NULL::uuid "
             "FROM episodes_episode e LEFT JOIN episodes_episodeembedding v "
             "ON v.episode_id = e.id AND v.model = %(model)s WHERE e.id = ANY(%(ids)s)"
         ),

@@ -154,18 +154,16 @@ def entry_search_hybrid(
         vector_id_column="entry_id",
         vector_scope_where="agent_id = %(agent)s AND memory_user_id = %(memory_user)s",
         describe_sql=(
-            "SELECT e.id, e.created_at, NULL, NULL, NULL, NULL, 1 - (v.embedding <=> %(qvec)s::vector), NULL "
+            # Entries have no speaker; their group (for the session and diversity terms) is
+            # the thread they were extracted from.
+            "SELECT e.id, extract(epoch FROM e.created_at)::float8, NULL, NULL, NULL, NULL, "
+            "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL::text, e.source_thread_id "
             "FROM episodes_episodicentry e LEFT JOIN episodes_entryembedding v "
             "ON v.entry_id = e.id AND v.model = %(model)s "
             "WHERE e.id = ANY(%(ids)s) AND e.status = %(active)s AND e.review = %(approved)s"
         ),
         params=params,
         has_context=False,
-        # Entries have no speaker; their group (for the session and diversity terms) is the
-        # thread they were extracted from.
-        features_sql=(
-            "SELECT id, NULL::text, source_thread_id FROM episodes_episodicentry WHERE id = ANY(%(ids)s)"
-        ),
     )
     # One clock for the fusion and for the recency part reported with each hit.
     now = now or timezone.now()

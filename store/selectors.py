@@ -103,7 +103,8 @@ def store_item_search(
         vector_id_column="item_id",
         vector_scope_where=f"workspace_id = %(workspace)s AND item_id IN ({scope_sql})",
         describe_sql=(
-            "SELECT i.id, i.updated_at, NULL, NULL, NULL, NULL, 1 - (v.embedding <=> %(qvec)s::vector), NULL "
+            "SELECT i.id, extract(epoch FROM i.updated_at)::float8, NULL, NULL, NULL, NULL, "
+            "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL::text, NULL::uuid "
             "FROM store_storeitem i LEFT JOIN store_storeitemembedding v "
             "ON v.item_id = i.id AND v.model = %(model)s WHERE i.id = ANY(%(ids)s)"
         ),
