@@ -40,3 +40,21 @@ def foreign_key_cascade(*, table: str, column: str, target: str) -> migrations.R
         _SET_ACTION.format(table=table, column=column, target=target, action="ON DELETE CASCADE"),
         reverse_sql=_SET_ACTION.format(table=table, column=column, target=target, action=""),
     )
+
+
+def gin_pending_list_off(*indexes: str) -> migrations.RunSQL:
+    """Turn fastupdate off on GIN `indexes`, in place (no rebuild), and merge their pending lists.
+
+    With fastupdate on (PostgreSQL's default) a GIN index collects new rows in a pending list
+    that every search reads in full until VACUUM, autoanalyze or the 4 MB limit merges it:
+    after 20,000 inserts into a 100,000-entry table an episodic search took 69.5 ms instead
+    of 47.1 (docs/speed.md). With it off new rows go straight into the index. Only index
+    options change; no row is touched.
+    """
+    return migrations.RunSQL(
+        sql=[
+            *(f"ALTER INDEX {name} SET (fastupdate = off)" for name in indexes),
+            *(f"SELECT gin_clean_pending_list('{name}'::regclass)" for name in indexes),
+        ],
+        reverse_sql=[f"ALTER INDEX {name} RESET (fastupdate)" for name in indexes],
+    )

@@ -1,15 +1,9 @@
-"""GIN indexes without a pending list: facts_search_fts, facts_key_dictionary_trgm.
-
-New rows go straight into the index (fastupdate off). With fastupdate on (PostgreSQL's
-default) a GIN index collects new rows in a pending list that every search reads in full
-until VACUUM or the 4 MB limit merges it: after 20,000 inserts into a 100,000-entry table an
-episodic search took 69.5 ms instead of 47.1 (docs/speed.md). ALTER INDEX changes the
-setting in place (no rebuild); the pending list already there is merged at once. Only the
-index options change: no row is touched.
-"""
+"""GIN indexes without a pending list (core.lib.migrations.gin_pending_list_off)."""
 
 import django.contrib.postgres.indexes
 from django.db import migrations
+
+from core.lib.migrations import gin_pending_list_off
 
 
 class Migration(migrations.Migration):
@@ -49,18 +43,7 @@ class Migration(migrations.Migration):
                 ),
             ],
             database_operations=[
-                migrations.RunSQL(
-                    sql=[
-                        "ALTER INDEX facts_search_fts SET (fastupdate = off)",
-                        "ALTER INDEX facts_key_dictionary_trgm SET (fastupdate = off)",
-                        "SELECT gin_clean_pending_list('facts_search_fts'::regclass)",
-                        "SELECT gin_clean_pending_list('facts_key_dictionary_trgm'::regclass)",
-                    ],
-                    reverse_sql=[
-                        "ALTER INDEX facts_search_fts RESET (fastupdate)",
-                        "ALTER INDEX facts_key_dictionary_trgm RESET (fastupdate)",
-                    ],
-                ),
+                gin_pending_list_off("facts_search_fts", "facts_key_dictionary_trgm"),
             ],
         ),
     ]

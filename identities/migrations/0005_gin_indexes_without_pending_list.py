@@ -1,16 +1,10 @@
-"""GIN indexes without a pending list: identities_external_trgm, identities_user_names_trgm.
-
-New rows go straight into the index (fastupdate off). With fastupdate on (PostgreSQL's
-default) a GIN index collects new rows in a pending list that every search reads in full
-until VACUUM or the 4 MB limit merges it: after 20,000 inserts into a 100,000-entry table an
-episodic search took 69.5 ms instead of 47.1 (docs/speed.md). ALTER INDEX changes the
-setting in place (no rebuild); the pending list already there is merged at once. Only the
-index options change: no row is touched.
-"""
+"""GIN indexes without a pending list (core.lib.migrations.gin_pending_list_off)."""
 
 import django.contrib.postgres.indexes
 import django.db.models.functions.text
 from django.db import migrations
+
+from core.lib.migrations import gin_pending_list_off
 
 
 class Migration(migrations.Migration):
@@ -55,18 +49,7 @@ class Migration(migrations.Migration):
                 ),
             ],
             database_operations=[
-                migrations.RunSQL(
-                    sql=[
-                        "ALTER INDEX identities_external_trgm SET (fastupdate = off)",
-                        "ALTER INDEX identities_user_names_trgm SET (fastupdate = off)",
-                        "SELECT gin_clean_pending_list('identities_external_trgm'::regclass)",
-                        "SELECT gin_clean_pending_list('identities_user_names_trgm'::regclass)",
-                    ],
-                    reverse_sql=[
-                        "ALTER INDEX identities_external_trgm RESET (fastupdate)",
-                        "ALTER INDEX identities_user_names_trgm RESET (fastupdate)",
-                    ],
-                ),
+                gin_pending_list_off("identities_external_trgm", "identities_user_names_trgm"),
             ],
         ),
     ]

@@ -1,16 +1,10 @@
-"""GIN indexes without a pending list: procedures_search_fts.
-
-New rows go straight into the index (fastupdate off). With fastupdate on (PostgreSQL's
-default) a GIN index collects new rows in a pending list that every search reads in full
-until VACUUM or the 4 MB limit merges it: after 20,000 inserts into a 100,000-entry table an
-episodic search took 69.5 ms instead of 47.1 (docs/speed.md). ALTER INDEX changes the
-setting in place (no rebuild); the pending list already there is merged at once. Only the
-index options change: no row is touched.
-"""
+"""GIN indexes without a pending list (core.lib.migrations.gin_pending_list_off)."""
 
 import django.contrib.postgres.indexes
 import django.contrib.postgres.search
 from django.db import migrations
+
+from core.lib.migrations import gin_pending_list_off
 
 
 class Migration(migrations.Migration):
@@ -36,15 +30,7 @@ class Migration(migrations.Migration):
                 ),
             ],
             database_operations=[
-                migrations.RunSQL(
-                    sql=[
-                        "ALTER INDEX procedures_search_fts SET (fastupdate = off)",
-                        "SELECT gin_clean_pending_list('procedures_search_fts'::regclass)",
-                    ],
-                    reverse_sql=[
-                        "ALTER INDEX procedures_search_fts RESET (fastupdate)",
-                    ],
-                ),
+                gin_pending_list_off("procedures_search_fts"),
             ],
         ),
     ]
