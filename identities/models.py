@@ -78,7 +78,9 @@ class ChannelIdentity(TimeStampedModel):
         indexes = [
             # Substring search of channel ids (as MemoryUser's names above).
             GinIndex(
-                OpClass(Upper("external_id"), name="gin_trgm_ops"), name="identities_external_trgm", fastupdate=False
+                OpClass(Upper("external_id"), name="gin_trgm_ops"),
+                name="identities_external_trgm",
+                fastupdate=False,
             ),
         ]
 

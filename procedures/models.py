@@ -94,7 +94,9 @@ class Procedure(TimeStampedModel):
             # The browser's default newest-first page; without it every first page sorted
             # the whole workspace (~180 ms at 100,000 procedures, ~70 ms with it).
             models.Index(fields=["workspace", "-created_at"], name="procedures_recent"),
-            GinIndex(SearchVector("search_text", config="english"), name="procedures_search_fts", fastupdate=False),
+            GinIndex(
+                SearchVector("search_text", config="english"), name="procedures_search_fts", fastupdate=False
+            ),
         ]
 
     def __str__(self):
