@@ -4,10 +4,10 @@ A search runs in two steps.
 
 1. Candidates. A BM25 score computed in PostgreSQL over the scope's tsvectors
    (`bm25_sql`), and the nearest vectors of the scope (`vector_sql`), each up to
-   `weights.pool` rows. The vector plan is routed by scope size (`vector_plan`): an
-   exact sort over the B-tree-filtered scope while that is fast, HNSW with iterative
-   scan above it, because filtering after a plain HNSW scan loses true neighbours of a
-   small scope.
+   `weights.pool` rows. The vector plan is routed by the scope's size and its share of
+   the table (`vector_plan`, `exact_scope_max`): an exact sort over the B-tree-filtered
+   scope while that is cheaper, HNSW with iterative scan beyond, because filtering after
+   a plain HNSW scan loses true neighbours of a small scope.
 2. Fusion (`fuse`). Every candidate's channel scores (BM25, cosine of the text vector,
    cosine of the vector of the text read after its predecessor) are z-normalized over
    the candidate pool and summed with `RankingWeights`; a message then gains
@@ -370,19 +370,57 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False) -> str:
     """
 
 
-def vector_plan(*, scope_size: int, model: str, dimensions: int) -> str:
-    """`exact` while an exact sort of the scope is fast, else `hnsw` if the model has an index.
+def vector_plan(*, scope_size: int, model: str, dimensions: int, exact_max: int | None = None) -> str:
+    """`exact` while an exact sort of the scope is the cheaper plan, else `hnsw` if the model
+    has an index.
 
-    Measured here: the exact sort over a B-tree-filtered scope takes 0.6 ms at 200 rows,
-    6.5 ms at 2,000 and 48 ms at 20,000, and is always exact; HNSW filtered after the scan
-    keeps only 0.47-0.78 of the true top 10 for a small scope, so it is used only above
-    EPISODIC_EXACT_SCOPE_MAX rows, with iterative scan.
+    The exact sort over a B-tree-filtered scope is always exact and costs about 1.3 us a
+    vector. HNSW filtered after the scan keeps only 0.47-0.78 of the true top 10 for a
+    small scope, so it runs with iterative scan, whose walk visits about pool x table /
+    scope rows to keep `pool` of them: it pays only for a scope that is large and a large
+    share of its table. `exact_max` is the largest exact scope (`exact_scope_max`);
+    EPISODIC_EXACT_SCOPE_MAX when not given.
     """
-    if scope_size <= settings.EPISODIC_EXACT_SCOPE_MAX:
+    if exact_max is None:
+        exact_max = settings.EPISODIC_EXACT_SCOPE_MAX
+    if scope_size <= exact_max:
         return PLAN_EXACT
     if HNSW_MODELS.get(model) != dimensions:
         return PLAN_EXACT
     return PLAN_HNSW
+
+
+# Vector tables' row estimates read recently, per process: {table: (monotonic time, rows)}.
+_table_sizes: dict = {}
+
+
+def exact_scope_max(cursor, *, table: str, model: str, dimensions: int) -> int:
+    """The largest scope of `table` searched by exact sort: where the HNSW walk's estimated
+    cost, EPISODIC_HNSW_FIXED_COST_ROWS + EPISODIC_HNSW_RATIO_COST_ROWS x table / scope
+    (in rows of exact sort), falls under the exact sort's, and never under
+    EPISODIC_EXACT_SCOPE_MAX.
+
+    Measured on 120,000 MiniLM vectors, 100 nearest: a scope of 6,000 took 7-9 ms exact
+    against 44-46 ms through HNSW, 12,000 15.5 against 22.5, 24,000 33 against 16.5, the
+    whole table 136-151 against 11 (docs/episodic.md). The break-even is then about 17,000 in
+    a table of 120,000, 41,000 in 1M, 121,000 in 10M. The table's size is PostgreSQL's
+    estimate (pg_class.reltuples, every model's vectors), read at most every
+    SEARCH_SCOPE_SIZE_CACHE_SECONDS per process; a model without an HNSW index needs none.
+    """
+    floor = settings.EPISODIC_EXACT_SCOPE_MAX
+    if HNSW_MODELS.get(model) != dimensions:
+        return floor
+    cached = _table_sizes.get(table)
+    if cached is None or time.monotonic() - cached[0] >= settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS:
+        cursor.execute(
+            "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = %s::regclass", [table]
+        )
+        cached = _table_sizes[table] = (time.monotonic(), cursor.fetchone()[0])
+    fixed, ratio = settings.EPISODIC_HNSW_FIXED_COST_ROWS, settings.EPISODIC_HNSW_RATIO_COST_ROWS
+    # exact = scope, HNSW = fixed + ratio x table / scope: equal where
+    # scope^2 - fixed x scope - ratio x table = 0.
+    break_even = (fixed + math.sqrt(fixed * fixed + 4 * ratio * cached[1])) / 2
+    return max(floor, int(break_even))
 
 
 def vector_sql(
@@ -428,9 +466,9 @@ _scope_sizes: dict = {}
 _SCOPE_SIZES_MAX = 10_000
 
 
-def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str) -> int:
+def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str, exact_max: int) -> int:
     """The scope's vector count for plan routing, counted up to the exact-plan threshold + 1
-    (counting 5,001 index entries is ~1 ms per search).
+    (`params["count_cap"]`; counting 5,001 index entries is ~1 ms per search).
 
     A scope found over the threshold within SEARCH_SCOPE_SIZE_CACHE_SECONDS is not counted
     again: only the plan depends on it. A growing scope is always recounted, so it changes
@@ -439,7 +477,7 @@ def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str) -> int:
     """
     cached = _scope_sizes.get(_scope_size_key(corpus, model))
     fresh = cached is not None and time.monotonic() - cached[0] < settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS
-    if fresh and cached[1] > settings.EPISODIC_EXACT_SCOPE_MAX:
+    if fresh and cached[1] > exact_max:
         return cached[1]
     cursor.execute(corpus.scope_size_sql, params)
     size = cursor.fetchone()[0]
@@ -505,7 +543,9 @@ def _scope_size_remember(corpus: "Corpus", params: dict, *, model: str, size: in
     _scope_sizes[_scope_size_key(corpus, model)] = (time.monotonic(), size)
 
 
-def _scope_size_known(corpus: "Corpus", params: dict, *, model: str, dimensions: int) -> tuple:
+def _scope_size_known(
+    corpus: "Corpus", params: dict, *, model: str, dimensions: int, exact_max: int
+) -> tuple:
     """(size to plan with, whether to count it in the search's first round trip), or
     (None, True) when the plan must wait for a count of its own.
 
@@ -517,7 +557,7 @@ def _scope_size_known(corpus: "Corpus", params: dict, *, model: str, dimensions:
     """
     cached = _scope_sizes.get(_scope_size_key(corpus, model))
     fresh = cached is not None and time.monotonic() - cached[0] < settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS
-    if fresh and cached[1] > settings.EPISODIC_EXACT_SCOPE_MAX:
+    if fresh and cached[1] > exact_max:
         return cached[1], False
     if fresh:
         return cached[1], True
@@ -635,30 +675,29 @@ def hybrid_search(
         qvec = vector_literal(query_vector) if use_vectors else None
         vparams: dict = {}
         if use_vectors:
-            # Counting stops past the threshold: the plan only needs to know which side it is on.
-            vparams = {
-                **params,
-                "qvec": qvec,
-                "model": model,
-                "limit": pool,
-                "count_cap": settings.EPISODIC_EXACT_SCOPE_MAX + 1,
-            }
             dimensions = len(query_vector)
-            scope_size, recount = _scope_size_known(corpus, vparams, model=model, dimensions=dimensions)
+            exact_max = exact_scope_max(cursor, table=corpus.vector_table, model=model, dimensions=dimensions)
+            # Counting stops past the threshold: the plan only needs to know which side it is on.
+            vparams = {**params, "qvec": qvec, "model": model, "limit": pool, "count_cap": exact_max + 1}
+            scope_size, recount = _scope_size_known(
+                corpus, vparams, model=model, dimensions=dimensions, exact_max=exact_max
+            )
             if scope_size is None:
                 # Never counted (or too long ago): the plan waits for the count.
-                scope_size = _scope_size(cursor, corpus, vparams, model=model)
+                scope_size = _scope_size(cursor, corpus, vparams, model=model, exact_max=exact_max)
             elif recount:
                 slots["count"] = len(batch)
                 batch.append((corpus.scope_size_sql, vparams))
-            plan = vector_plan(scope_size=scope_size, model=model, dimensions=len(query_vector))
+            plan = vector_plan(scope_size=scope_size, model=model, dimensions=dimensions, exact_max=exact_max)
             batch.extend(_vector_statements(corpus, plan, vparams, weights, pool, slots, start=len(batch)))
         results = run_batch(cursor, batch) if batch else []
         named = {name: results[index] for name, index in slots.items()}
         if "count" in named:
             scope_size = named.pop("count")[0][0]
             _scope_size_remember(corpus, vparams, model=model, size=scope_size)
-            replanned = vector_plan(scope_size=scope_size, model=model, dimensions=dimensions)
+            replanned = vector_plan(
+                scope_size=scope_size, model=model, dimensions=dimensions, exact_max=exact_max
+            )
             if replanned != plan:
                 # The scope grew past the threshold since it was last counted: the plan
                 # changes at once, at the cost of this one query.

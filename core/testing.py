@@ -3,13 +3,21 @@
 Every tier's tests subclass `MemoryTestCase` so isolation is checked the same way everywhere.
 """
 
-from django.test import TestCase
+from django.test import TestCase, override_settings
 from rest_framework.test import APIClient
 
 from core.models import Membership
 from core.services import agent_get_or_create, api_key_create, operator_create, workspace_create
 
 PASSWORD = "correct-horse-battery-staple"
+
+
+def hnsw_above(scope_size: int):
+    """Settings under which a scope of more than `scope_size` vectors takes the HNSW plan
+    whatever its table's size (core.ranking.exact_scope_max without its cost model)."""
+    return override_settings(
+        EPISODIC_EXACT_SCOPE_MAX=scope_size, EPISODIC_HNSW_FIXED_COST_ROWS=0, EPISODIC_HNSW_RATIO_COST_ROWS=0
+    )
 
 
 class MemoryTestCase(TestCase):

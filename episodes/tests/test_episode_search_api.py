@@ -2,10 +2,9 @@
 
 from datetime import timedelta
 
-from django.test import override_settings
 from django.utils import timezone
 
-from core.testing import MemoryTestCase
+from core.testing import MemoryTestCase, hnsw_above
 from episodes.models import EpisodeEmbedding
 from episodes.services import episode_create
 from identities.tests.factories import MemoryUserFactory
@@ -69,7 +68,7 @@ class EpisodeSearchApiTests(MemoryTestCase):
             self.kettle.pk
         )
 
-    @override_settings(EPISODIC_EXACT_SCOPE_MAX=2)
+    @hnsw_above(2)
     def test_a_large_scope_searches_the_hnsw_index(self):
         """Above the exact-scan threshold the filtered HNSW scan (iterative) still finds it."""
         response = self.search(query="money back for a broken appliance", mode="vector")

@@ -8,7 +8,7 @@ from django.utils import timezone
 from core.embeddings import LOCAL_MODEL_NAME
 from core.errors import ApplicationError
 from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector_sql
-from core.testing import MemoryTestCase
+from core.testing import MemoryTestCase, hnsw_above
 from core.testing_openai import OpenAITestServer
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.selectors import entry_search_hybrid
@@ -120,36 +120,40 @@ class VectorPlanRoutingTests(MemoryTestCase):
     def setUpTestData(cls):
         super().setUpTestData()
         cls.person = memory_user_factory(cls.workspace)
-        rng = np.random.default_rng(7)
+        cls.entries, cls.vectors = cls.stored(cls.person, 60, seed=7)
+
+    @classmethod
+    def stored(cls, person, count: int, *, seed: int):
+        """`count` entries of `person` with random unit vectors of the local model."""
+        rng = np.random.default_rng(seed)
         entries = [
             EpisodicEntry(
                 workspace=cls.workspace,
                 agent=cls.agent,
-                memory_user=cls.person,
+                memory_user=person,
                 content=f"note {i}",
-                content_hash=str(i),
+                content_hash=f"{seed}-{i}",
                 source="user_assertion",
                 evidence="x",
             )
-            for i in range(60)
+            for i in range(count)
         ]
         EpisodicEntry.objects.bulk_create(entries)
-        vectors = rng.normal(size=(60, cls.DIMENSIONS))
+        vectors = rng.normal(size=(count, cls.DIMENSIONS))
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         EntryEmbedding.objects.bulk_create(
             EntryEmbedding(
                 entry=e,
                 workspace=cls.workspace,
                 agent=cls.agent,
-                memory_user=cls.person,
+                memory_user=person,
                 model=cls.MODEL,
                 dimensions=cls.DIMENSIONS,
                 embedding=v.tolist(),
             )
             for e, v in zip(entries, vectors, strict=True)
         )
-        cls.vectors = vectors
-        cls.entries = entries
+        return entries, vectors
 
     def run_search(self):
         query = self.vectors[3].tolist()
@@ -197,7 +201,7 @@ class VectorPlanRoutingTests(MemoryTestCase):
         assert result.hits[0].entry == self.entries[3]
         assert self.INDEX not in self.explain(PLAN_EXACT)
 
-    @override_settings(EPISODIC_EXACT_SCOPE_MAX=10)
+    @hnsw_above(10)
     def test_large_scope_takes_the_hnsw_plan(self):
         """Over the threshold the HNSW plan is chosen, and its SQL can use the partial index."""
         result = self.run_search()
@@ -205,7 +209,7 @@ class VectorPlanRoutingTests(MemoryTestCase):
         assert result.hits[0].entry == self.entries[3]
         assert self.INDEX in self.explain(PLAN_HNSW)
 
-    @override_settings(EPISODIC_EXACT_SCOPE_MAX=10)
+    @hnsw_above(10)
     def test_a_scope_over_the_threshold_is_not_recounted_at_once(self):
         """A scope found over the threshold keeps its plan without a count for a while; a
         scope under it is counted every time, so growth changes the plan at once."""
@@ -223,11 +227,37 @@ class VectorPlanRoutingTests(MemoryTestCase):
 
         assert counts() == (PLAN_HNSW, 1)
         assert counts() == (PLAN_HNSW, 0)
-        with override_settings(EPISODIC_EXACT_SCOPE_MAX=100):
+        with hnsw_above(100):
             assert counts() == (PLAN_EXACT, 1)
             assert counts() == (PLAN_EXACT, 1)
         with override_settings(SEARCH_SCOPE_SIZE_CACHE_SECONDS=0):
             assert counts() == (PLAN_HNSW, 1)
+
+    def test_a_small_share_of_a_large_table_keeps_the_exact_plan(self):
+        """HNSW's filtered walk visits about pool x table / scope rows: the same 60-vector
+        scope takes HNSW in a table of its own and the exact sort once the table holds 40
+        times as many (with 10 rows of exact sort per unit of table / scope, the break-even
+        scope is 24 in a table of 60 and 155 in one of 2,400)."""
+        from core import ranking
+
+        def plan():
+            ranking._scope_sizes.clear()
+            ranking._table_sizes.clear()
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE episodes_entryembedding")
+            costs = override_settings(
+                EPISODIC_EXACT_SCOPE_MAX=10, EPISODIC_HNSW_FIXED_COST_ROWS=0, EPISODIC_HNSW_RATIO_COST_ROWS=10
+            )
+            with costs:
+                result = self.run_search()
+            assert result.hits[0].entry == self.entries[3]
+            return result.plan
+
+        self.addCleanup(ranking._scope_sizes.clear)
+        self.addCleanup(ranking._table_sizes.clear)
+        assert plan() == PLAN_HNSW
+        self.stored(memory_user_factory(self.workspace, canonical_id="telegram:2"), 2340, seed=8)
+        assert plan() == PLAN_EXACT
 
     def test_other_models_never_take_the_hnsw_plan(self):
         """A model without an index is sorted exactly whatever the scope size."""

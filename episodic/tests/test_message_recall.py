@@ -1,4 +1,4 @@
-from core.testing import MemoryTestCase
+from core.testing import MemoryTestCase, hnsw_above
 from core.testing_openai import OpenAITestServer
 from episodic.tests.factories import memory_user_factory, use_test_embeddings
 from runtime.tasks import embeddings_sweep_task
@@ -85,7 +85,6 @@ class MessageRecallTests(MemoryTestCase):
         """The scope-size memo is keyed by what the count reads, not by the excluded ids,
         which change on every turn."""
         from django.db import connection
-        from django.test import override_settings
         from django.test.utils import CaptureQueriesContext
 
         from core import ranking
@@ -93,7 +92,7 @@ class MessageRecallTests(MemoryTestCase):
         message_embed_batch(message_ids=[m.pk for m in self.old + self.new])
         ranking._scope_sizes.clear()
         self.addCleanup(ranking._scope_sizes.clear)
-        with override_settings(EPISODIC_EXACT_SCOPE_MAX=1), CaptureQueriesContext(connection) as queries:
+        with hnsw_above(1), CaptureQueriesContext(connection) as queries:
             self.search("Alps tent")
             self.search("Alps tent", exclude_message_ids=[self.old[0].pk])
         size_count = "SELECT count(*) FROM (SELECT 1 FROM episodes_messageembedding"

@@ -600,10 +600,15 @@ EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "")
 # it pays when each query waits on a remote database.
 CONTEXT_PARALLEL_WORKERS = env_int("CONTEXT_PARALLEL_WORKERS", 2)
 
-# Episodic memory and semantic recall (docs/episodic.md).
-# Scopes up to this many vectors are searched with an exact sort (48 ms at 20,000 rows
-# here), larger ones through HNSW with iterative scan.
+# Episodic memory and semantic recall (docs/episodic.md, "Vector plan routing").
+# Scopes up to this many vectors are always searched with an exact sort; a larger one takes
+# HNSW (iterative scan) only once its walk costs less than the exact sort: a fixed part plus
+# a part per unit of table / scope (the walk visits about pool x table / scope rows), both
+# counted in rows of exact sort (measured on 120,000 MiniLM vectors: exact 1.3 us a row,
+# HNSW about 9 ms + 1.8 ms per unit of table / scope).
 EPISODIC_EXACT_SCOPE_MAX = env_int("EPISODIC_EXACT_SCOPE_MAX", 5000)
+EPISODIC_HNSW_FIXED_COST_ROWS = env_int("EPISODIC_HNSW_FIXED_COST_ROWS", 7000)
+EPISODIC_HNSW_RATIO_COST_ROWS = env_int("EPISODIC_HNSW_RATIO_COST_ROWS", 1400)
 EPISODIC_HNSW_EF_SEARCH = env_int("EPISODIC_HNSW_EF_SEARCH", 200)
 SEARCH_SCOPE_SIZE_CACHE_SECONDS = env_float("SEARCH_SCOPE_SIZE_CACHE_SECONDS", 30.0)
 EPISODIC_MAX_ENTRY_LENGTH = env_int("EPISODIC_MAX_ENTRY_LENGTH", 500)
