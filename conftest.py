@@ -8,7 +8,13 @@ def _clear_cache():
     """Throttle counters and cached values never leak from one test into the next."""
     from django.core.cache import cache
 
+    from core import ranking
+
     cache.clear()
+    # The search's per-process memo of scope and table sizes: a count made in one test's
+    # rolled-back data would route the next test's plan.
+    ranking._scope_sizes.clear()
+    ranking._table_sizes.clear()
     yield
 
 

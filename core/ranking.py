@@ -471,9 +471,9 @@ def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str, exact_max
     (`params["count_cap"]`; counting 5,001 index entries is ~1 ms per search).
 
     A scope found over the threshold within SEARCH_SCOPE_SIZE_CACHE_SECONDS is not counted
-    again: only the plan depends on it. A growing scope is always recounted, so it changes
-    plan at once; one that shrinks under the threshold by deletions keeps the HNSW plan
-    for at most that long, which still answers, only approximately.
+    again: only the plan depends on it (see _scope_size_known). One that shrinks under the
+    threshold by deletions keeps the HNSW plan for at most that long, which still answers,
+    only approximately.
     """
     cached = _scope_sizes.get(_scope_size_key(corpus, model))
     fresh = cached is not None and time.monotonic() - cached[0] < settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS
@@ -549,17 +549,19 @@ def _scope_size_known(
     """(size to plan with, whether to count it in the search's first round trip), or
     (None, True) when the plan must wait for a count of its own.
 
-    A scope found over the threshold within SEARCH_SCOPE_SIZE_CACHE_SECONDS is not counted
-    (see _scope_size). One under it is recounted by every search, beside its candidates:
-    when that count has crossed the threshold, the vector query is run again on the new
-    plan at once. A model without an HNSW index always takes the exact plan, so its count
-    never has to wait.
+    A scope counted within SEARCH_SCOPE_SIZE_CACHE_SECONDS is not counted again, on either
+    side of the threshold (see _scope_size): a count costs ~1 ms per 5,000 vectors, and one
+    that has grown past the threshold meanwhile keeps the exact plan, which is exact, for at
+    most that long. Once that has passed, a scope last seen under the threshold is recounted
+    beside its candidates: when the count has crossed the threshold, the vector query is
+    run again on the new plan at once. A model without an HNSW index always takes the exact
+    plan, so its count never has to wait.
     """
     cached = _scope_sizes.get(_scope_size_key(corpus, model))
     fresh = cached is not None and time.monotonic() - cached[0] < settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS
-    if fresh and cached[1] > exact_max:
-        return cached[1], False
     if fresh:
+        return cached[1], False
+    if cached is not None and cached[1] <= exact_max:
         return cached[1], True
     if HNSW_MODELS.get(model) != dimensions:
         return 0, True

@@ -210,9 +210,10 @@ class VectorPlanRoutingTests(MemoryTestCase):
         assert self.INDEX in self.explain(PLAN_HNSW)
 
     @hnsw_above(10)
-    def test_a_scope_over_the_threshold_is_not_recounted_at_once(self):
-        """A scope found over the threshold keeps its plan without a count for a while; a
-        scope under it is counted every time, so growth changes the plan at once."""
+    def test_a_counted_scope_is_not_recounted_at_once(self):
+        """A counted scope keeps its plan without a count for a while, on either side of the
+        threshold; then one last seen under it is recounted beside its candidates, and one
+        over it before them."""
         from django.test.utils import CaptureQueriesContext
 
         from core import ranking
@@ -227,10 +228,18 @@ class VectorPlanRoutingTests(MemoryTestCase):
 
         assert counts() == (PLAN_HNSW, 1)
         assert counts() == (PLAN_HNSW, 0)
+        stale = override_settings(SEARCH_SCOPE_SIZE_CACHE_SECONDS=0)
         with hnsw_above(100):
-            assert counts() == (PLAN_EXACT, 1)
-            assert counts() == (PLAN_EXACT, 1)
-        with override_settings(SEARCH_SCOPE_SIZE_CACHE_SECONDS=0):
+            assert counts() == (PLAN_EXACT, 0)
+            with stale:
+                assert counts() == (PLAN_EXACT, 1)
+            self.stored(self.person, 60, seed=9)
+            assert counts() == (PLAN_EXACT, 0)
+            with stale:
+                # Last seen under the threshold: counted in the first round trip, and the
+                # vector query run again on the HNSW plan since the count has crossed it.
+                assert counts() == (PLAN_HNSW, 1)
+        with stale:
             assert counts() == (PLAN_HNSW, 1)
 
     def test_a_small_share_of_a_large_table_keeps_the_exact_plan(self):
