@@ -402,7 +402,7 @@ def exact_scope_max(cursor, *, table: str, model: str, dimensions: int) -> int:
 
     Measured on 120,000 MiniLM vectors, 100 nearest: a scope of 6,000 took 7-9 ms exact
     against 44-46 ms through HNSW, 12,000 15.5 against 22.5, 24,000 33 against 16.5, the
-    whole table 136-151 against 11 (docs/episodic.md). The break-even is then about 17,000 in
+    whole table 136-151 against 11 (docs/speed.md). The break-even is then about 17,000 in
     a table of 120,000, 41,000 in 1M, 121,000 in 10M. The table's size is PostgreSQL's
     estimate (pg_class.reltuples, every model's vectors), read at most every
     SEARCH_SCOPE_SIZE_CACHE_SECONDS per process; a model without an HNSW index needs none.
