@@ -104,6 +104,11 @@ class ReviewPageBrowserTests(BrowserLiveTestCase):
     def row(self, entry):
         return self.page.locator(f"#row-entry-{entry.pk}")
 
+    def settled(self):
+        """After a decision the queue is swapped, then settled: only then does the cursor go to
+        the first row left. A key pressed before that lands on whichever row the cursor leaves."""
+        expect(self.page.locator("[data-review-row]").first).to_be_focused()
+
     @screenshot_on_failure
     def test_the_queue_passes_the_screenshot_check_and_is_worked_from_the_keyboard(self):
         page = self.page
@@ -145,6 +150,7 @@ class ReviewPageBrowserTests(BrowserLiveTestCase):
         expect(page.locator("#toasts")).to_contain_text("Approved 2 items.")
         for key in (first_key, second_key):
             expect(page.locator(f'[data-review-row="{key}"]')).to_have_count(0)
+        self.settled()
 
         # r puts the cursor in the row's reason box; Enter rejects with that reason.
         penicillin = self.held[4]
@@ -154,6 +160,7 @@ class ReviewPageBrowserTests(BrowserLiveTestCase):
         page.keyboard.type("Said about her sister, not Ada.")
         page.keyboard.press("Enter")
         expect(self.row(penicillin)).to_have_count(0)
+        self.settled()
         penicillin.refresh_from_db()
         assert (penicillin.review, penicillin.review_note) == ("rejected", "Said about her sister, not Ada.")
 
@@ -162,6 +169,7 @@ class ReviewPageBrowserTests(BrowserLiveTestCase):
         self.row(beehives).focus()
         page.keyboard.press("m")
         expect(self.row(beehives)).to_have_count(0)
+        self.settled()
         beehives.refresh_from_db()
         assert beehives.review == "merged" and beehives.superseded_by_id == self.stored.pk
 
