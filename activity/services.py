@@ -102,6 +102,13 @@ def counters_store(
 
     Raw SQL on the primary's connection: through the ORM the read-replica router would take
     the write for the request's own and pin its caller to the primary.
+
+    Run on its own (after the caller's commit), the upsert's commit does not wait for its
+    WAL to reach the disk (`synchronous_commit` off for that transaction alone). Every
+    search and recall counts one, and waiting for the flush was most of the upsert's time
+    (docs/speed.md); a crash of PostgreSQL itself may lose the last fraction of a second of
+    counts, never a memory, and never leaves a torn row. Inside a caller's transaction the
+    setting would reach the caller's own writes, so there it is left alone.
     """
     day = day or timezone.now().astimezone(UTC).date()
     metrics = sorted(counts)
@@ -110,11 +117,16 @@ def counters_store(
     for metric in metrics:
         params += [str(workspace_id), str(agent_id) if agent_id else None, day, metric[:64], counts[metric]]
     table = DailyCounter._meta.db_table
-    with connections["default"].cursor() as cursor:
+    connection = connections["default"]
+    # set_config(..., true) lasts until the end of this statement's own transaction.
+    asynchronous = (
+        "" if connection.in_atomic_block else " RETURNING set_config('synchronous_commit', 'off', true)"
+    )
+    with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} (workspace_id, agent_id, day, metric, value) VALUES {values} "
             "ON CONFLICT (workspace_id, day, metric, agent_id) "
-            f"DO UPDATE SET value = {table}.value + EXCLUDED.value",
+            f"DO UPDATE SET value = {table}.value + EXCLUDED.value{asynchronous}",
             params,
         )
 

@@ -1,14 +1,18 @@
 import datetime as dt
 
+from django.db import connection, transaction
+from django.test import TransactionTestCase
 from django.utils import timezone
 
 from activity.models import DailyCounter
+from activity.services import counters_store
 from core.counters import (
     ENTRIES_REJECTED,
     RECALLS_RECALL,
     RECALLS_SEARCH,
     counters_add,
 )
+from core.services import workspace_create
 from core.testing import MemoryTestCase
 from episodic.tests.factories import memory_user_factory
 
@@ -82,3 +86,31 @@ class CountersTest(MemoryTestCase):
         assert len(reasons) == 2
         for reason in set(reasons):
             assert counted(self.workspace, ENTRIES_REJECTED + reason, self.agent) == reasons.count(reason)
+
+
+class CounterCommitTest(TransactionTestCase):
+    """The upsert's own commit does not wait for the WAL flush; a caller's transaction does."""
+
+    def setUp(self):
+        self.workspace = workspace_create(name="Counted")
+
+    def synchronous_commit(self) -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            return cursor.fetchone()[0]
+
+    def test_the_setting_lasts_for_the_upsert_alone(self):
+        with connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO on")
+        counters_store(workspace_id=self.workspace.pk, counts={RECALLS_SEARCH: 2})
+        counters_store(workspace_id=self.workspace.pk, counts={RECALLS_SEARCH: 1})
+        assert counted(self.workspace, RECALLS_SEARCH) == 3
+        assert self.synchronous_commit() == "on"
+
+    def test_inside_a_callers_transaction_the_callers_commit_is_left_alone(self):
+        with connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO on")
+        with transaction.atomic():
+            counters_store(workspace_id=self.workspace.pk, counts={RECALLS_SEARCH: 1})
+            assert self.synchronous_commit() == "on"
+        assert counted(self.workspace, RECALLS_SEARCH) == 1
