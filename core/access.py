@@ -118,12 +118,10 @@ def references_resolve(
         raise not_found from None
     if not ids:
         return []
-    rows = {
-        row.pk: row
-        for row in scope_to_principal(queryset, principal, agent_field=agent_field, shared=shared).filter(
-            pk__in=ids
-        )
-    }
+    # Unordered: the rows come back in the order of `ids`, and compiling the model's default
+    # ordering was a fifth of resolving one id.
+    scoped = scope_to_principal(queryset, principal, agent_field=agent_field, shared=shared)
+    rows = {row.pk: row for row in scoped.filter(pk__in=ids).order_by()}
     if len(rows) != len(ids):
         raise not_found
     return [rows[pk] for pk in ids]
