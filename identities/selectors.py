@@ -1,5 +1,10 @@
 """Reads of memory users: scoping, merge resolution and list statistics."""
 
+import functools
+
+from django.core.exceptions import ValidationError
+from django.db import connection
+
 from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
 from core.filters import filterset_apply
@@ -30,6 +35,29 @@ def with_statistics(queryset, *, principal: Principal | None = None):
 
 def memory_user_scope(principal: Principal):
     return scope_to_principal(MemoryUser.objects.all(), principal, agent_field=None)
+
+
+@functools.cache
+def _by_id_sql() -> str:
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in MemoryUser._meta.concrete_fields)
+    return f"SELECT {columns} FROM {MemoryUser._meta.db_table} WHERE workspace_id = %s AND id = %s"
+
+
+def memory_user_in_scope(*, principal: Principal, memory_user_id) -> MemoryUser:
+    """The memory user `memory_user_id` names in the principal's workspace (memory users are
+    the workspace's, whatever the key's agent: `memory_user_scope`), else NotFoundError, the
+    same for an id of another workspace as for one that never existed.
+
+    Nearly every tool call names its person, so the statement is built once: compiling it
+    through the ORM took about twice as long as running it (docs/speed.md)."""
+    try:
+        pk = MemoryUser._meta.pk.to_python(memory_user_id)
+    except ValidationError:
+        pk = None
+    rows = list(MemoryUser.objects.raw(_by_id_sql(), [principal.workspace.pk, pk])) if pk else []
+    if not rows:
+        raise NotFoundError(MEMORY_USER_NOT_FOUND, fields={"memory_user": [MEMORY_USER_NOT_FOUND]})
+    return rows[0]
 
 
 def memory_user_get(*, principal: Principal, memory_user_id) -> MemoryUser:

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from core.access import Principal, agent_resolve, reference_resolve
 from core.errors import NotFoundError
 from core.models import Agent
-from identities.models import MemoryUser
-from identities.selectors import MEMORY_USER_NOT_FOUND, memory_user_resolve_merged
+from identities.selectors import memory_user_in_scope, memory_user_resolve_merged
 from threads.models import Thread
 from threads.selectors.threads import THREAD_NOT_FOUND
 
@@ -51,13 +50,7 @@ def memory_context_resolve(
         raise NotFoundError(THREAD_NOT_FOUND, fields={"thread": [THREAD_OTHER_AGENT]})
     user_obj = None
     if memory_user:
-        user_obj = reference_resolve(
-            MemoryUser.objects.all(),
-            principal,
-            memory_user,
-            agent_field=None,
-            not_found=NotFoundError(MEMORY_USER_NOT_FOUND, fields={"memory_user": [MEMORY_USER_NOT_FOUND]}),
-        )
+        user_obj = memory_user_in_scope(principal=principal, memory_user_id=memory_user)
         user_obj = memory_user_resolve_merged(memory_user=user_obj)
     elif thread_obj is not None and thread_obj.memory_user_id:
         user_obj = memory_user_resolve_merged(memory_user=thread_obj.memory_user)
