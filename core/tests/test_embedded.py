@@ -1,11 +1,22 @@
+import os
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from core.lib.embedded import EmbeddedValkey
+from core.lib.embedded import (
+    SHARED_BUFFERS_ENV,
+    TUNING_FILE,
+    EmbeddedValkey,
+    memory_bytes,
+    postgres_running,
+    postgres_server,
+    postgres_start_again,
+    shared_buffers_for,
+)
 
 
 @pytest.mark.slow
@@ -42,9 +53,6 @@ def test_valkey_is_not_started_twice_and_keeps_data_across_restarts():
 @pytest.mark.slow
 def test_a_killed_valkey_is_started_again_by_its_owner_only():
     """serve's watch: kill -9 of the Valkey it started gives a new server on the same socket."""
-    import os
-    import signal
-
     root = Path(tempfile.mkdtemp(prefix="memory-test-valkey-"))
     owner = EmbeddedValkey(root, root / "v.sock")
     owner.start()
@@ -63,3 +71,61 @@ def test_a_killed_valkey_is_started_again_by_its_owner_only():
         owner.stop()
     assert not owner.ping()
     shutil.rmtree(root, ignore_errors=True)
+
+
+GB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("memory", "expected"),
+    [(24 * GB, "2048MB"), (4 * GB, "1024MB"), (GB, "256MB"), (GB // 4, "128MB")],
+)
+def test_shared_buffers_are_a_quarter_of_the_memory_within_bounds(monkeypatch, memory, expected):
+    monkeypatch.delenv(SHARED_BUFFERS_ENV, raising=False)
+    assert shared_buffers_for(memory) == expected
+
+
+def test_shared_buffers_follow_the_setting_and_ignore_one_that_is_not_a_size(monkeypatch):
+    monkeypatch.setenv(SHARED_BUFFERS_ENV, "512MB")
+    assert shared_buffers_for(24 * GB) == "512MB"
+    monkeypatch.setenv(SHARED_BUFFERS_ENV, "512MB'; fsync = off")
+    assert shared_buffers_for(24 * GB) == "2048MB"
+
+
+def test_the_memory_is_the_containers_limit_when_it_is_lower(tmp_path):
+    limited, unlimited = tmp_path / "memory.max", tmp_path / "unlimited"
+    limited.write_text(f"{GB}\n")
+    unlimited.write_text("max\n")
+    assert memory_bytes(cgroup_files=(str(limited),)) == GB
+    assert memory_bytes(cgroup_files=(str(unlimited), str(tmp_path / "absent"))) > GB
+
+
+def _restart(server, pgdata: Path) -> None:
+    os.kill(server.get_pid(), signal.SIGINT)
+    deadline = time.monotonic() + 30
+    while postgres_running(pgdata):
+        assert time.monotonic() < deadline, "not stopped"
+        time.sleep(0.05)
+    assert postgres_start_again(pgdata)
+
+
+@pytest.mark.slow
+def test_the_embedded_postgres_is_sized_at_every_start_and_alter_system_still_wins(monkeypatch):
+    root = Path(tempfile.mkdtemp(prefix="memory-test-pg-"))
+    pgdata = root / "data"
+    monkeypatch.setenv(SHARED_BUFFERS_ENV, "200MB")
+    server = postgres_server(pgdata, cleanup_mode="delete")
+    try:
+        # From the first start, right after initdb.
+        assert "200MB" in server.psql("SHOW shared_buffers;")
+        monkeypatch.setenv(SHARED_BUFFERS_ENV, "300MB")
+        _restart(server, pgdata)
+        assert "300MB" in server.psql("SHOW shared_buffers;")
+        assert (pgdata / "postgresql.conf").read_text().count(f"include_if_exists = '{TUNING_FILE}'") == 1
+        # An operator's ALTER SYSTEM is read after our file.
+        server.psql("ALTER SYSTEM SET shared_buffers = '150MB';")
+        _restart(server, pgdata)
+        assert "150MB" in server.psql("SHOW shared_buffers;")
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
