@@ -105,7 +105,7 @@ def counters_store(
 
     Run on its own (after the caller's commit), the upsert's commit does not wait for its
     WAL to reach the disk (`synchronous_commit` off for that transaction alone). Every
-    search and recall counts one, and waiting for the flush was most of the upsert's time
+    search and recall counts one, and waiting for the flush was about half the upsert's time
     (docs/speed.md); a crash of PostgreSQL itself may lose the last fraction of a second of
     counts, never a memory, and never leaves a torn row. Inside a caller's transaction the
     setting would reach the caller's own writes, so there it is left alone.

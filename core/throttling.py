@@ -101,15 +101,11 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
         self.previous, self.current = _window_count(
             cache, f"{key}:{window - 1}", current_key, 2 * self.duration
         )
-        if self._estimate(self.current) <= self.num_requests:
+        if self.previous * (1 - self.elapsed / self.duration) + self.current <= self.num_requests:
             return True
         _window_release(cache, current_key)
         self.current -= 1
         return False
-
-    def _estimate(self, current: int, elapsed: float | None = None) -> float:
-        elapsed = self.elapsed if elapsed is None else elapsed
-        return self.previous * (1 - elapsed / self.duration) + current
 
     def wait(self) -> float:
         """Seconds until one more request fits the budget (the Retry-After of a 429)."""
