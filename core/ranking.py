@@ -466,19 +466,10 @@ _scope_sizes: dict = {}
 _SCOPE_SIZES_MAX = 10_000
 
 
-def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str, exact_max: int) -> int:
+def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str) -> int:
     """The scope's vector count for plan routing, counted up to the exact-plan threshold + 1
-    (`params["count_cap"]`; counting 5,001 index entries is ~1 ms per search).
-
-    A scope found over the threshold within SEARCH_SCOPE_SIZE_CACHE_SECONDS is not counted
-    again: only the plan depends on it (see _scope_size_known). One that shrinks under the
-    threshold by deletions keeps the HNSW plan for at most that long, which still answers,
-    only approximately.
-    """
-    cached = _scope_sizes.get(_scope_size_key(corpus, model))
-    fresh = cached is not None and time.monotonic() - cached[0] < settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS
-    if fresh and cached[1] > exact_max:
-        return cached[1]
+    (`params["count_cap"]`; counting 5,001 index entries is ~1 ms per search), and remembered
+    for SEARCH_SCOPE_SIZE_CACHE_SECONDS (`_scope_size_known` decides when to count)."""
     cursor.execute(corpus.scope_size_sql, params)
     size = cursor.fetchone()[0]
     _scope_size_remember(corpus, params, model=model, size=size)
@@ -686,7 +677,7 @@ def hybrid_search(
             )
             if scope_size is None:
                 # Never counted (or too long ago): the plan waits for the count.
-                scope_size = _scope_size(cursor, corpus, vparams, model=model, exact_max=exact_max)
+                scope_size = _scope_size(cursor, corpus, vparams, model=model)
             elif recount:
                 slots["count"] = len(batch)
                 batch.append((corpus.scope_size_sql, vparams))
