@@ -28,6 +28,7 @@ import logging
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -192,6 +193,23 @@ def named_dates(query: str) -> tuple[set[int], set[int]]:
     if re.search(r"\bmay\s+(?:\d|(?:19|20)\d\d)|\d\s+may\b", query, flags=re.IGNORECASE):
         months.add(5)
     return years, months
+
+
+def first_person(query: str, named: set[str]) -> str:
+    """`query` with each of the `named` speakers as they would speak of themselves:
+    "What do Melanie's kids like?" -> "What do my kids like?", "Where did Melanie go?" ->
+    "Where did I go?".
+
+    A speaker's own messages say "my kids", not their name: a query vector that carries
+    the name looks for messages that address or mention them instead (docs/episodic.md,
+    "Speakers in the first person").
+    """
+    text = query
+    for name in sorted(named, key=len, reverse=True):
+        word = r"(?<!\w)" + re.escape(name)
+        text = re.sub(word + r"['\u2019]s(?!\w)", "my", text, flags=re.IGNORECASE)
+        text = re.sub(word + r"(?!\w)", "I", text, flags=re.IGNORECASE)
+    return text
 
 
 def date_match(created_at: datetime | None, years: set[int], months: set[int]) -> float:
@@ -627,6 +645,36 @@ class SearchOutcome:
     ranked: list[tuple[Candidate, float]]
     plan: str | None
     scope_size: int | None
+    # The text the vector channels searched with, when it is not the query (`first_person`).
+    vector_query: str | None = None
+
+
+def _vector_pool(results: dict, lexical_pool: list) -> tuple[dict, dict, list]:
+    """(vector scores, context scores, the pool's ids in order) from the vector statements'
+    rows in `results` ("vector", "context") and the lexical candidates."""
+    vector = {row[0]: float(row[1]) for row in results.get("vector", ())}
+    context = {row[0]: float(row[1]) for row in results.get("context", ())}
+    pool_ids = [*lexical_pool, *sorted(vector, key=lambda i: -vector[i]), *context]
+    return vector, context, list(dict.fromkeys(pool_ids))
+
+
+def _describe(cursor, corpus: Corpus, params: dict, pool_ids: list, vector: dict, context: dict):
+    """The pool's rows: ({id: (created_at, *neighbour ids)}, {id: (speaker, group)}); the
+    similarities of rows that no vector statement returned are added to `vector` and
+    `context`."""
+    cursor.execute(corpus.describe_sql, {**params, "ids": pool_ids})
+    described, features = {}, {}
+    for row_id, created_at, *neighbours, sim, ctx_sim, speaker, group in cursor.fetchall():
+        if created_at is not None:
+            created_at = datetime.fromtimestamp(created_at, UTC)
+        described[row_id] = (created_at, *neighbours)
+        # The speaker and group are read for the pool's rows only (not their neighbours).
+        features[row_id] = (speaker, group)
+        if sim is not None:
+            vector.setdefault(row_id, float(sim))
+        if ctx_sim is not None:
+            context.setdefault(row_id, float(ctx_sim))
+    return described, features
 
 
 def hybrid_search(
@@ -637,19 +685,22 @@ def hybrid_search(
     model: str,
     weights: RankingWeights = DEFAULT_WEIGHTS,
     now: datetime | None = None,
+    embed_query: Callable[[str], list[float] | None] | None = None,
 ) -> SearchOutcome:
-    """Candidates from each channel, their neighbours, every channel scored exactly, fused."""
+    """Candidates from each channel, their neighbours, every channel scored exactly, fused.
+
+    `embed_query` (text -> vector under `model`, or None) lets the vector channels search
+    again with the query as the speakers it names would say it (`first_person`); without
+    it, or when the query names no speaker of the pool, the query's vector is used.
+    """
     from django.db import connection
 
     params = dict(corpus.params)
     pool = weights.pool
     lexical: dict = {}
     coverage: dict = {}
-    vector: dict = {}
-    context: dict = {}
-    features: dict = {}
-    pool_ids: list = []
-    plan = scope_size = None
+    plan = scope_size = vector_query = None
+    vparams: dict = {}
     use_vectors = query_vector is not None and (weights.vector > 0 or weights.context > 0)
     with connection.cursor() as cursor:
         # First round trip: the scope count (when the plan needs it), the BM25 and the
@@ -666,7 +717,6 @@ def hybrid_search(
                 )
             )
         qvec = vector_literal(query_vector) if use_vectors else None
-        vparams: dict = {}
         if use_vectors:
             dimensions = len(query_vector)
             exact_max = exact_scope_max(cursor, table=corpus.vector_table, model=model, dimensions=dimensions)
@@ -699,36 +749,35 @@ def hybrid_search(
                 rerun = run_batch(cursor, statements)
                 named.pop("context", None)
                 named.update({name: rerun[index] for name, index in rerun_slots.items()})
+        lexical_pool: list = []
         if "lexical" in named:
             rows = named["lexical"]
             lexical = {row[0]: float(row[1]) for row in rows}
             coverage = {row[0]: float(row[2]) for row in rows}
-            pool_ids.extend(row[0] for row in rows[:pool])
-        if "vector" in named:
-            rows = named["vector"]
-            vector = {row[0]: float(row[1]) for row in rows}
-            pool_ids.extend(row[0] for row in sorted(rows, key=lambda r: -r[1]))
-        if "context" in named:
-            rows = named["context"]
-            context = {row[0]: float(row[1]) for row in rows}
-            pool_ids.extend(row[0] for row in rows)
-
-        pool_ids = list(dict.fromkeys(pool_ids))
+            lexical_pool = [row[0] for row in rows[:pool]]
+        vector, context, pool_ids = _vector_pool(named, lexical_pool)
         if not pool_ids:
             return SearchOutcome(ranked=[], plan=plan, scope_size=scope_size)
-        describe_params = {**params, "ids": pool_ids, "qvec": qvec, "model": model if use_vectors else ""}
-        cursor.execute(corpus.describe_sql, describe_params)
-        described = {}
-        for row_id, created_at, *neighbours, sim, ctx_sim, speaker, group in cursor.fetchall():
-            if created_at is not None:
-                created_at = datetime.fromtimestamp(created_at, UTC)
-            described[row_id] = (created_at, *neighbours)
-            # The speaker and group are read for the pool's rows only (not their neighbours).
-            features[row_id] = (speaker, group)
-            if sim is not None:
-                vector.setdefault(row_id, float(sim))
-            if ctx_sim is not None:
-                context.setdefault(row_id, float(ctx_sim))
+        describe = {**params, "qvec": qvec, "model": model if use_vectors else ""}
+        described, features = _describe(cursor, corpus, describe, pool_ids, vector, context)
+        if use_vectors and embed_query is not None and weights.speaker > 0:
+            # The speaker term finds the named speaker's rows; the vectors look for what
+            # they said, in their own words (`first_person`).
+            named_now = named_speakers(query, (speaker for speaker, _group in features.values()))
+            rewritten = first_person(query, named_now) if named_now else query
+            rewritten_vector = embed_query(rewritten) if rewritten != query else None
+            if rewritten_vector is not None and len(rewritten_vector) == len(query_vector):
+                vector_query = rewritten
+                qvec = vector_literal(rewritten_vector)
+                vparams = {**vparams, "qvec": qvec}
+                again: dict = {}
+                statements = _vector_statements(corpus, plan, vparams, weights, pool, again, start=0)
+                rows = run_batch(cursor, statements)
+                vector, context, pool_ids = _vector_pool(
+                    {name: rows[index] for name, index in again.items()}, lexical_pool
+                )
+                describe["qvec"] = qvec
+                described, features = _describe(cursor, corpus, describe, pool_ids, vector, context)
         neighbour_ids = []
         if weights.neighbor > 0:
             for _created_at, *neighbours in described.values():
@@ -772,7 +821,7 @@ def hybrid_search(
             )
         )
     ranked = fuse(candidates, weights=weights, now=now, query=query)
-    return SearchOutcome(ranked=ranked, plan=plan, scope_size=scope_size)
+    return SearchOutcome(ranked=ranked, plan=plan, scope_size=scope_size, vector_query=vector_query)
 
 
 # --- query input shared by every searched tier ---------------------------------------------------
@@ -809,3 +858,22 @@ def query_vector_for(*, workspace, query, weights, provider):
         # A search must not fail with the embedding endpoint: it degrades to lexical ranking.
         logger.warning("search: query embedding failed, lexical only: %s", exc)
         return None, ""
+
+
+def query_embedder(*, workspace, provider, model: str) -> Callable[[str], list[float] | None]:
+    """Embeds another text of a search's query under `model` (hybrid_search's `embed_query`):
+    None when the workspace's provider now has another model, or fails (the search keeps
+    the query's own vector)."""
+
+    def embed(text: str) -> list[float] | None:
+        nonlocal provider
+        try:
+            provider = provider or embedding_provider_for(workspace)
+            if not model or provider.model_name != model:
+                return None
+            return provider.embed([text])[0]
+        except EmbeddingError as exc:
+            logger.warning("search: embedding the rewritten query failed, its vector is kept: %s", exc)
+            return None
+
+    return embed

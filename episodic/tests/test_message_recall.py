@@ -97,3 +97,64 @@ class MessageRecallTests(MemoryTestCase):
             self.search("Alps tent", exclude_message_ids=[self.old[0].pk])
         size_count = "SELECT count(*) FROM (SELECT 1 FROM episodes_messageembedding"
         assert len([q for q in queries if size_count in q["sql"]]) == 1
+
+
+class FirstPersonQueryTests(MemoryTestCase):
+    """A query naming a speaker is searched by the vectors as that speaker would say it."""
+
+    def setUp(self):
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        use_test_embeddings(self.server, self.workspace)
+        self.person = memory_user_factory(self.workspace, display_name="Caroline")
+        thread = thread_create(
+            workspace=self.workspace, agent=self.agent, memory_user=self.person, channel_chat_id="s1"
+        )
+        self.turns = thread_append_messages(
+            thread=thread,
+            messages=[
+                {"role": "user", "name": "Caroline", "content": "Melanie, do Melanie's kids like museums?"},
+                {"role": "assistant", "name": "Melanie", "content": "My kids love the dinosaur bones."},
+                {"role": "user", "name": "Caroline", "content": "I painted a lake at sunrise."},
+            ],
+        )
+        message_embed_batch(message_ids=[m.pk for m in self.turns])
+
+    def search(self, query, **kwargs):
+        return message_search_related(
+            workspace=self.workspace, agent=self.agent, memory_user=self.person, query=query, **kwargs
+        )
+
+    def embedded_texts(self):
+        return [body["input"] for path, body in self.server.requests if path.endswith("/embeddings")]
+
+    def test_the_named_speaker_becomes_the_first_person(self):
+        """The vectors search with "my kids", the words of Melanie's own turn, not with her
+        name, which Caroline's question holds twice."""
+        before = len(self.embedded_texts())
+        result = self.search("What do Melanie's kids like?", mode="vector")
+        assert self.embedded_texts()[before:] == [["What do Melanie's kids like?"], ["What do my kids like?"]]
+        assert result.hits[0].message.pk == self.turns[1].pk
+
+    def test_a_query_naming_no_speaker_is_embedded_once(self):
+        before = len(self.embedded_texts())
+        self.search("Which lake was painted?")
+        assert self.embedded_texts()[before:] == [["Which lake was painted?"]]
+
+    def test_a_failed_rewrite_keeps_the_querys_own_vector(self):
+        """The second embedding fails: the search still answers, from the first vector."""
+        from core.embeddings import embedding_provider_for
+
+        provider = embedding_provider_for(self.workspace)
+        vector = provider.embed(["What do Melanie's kids like?"])[0]
+        self.server.fail_next = 10
+        result = self.search("What do Melanie's kids like?", query_vector=vector, model=provider.model_name)
+        assert self.server.requests[-1][1]["input"] == ["What do my kids like?"]
+        assert {h.message.pk for h in result.hits} == {m.pk for m in self.turns}
+
+    def test_a_vector_of_another_model_is_not_rewritten(self):
+        """A caller's vector under a model the workspace no longer uses: no second embedding
+        could be compared with it, so none is made."""
+        before = len(self.server.requests)
+        self.search("What do Melanie's kids like?", query_vector=[0.1] * 64, model="another-model")
+        assert len(self.server.requests) == before

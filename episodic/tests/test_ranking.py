@@ -2,7 +2,7 @@ from datetime import datetime, timedelta
 
 from django.test import SimpleTestCase
 
-from core.ranking import Candidate, RankingWeights, fuse, named_dates, weights_for_mode
+from core.ranking import Candidate, RankingWeights, first_person, fuse, named_dates, weights_for_mode
 
 NOW = datetime(2026, 1, 1)
 
@@ -127,3 +127,17 @@ class RerankTermTests(SimpleTestCase):
         ranked = fuse(candidates, weights=self.weights(session=0.5))
         order = [c.id for c, _ in ranked]
         assert order.index("with-company") < order.index("alone")
+
+
+class FirstPersonTests(SimpleTestCase):
+    def test_named_speakers_speak_of_themselves(self):
+        assert first_person("What do Melanie's kids like?", {"melanie"}) == "What do my kids like?"
+        assert first_person("Where did MELANIE go?", {"melanie"}) == "Where did I go?"
+        assert first_person("Is Melanie\u2019s dog called Luna?", {"melanie"}) == "Is my dog called Luna?"
+        # Both named: each becomes the first person; the longer name is replaced first.
+        assert first_person("Did Ann and Anna meet?", {"ann", "anna"}) == "Did I and I meet?"
+
+    def test_only_whole_names_change(self):
+        assert first_person("Do the Melanies like it?", {"melanie"}) == "Do the Melanies like it?"
+        assert first_person("Where is Caroline?", {"melanie"}) == "Where is Caroline?"
+        assert first_person("Is O'Neil's car red?", {"o'neil"}) == "Is my car red?"

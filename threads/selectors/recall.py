@@ -6,7 +6,15 @@ from datetime import datetime
 from django.utils import timezone
 
 from core.lib.escaping import strip_invisible
-from core.ranking import Corpus, RankingWeights, hybrid_search, mode_weights, query_clean, query_vector_for
+from core.ranking import (
+    Corpus,
+    RankingWeights,
+    hybrid_search,
+    mode_weights,
+    query_clean,
+    query_embedder,
+    query_vector_for,
+)
 from threads.selectors.chat import chat_system_message
 
 RECALLED_OPEN = "<recalled-messages>"
@@ -179,6 +187,8 @@ def message_search_related(
         model=model or "",
         weights=weights,
         now=now or timezone.now(),
+        # A query naming a speaker is searched again as they would say it (core.ranking).
+        embed_query=query_embedder(workspace=workspace, provider=provider, model=model or ""),
     )
     from threads.models import Message
 
