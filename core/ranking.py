@@ -7,7 +7,9 @@ A search runs in two steps.
    `weights.pool` rows. The vector plan is routed by the scope's size and its share of
    the table (`vector_plan`, `exact_scope_max`): an exact sort over the B-tree-filtered
    scope while that is cheaper, HNSW with iterative scan beyond, because filtering after
-   a plain HNSW scan loses true neighbours of a small scope.
+   a plain HNSW scan loses true neighbours of a small scope. When the query names a
+   speaker of the pool's rows, the vector candidates are fetched again with the query as
+   that speaker would say it (`first_person`).
 2. Fusion (`fuse`). Every candidate's channel scores (BM25, cosine of the text vector,
    cosine of the vector of the text read after its predecessor) are z-normalized over
    the candidate pool and summed with `RankingWeights`; a message then gains
@@ -636,6 +638,9 @@ class Corpus:
     describe_sql: str
     params: dict
     has_context: bool = False
+    # The distinct speakers of the rows `%(ids)s` (empty: the corpus has none), read before
+    # the pool is described, to search a query that names one of them in their words.
+    speakers_sql: str = ""
     # True when `lexical_scope_sql` is costly to run more than once (see bm25_sql).
     lexical_materialized: bool = False
 
@@ -758,12 +763,11 @@ def hybrid_search(
         vector, context, pool_ids = _vector_pool(named, lexical_pool)
         if not pool_ids:
             return SearchOutcome(ranked=[], plan=plan, scope_size=scope_size)
-        describe = {**params, "qvec": qvec, "model": model if use_vectors else ""}
-        described, features = _describe(cursor, corpus, describe, pool_ids, vector, context)
-        if use_vectors and embed_query is not None and weights.speaker > 0:
+        if use_vectors and embed_query is not None and weights.speaker > 0 and corpus.speakers_sql:
             # The speaker term finds the named speaker's rows; the vectors look for what
             # they said, in their own words (`first_person`).
-            named_now = named_speakers(query, (speaker for speaker, _group in features.values()))
+            cursor.execute(corpus.speakers_sql, {**params, "ids": pool_ids})
+            named_now = named_speakers(query, (row[0] for row in cursor.fetchall()))
             rewritten = first_person(query, named_now) if named_now else query
             rewritten_vector = embed_query(rewritten) if rewritten != query else None
             if rewritten_vector is not None and len(rewritten_vector) == len(query_vector):
@@ -776,8 +780,8 @@ def hybrid_search(
                 vector, context, pool_ids = _vector_pool(
                     {name: rows[index] for name, index in again.items()}, lexical_pool
                 )
-                describe["qvec"] = qvec
-                described, features = _describe(cursor, corpus, describe, pool_ids, vector, context)
+        describe = {**params, "qvec": qvec, "model": model if use_vectors else ""}
+        described, features = _describe(cursor, corpus, describe, pool_ids, vector, context)
         neighbour_ids = []
         if weights.neighbor > 0:
             for _created_at, *neighbours in described.values():

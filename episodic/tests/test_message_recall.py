@@ -141,6 +141,27 @@ class FirstPersonQueryTests(MemoryTestCase):
         self.search("Which lake was painted?")
         assert self.embedded_texts()[before:] == [["Which lake was painted?"]]
 
+    def test_another_persons_speakers_are_not_read(self):
+        """Only the speakers of this person's pool count: Melanie speaks in Caroline's
+        threads, not in Bo's, so Bo's search is embedded once and finds nothing of hers."""
+        other = memory_user_factory(self.workspace, canonical_id="telegram:9", display_name="Bo")
+        thread = thread_create(
+            workspace=self.workspace, agent=self.agent, memory_user=other, channel_chat_id="b"
+        )
+        mine = thread_append_messages(
+            thread=thread, messages=[{"role": "user", "content": "The kids like kites."}]
+        )
+        message_embed_batch(message_ids=[m.pk for m in mine])
+        before = len(self.embedded_texts())
+        result = message_search_related(
+            workspace=self.workspace,
+            agent=self.agent,
+            memory_user=other,
+            query="What do Melanie's kids like?",
+        )
+        assert self.embedded_texts()[before:] == [["What do Melanie's kids like?"]]
+        assert [h.message.pk for h in result.hits] == [mine[0].pk]
+
     def test_a_failed_rewrite_keeps_the_querys_own_vector(self):
         """The second embedding fails: the search still answers, from the first vector."""
         from core.embeddings import embedding_provider_for

@@ -141,3 +141,6 @@ class FirstPersonTests(SimpleTestCase):
         assert first_person("Do the Melanies like it?", {"melanie"}) == "Do the Melanies like it?"
         assert first_person("Where is Caroline?", {"melanie"}) == "Where is Caroline?"
         assert first_person("Is O'Neil's car red?", {"o'neil"}) == "Is my car red?"
+        # A name is text, never a pattern.
+        assert first_person("Is a.b (x) here?", {"a.b (x)"}) == "Is I here?"
+        assert first_person("Is axb (x) here?", {"a.b (x)"}) == "Is axb (x) here?"
