@@ -4,12 +4,14 @@ Nothing here imports Django: settings and manage.py call it before Django is set
 Servers are only ever stopped by the process id this module recorded for them.
 """
 
+import atexit
 import contextlib
 import functools
 import json
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -145,7 +147,13 @@ def ensure_postgres(root: Path, database: str = EMBEDDED_DATABASE) -> str:
 
 
 def start_throwaway_postgres(directory: str) -> str:
-    """A server for one test session: deleted with its data when the process exits."""
+    """A server for one test session: deleted with its data when the process exits.
+
+    `directory` (a fresh temporary one) goes too: exit handlers run last-registered first,
+    so this one, registered before the server's, runs after the server has stopped and
+    removed its data.
+    """
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
     server = postgres_server(Path(directory) / "data", cleanup_mode="delete")
     # Durability is irrelevant for a throwaway test database and costs seconds per run.
     server.psql(

@@ -129,3 +129,26 @@ def test_the_embedded_postgres_is_sized_at_every_start_and_alter_system_still_wi
     finally:
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_throwaway_postgres_leaves_no_directory_behind():
+    """Each benchmark and test session made one; the data went at exit, the directory stayed."""
+    import subprocess
+    import sys
+
+    directory = tempfile.mkdtemp(prefix="memory-test-pg-")
+    script = (
+        "import sys; from core.lib.embedded import start_throwaway_postgres; "
+        "print(start_throwaway_postgres(sys.argv[1]).startswith('postgresql://'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, directory],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
+    assert not Path(directory).exists()
