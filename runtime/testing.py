@@ -78,14 +78,15 @@ class LiveProcess:
         raise RuntimeError(f"{self.command[:3]} did not answer within {timeout}s:\n{log_tail}")
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        # Its tail was shown if it failed to start; nothing reads it after the process.
+        self.log_path.unlink(missing_ok=True)
 
     def __enter__(self) -> "LiveProcess":
         return self.start()

@@ -1,5 +1,6 @@
 """The beat scheduler sends only while it holds the PostgreSQL beat lock (issue 12)."""
 
+import shutil
 import tempfile
 import time
 from datetime import timedelta
@@ -32,6 +33,7 @@ class BeatLockTests(TransactionTestCase):
         app.conf.beat_schedule = {ENTRY: {"task": "beat.lock.test", "schedule": timedelta(seconds=0.2)}}
         self.addCleanup(setattr, app.conf, "beat_schedule", previous)
         directory = Path(tempfile.mkdtemp(prefix="memory-test-beat-"))
+        self.addCleanup(shutil.rmtree, directory, ignore_errors=True)
         self.schedulers = [self._scheduler(directory / f"schedule-{name}") for name in ("a", "b")]
         self.next_tick = {id(s): 0.0 for s in self.schedulers}
 

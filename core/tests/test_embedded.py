@@ -48,6 +48,7 @@ def test_valkey_is_not_started_twice_and_keeps_data_across_restarts():
         assert redis.Redis(unix_socket_path=str(root / "v.sock")).get("durable") == b"yes"
     finally:
         again.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """A real Celery worker process on a real (embedded Valkey) broker and the test database."""
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ class RealWorkerTests(TransactionTestCase):
         import tempfile
 
         root = Path(tempfile.mkdtemp(prefix="memory-test-valkey-"))
+        self.addCleanup(shutil.rmtree, root, ignore_errors=True)
         self.valkey = EmbeddedValkey(root, root / "v.sock")
         self.valkey.start()
         self.addCleanup(self.valkey.stop)

@@ -1,6 +1,8 @@
 """Test settings: a throwaway embedded PostgreSQL unless DATABASE_URL names a server."""
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -36,6 +38,7 @@ STORAGES = {
 }
 # Import uploads of requests a test rolls back would otherwise be left in var/imports.
 PORTABILITY_IMPORT_DIR = Path(tempfile.mkdtemp(prefix="memory-test-imports-"))
+atexit.register(shutil.rmtree, PORTABILITY_IMPORT_DIR, ignore_errors=True)
 # WhiteNoise scans every static file of every finder when its middleware is built, and the
 # test client builds the middleware for each Client: 59% of the hostile-input suite's time.
 # Looking a file up when it is asked for serves the same files (as under DEBUG).

@@ -25,7 +25,7 @@ class JobTests(MemoryTestCase):
         cls.data = export_bytes(Scope(workspace=cls.workspace))
 
     def job_for(self, data: bytes, **kwargs) -> ImportJob:
-        with self.settings(PORTABILITY_IMPORT_DIR=tempfile.mkdtemp()):
+        with self.settings(PORTABILITY_IMPORT_DIR=self.enterContext(tempfile.TemporaryDirectory())):
             path = import_upload_path()
         with open(path, "wb") as f:
             f.write(data)
@@ -63,7 +63,7 @@ class CommandTests(MemoryTestCase):
     def test_export_then_import_through_the_commands(self):
         thread_create(workspace=self.workspace, agent=self.agent, title="Mine")
         target = workspace_create(name="Target")
-        path = os.path.join(tempfile.mkdtemp(), "out.jsonl")
+        path = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "out.jsonl")
         call_command("export_memory", workspace="Acme", output=path, history=True, no_progress=True)
         with open(path, "rb") as f:
             data = f.read()
@@ -81,7 +81,7 @@ class CommandTests(MemoryTestCase):
     def test_errors_are_command_errors(self):
         with self.assertRaisesMessage(CommandError, "No workspace"):
             call_command("export_memory", workspace="Nope", no_progress=True)
-        path = os.path.join(tempfile.mkdtemp(), "bad.jsonl")
+        path = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "bad.jsonl")
         with open(path, "wb") as f:
             f.write(b"not json\n")
         with self.assertRaisesMessage(CommandError, "nothing was imported"):

@@ -38,7 +38,8 @@ class PortabilityPageTests(BrowserLiveTestCase):
             thread=thread, messages=[{"role": "user", "content": "I moved to Lisbon."} for _ in range(3)]
         )
         fact_remember(workspace=source, key="city", value="Lisbon", scope="user", memory_user=ada)
-        self.file = os.path.join(tempfile.mkdtemp(), "legacy-export-with-a-long-file-name.jsonl")
+        directory = self.enterContext(tempfile.TemporaryDirectory())
+        self.file = os.path.join(directory, "legacy-export-with-a-long-file-name.jsonl")
         with open(self.file, "wb") as f:
             for line in export_lines(scope=Scope(workspace=source, history=True)):
                 f.write(line)
@@ -52,7 +53,7 @@ class PortabilityPageTests(BrowserLiveTestCase):
         with page.expect_download() as download:
             page.get_by_role("link", name="Download the whole workspace").click()
         assert download.value.suggested_filename.startswith("memory-workspace-")
-        with self.settings(PORTABILITY_IMPORT_DIR=tempfile.mkdtemp()):
+        with self.settings(PORTABILITY_IMPORT_DIR=self.enterContext(tempfile.TemporaryDirectory())):
             page.get_by_label("Dry run: report only, store nothing").check()
             page.get_by_label("Export file (.jsonl)").set_input_files(self.file)
             page.get_by_role("button", name="Import").click()

@@ -48,7 +48,7 @@ class PortabilityPageTests(MemoryTestCase):
         data = self.download()
         self.client.force_login(self.outsider)
         with (
-            self.settings(PORTABILITY_IMPORT_DIR=tempfile.mkdtemp()),
+            self.settings(PORTABILITY_IMPORT_DIR=self.enterContext(tempfile.TemporaryDirectory())),
             self.captureOnCommitCallbacks(execute=True),
         ):
             response = self.client.post(

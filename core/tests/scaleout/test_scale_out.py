@@ -8,6 +8,7 @@ import ast
 import hashlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -112,6 +113,7 @@ class Process:
 class ScaleOutTests(TransactionTestCase):
     def setUp(self):
         self.root = Path(tempfile.mkdtemp(prefix="memory-test-scaleout-"))
+        self.addCleanup(shutil.rmtree, self.root, ignore_errors=True)
         self.valkey = EmbeddedValkey(self.root / "valkey", self.root / "valkey" / "v.sock")
         self.valkey.start()
         self.addCleanup(self.valkey.stop)
