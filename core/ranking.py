@@ -204,7 +204,7 @@ def first_person(query: str, named: set[str]) -> str:
 
     A speaker's own messages say "my kids", not their name: a query vector that carries
     the name looks for messages that address or mention them instead (docs/episodic.md,
-    "Speakers in the first person").
+    "Issue 19: speakers in the first person").
     """
     text = query
     for name in sorted(named, key=len, reverse=True):
@@ -650,8 +650,6 @@ class SearchOutcome:
     ranked: list[tuple[Candidate, float]]
     plan: str | None
     scope_size: int | None
-    # The text the vector channels searched with, when it is not the query (`first_person`).
-    vector_query: str | None = None
 
 
 def _vector_pool(results: dict, lexical_pool: list) -> tuple[dict, dict, list]:
@@ -704,7 +702,7 @@ def hybrid_search(
     pool = weights.pool
     lexical: dict = {}
     coverage: dict = {}
-    plan = scope_size = vector_query = None
+    plan = scope_size = None
     vparams: dict = {}
     use_vectors = query_vector is not None and (weights.vector > 0 or weights.context > 0)
     with connection.cursor() as cursor:
@@ -771,7 +769,6 @@ def hybrid_search(
             rewritten = first_person(query, named_now) if named_now else query
             rewritten_vector = embed_query(rewritten) if rewritten != query else None
             if rewritten_vector is not None and len(rewritten_vector) == len(query_vector):
-                vector_query = rewritten
                 qvec = vector_literal(rewritten_vector)
                 vparams = {**vparams, "qvec": qvec}
                 again: dict = {}
@@ -825,7 +822,7 @@ def hybrid_search(
             )
         )
     ranked = fuse(candidates, weights=weights, now=now, query=query)
-    return SearchOutcome(ranked=ranked, plan=plan, scope_size=scope_size, vector_query=vector_query)
+    return SearchOutcome(ranked=ranked, plan=plan, scope_size=scope_size)
 
 
 # --- query input shared by every searched tier ---------------------------------------------------
