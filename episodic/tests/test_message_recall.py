@@ -70,6 +70,19 @@ class MessageRecallTests(MemoryTestCase):
         )
         assert result.hits == []
 
+    def test_the_candidate_pool_is_never_smaller_than_what_is_asked_for(self):
+        """Messages rank from 50 candidates a channel; a caller asking for more gets more."""
+        from threads.selectors import MESSAGE_WEIGHTS
+
+        assert MESSAGE_WEIGHTS.pool == 50
+        many = thread_append_messages(
+            thread=self.old_thread,
+            messages=[{"role": "user", "content": f"Kite number {i} flew."} for i in range(70)],
+        )
+        result = self.search("kite", top_k=60, mode="lexical")
+        assert len(result.hits) == 60
+        assert {h.message.pk for h in result.hits} <= {m.pk for m in many}
+
     def test_sweep_enqueues_messages_without_vectors(self):
         """The periodic sweep finds unembedded messages of agents with semantic recall on."""
         assert message_embed_sweep(limit=100) == []

@@ -1,12 +1,13 @@
 """Semantic recall: older related messages of the same person, and the block the window adds."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.utils import timezone
 
 from core.lib.escaping import strip_invisible
 from core.ranking import (
+    DEFAULT_WEIGHTS,
     Corpus,
     RankingWeights,
     hybrid_search,
@@ -16,6 +17,11 @@ from core.ranking import (
     query_vector_for,
 )
 from threads.selectors.chat import chat_system_message
+
+# Messages are ranked from 50 candidates a channel (never fewer than asked for): on LoCoMo a
+# pool of 40 to 80 ranks alike, better than 100 or more and faster (docs/episodic.md, "The
+# candidate pool for messages"). Entries keep DEFAULT_WEIGHTS' 100.
+MESSAGE_WEIGHTS = replace(DEFAULT_WEIGHTS, pool=50)
 
 RECALLED_OPEN = "<recalled-messages>"
 RECALLED_CLOSE = "</recalled-messages>"
@@ -128,7 +134,9 @@ def message_search_related(
     vector lands.
     """
     query = query_clean(query)
-    weights = mode_weights(mode, weights)
+    weights = mode_weights(mode, weights or MESSAGE_WEIGHTS)
+    if weights.pool < top_k:
+        weights = replace(weights, pool=top_k)
     if memory_user is None:
         return MessageSearchResult(hits=[], plan=None, scope_size=0)
     if query_vector is None:

@@ -77,10 +77,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         from core.embeddings import embedding_provider_for
-        from core.ranking import DEFAULT_WEIGHTS
         from core.services import agent_get_or_create, workspace_create
         from identities.services import memory_user_create
-        from threads.selectors import message_search_related
+        from threads.selectors import MESSAGE_WEIGHTS, message_search_related
         from threads.services import message_embed_batch, thread_append_messages, thread_create
 
         try:
@@ -98,10 +97,10 @@ class Command(BaseCommand):
             overrides = {}
             for item in filter(None, fields.split(",")):
                 key, _, value = item.partition(":")
-                if not hasattr(DEFAULT_WEIGHTS, key):
+                if not hasattr(MESSAGE_WEIGHTS, key):
                     raise CommandError(f"Unknown ranking weight {key!r} in --variant {spec!r}.")
-                overrides[key] = type(getattr(DEFAULT_WEIGHTS, key))(value)
-            variants[name] = replace(DEFAULT_WEIGHTS, **overrides)
+                overrides[key] = type(getattr(MESSAGE_WEIGHTS, key))(value)
+            variants[name] = replace(MESSAGE_WEIGHTS, **overrides)
         modes += [name for name in variants if name not in modes]
         tuning = set(filter(None, (options["split"] or "").split(",")))
         workspace = workspace_create(name=f"bench-locomo-{uuid.uuid4().hex[:8]}")
@@ -207,7 +206,7 @@ class Command(BaseCommand):
             "variants": {name: weights.as_dict() for name, weights in variants.items()},
             "settings": {
                 "embedding_model": provider.model_name,
-                "weights": DEFAULT_WEIGHTS.as_dict(),
+                "weights": MESSAGE_WEIGHTS.as_dict(),
                 "bm25": {"k1": 1.2, "b": 0.75, "text_search_config": "english"},
                 "indexed_text": (
                     "<speaker>: <text> [shares <caption>]; vectors add the date and the previous turn"
