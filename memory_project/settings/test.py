@@ -36,9 +36,13 @@ STORAGES = {
     **STORAGES,  # noqa: F405
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
-# Import uploads of requests a test rolls back would otherwise be left in var/imports.
-PORTABILITY_IMPORT_DIR = Path(tempfile.mkdtemp(prefix="memory-test-imports-"))
-atexit.register(shutil.rmtree, PORTABILITY_IMPORT_DIR, ignore_errors=True)
+# Import uploads of requests a test rolls back would otherwise be left in var/imports. The
+# servers a test starts inherit the directory of the test process, which removes it at exit
+# (a server stopped by a signal runs no exit handler).
+if not os.environ.get("MEMORY_TEST_IMPORT_DIR"):
+    os.environ["MEMORY_TEST_IMPORT_DIR"] = tempfile.mkdtemp(prefix="memory-test-imports-")
+    atexit.register(shutil.rmtree, os.environ["MEMORY_TEST_IMPORT_DIR"], ignore_errors=True)
+PORTABILITY_IMPORT_DIR = Path(os.environ["MEMORY_TEST_IMPORT_DIR"])
 # WhiteNoise scans every static file of every finder when its middleware is built, and the
 # test client builds the middleware for each Client: 59% of the hostile-input suite's time.
 # Looking a file up when it is asked for serves the same files (as under DEBUG).
