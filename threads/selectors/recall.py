@@ -19,7 +19,7 @@ from core.ranking import (
 from threads.selectors.chat import chat_system_message
 
 # Messages are ranked from 50 candidates a channel (never fewer than asked for): on LoCoMo a
-# pool of 40 to 80 ranks alike, better than 100 or more and faster (docs/episodic.md, "The
+# pool of 40 to 60 ranks alike, better than 100 or more and faster (docs/episodic.md, "The
 # candidate pool for messages"). Entries keep DEFAULT_WEIGHTS' 100.
 MESSAGE_WEIGHTS = replace(DEFAULT_WEIGHTS, pool=50)
 
