@@ -120,7 +120,11 @@ def _local_encoder_load(runtime: str, model: LocalModel):
     variant = INT8 if runtime == RUNTIME_ONNX_INT8 else FP32
     # Exported at install (scripts/bootstrap); a missing file is exported here once.
     model_file = onnx_model_ensure(directory=settings.EMBEDDING_ONNX_DIR, variant=variant, model=model)
-    return OnnxEncoder(model_file, model=model, threads=settings.EMBEDDING_TORCH_THREADS)
+    threads = max(1, settings.EMBEDDING_TORCH_THREADS)
+    # A batch runs its chunks side by side on EMBEDDING_BATCH_THREADS cores in all: two
+    # threads of one intra-op thread each in a web process, one of two in a worker.
+    parallel = max(1, settings.EMBEDDING_BATCH_THREADS // threads)
+    return OnnxEncoder(model_file, model=model, threads=threads, parallel=parallel)
 
 
 class QueryVectorCache:

@@ -1,8 +1,10 @@
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from unittest import mock
 
@@ -106,6 +108,74 @@ class OnnxRuntimeTests(SimpleTestCase):
     def test_int8_vectors_stay_close_to_fp32(self):
         int8 = LocalEmbeddingProvider(runtime="onnx-int8").embed(TEXTS)
         assert cosines(int8, self.onnx.embed(TEXTS)).min() >= 0.95
+
+
+class BatchThreadsTests(SimpleTestCase):
+    """A batch's chunks run side by side (EMBEDDING_BATCH_THREADS) and give the same vectors."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        model_file = onnx_model_file(settings.EMBEDDING_ONNX_DIR, FP32)
+        cls.serial = onnx_embedding.OnnxEncoder(model_file)
+        cls.parallel = onnx_embedding.OnnxEncoder(model_file, parallel=2)
+
+    def test_chunks_are_even_and_a_multiple_of_the_threads(self):
+        assert self.parallel._chunk_spans(100, 32) == [(0, 25), (25, 25), (50, 25), (75, 25)]
+        assert self.parallel._chunk_spans(33, 32) == [(0, 17), (17, 17)]
+        assert self.parallel._chunk_spans(16, 32) == [(0, 8), (8, 8)]
+        # Too few texts to be worth a second thread; none at all.
+        assert self.parallel._chunk_spans(15, 32) == [(0, 15)]
+        assert self.parallel._chunk_spans(0, 32) == []
+        assert self.serial._chunk_spans(100, 32) == [(0, 25), (25, 25), (50, 25), (75, 25)]
+        assert self.serial._chunk_spans(40, 32) == [(0, 20), (20, 20)]
+        assert self.serial._chunk_spans(16, 32) == [(0, 16)]
+
+    def test_a_batch_on_two_threads_gives_the_vectors_of_one(self):
+        texts = [f"{i} {text}" for i in range(12) for text in TEXTS]
+        callers = []
+        run = self.parallel._run
+
+        def recorded(chunk):
+            callers.append(threading.current_thread().name)
+            return run(chunk)
+
+        with mock.patch.object(self.parallel, "_run", recorded):
+            got = self.parallel.encode(texts)
+        assert len(callers) == 4 and all(name.startswith("embed-batch") for name in callers)
+        assert cosines(got, self.serial.encode(texts)).min() >= 0.99999
+
+    def test_a_single_text_stays_on_the_calling_thread(self):
+        callers = []
+        run = self.parallel._run
+
+        def recorded(chunk):
+            callers.append(threading.current_thread())
+            return run(chunk)
+
+        with mock.patch.object(self.parallel, "_run", recorded):
+            self.parallel.encode(["one query"])
+        assert callers == [threading.current_thread()]
+
+    def test_a_forked_process_gets_threads_of_its_own(self):
+        """A pool made before a fork has no threads in the child: the child must not hang."""
+        texts = [f"text number {i}" for i in range(40)]
+        expected = self.parallel.encode(texts)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            signal.alarm(60)
+            ok = cosines(self.parallel.encode(texts), expected).min() >= 0.99999
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+
+    def test_the_setting_shares_its_cores_with_the_intra_op_threads(self):
+        with override_settings(EMBEDDING_BATCH_THREADS=2, EMBEDDING_TORCH_THREADS=1):
+            assert embeddings._local_encoder_load("onnx", MINILM).parallel == 2
+        with override_settings(EMBEDDING_BATCH_THREADS=2, EMBEDDING_TORCH_THREADS=2):
+            assert embeddings._local_encoder_load("onnx", MINILM).parallel == 1
+        with override_settings(EMBEDDING_BATCH_THREADS=1, EMBEDDING_TORCH_THREADS=1):
+            assert embeddings._local_encoder_load("onnx", MINILM).parallel == 1
 
 
 @override_settings(EMBEDDING_LOCAL_MODEL="all-mpnet-base-v2")

@@ -625,6 +625,10 @@ EPISODIC_CONFLICT_FLOOR = env_float("EPISODIC_CONFLICT_FLOOR", 0.6)
 # Intra-op threads of the local embedding model per process, torch or ONNX Runtime
 # (see core/embeddings.py).
 EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
+# Cores a batch of texts (the batch endpoint, extraction, re-embedding) is encoded on with
+# ONNX Runtime: its chunks run side by side, EMBEDDING_TORCH_THREADS each; a single query
+# never is split (docs/speed.md "Batches on two threads").
+EMBEDDING_BATCH_THREADS = env_int("EMBEDDING_BATCH_THREADS", 2)
 # onnx, onnx-int8 or torch (docs/speed.md "Embedding runtime": ONNX Runtime measured faster
 # per query and per batch, and a process that uses it never imports torch).
 EMBEDDING_RUNTIME = env_str("EMBEDDING_RUNTIME", "onnx")
