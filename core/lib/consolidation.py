@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from core.lib.escaping import escape_text
-from core.llm import LLMError, LLMUnavailable, chat_complete_json
+from core.llm import LLMError, LLMUnavailable, chat_complete_json, chat_endpoint
 
 logger = logging.getLogger(__name__)
 
@@ -205,6 +205,12 @@ def _llm_decide(
     if not isinstance(reason, str) or not reason.strip():
         raise LLMError("The decision has no reason.")
     return decision, reason.strip()[:REASON_MAX_LENGTH]
+
+
+def claim_decided_by_rule(*, workspace) -> bool:
+    """Whether `claim_decide` decides for `workspace` by rule (no chat endpoint configured),
+    in microseconds and without a network call: a caller may then decide under a lock."""
+    return chat_endpoint(workspace=workspace) is None
 
 
 def claim_decide(

@@ -14,6 +14,7 @@ from django.db import transaction
 
 from core.embeddings import embedding_provider_for
 from core.errors import ApplicationError, ConflictError
+from core.lib.consolidation import claim_decided_by_rule
 from core.lib.escaping import strip_invisible
 from core.memory_settings import memory_settings_for, review_holds
 from episodic.models import EpisodicEntry
@@ -205,10 +206,20 @@ def _entries_store(items, *, agent, memory_user, actor, agent_settings, provider
     for item in items:
         item["held"] = held
     unique = _dedupe_exact(items, agent=agent, memory_user=memory_user, reject=reject)
+    by_rule = False
     if unique:
         provider = provider or embedding_provider_for(agent.workspace)
+        # Decided by rule, consolidation costs nothing under the person's lock: the stored
+        # entries are then compared once, there, not before it and again under it (docs/speed.md).
+        by_rule = claim_decided_by_rule(workspace=agent.workspace)
     kept, model = _dedupe_similar(
-        unique, agent=agent, memory_user=memory_user, provider=provider, threshold=threshold, reject=reject
+        unique,
+        agent=agent,
+        memory_user=memory_user,
+        provider=provider,
+        threshold=threshold,
+        reject=reject,
+        check_stored=not by_rule,
     )
     if kept:
         with transaction.atomic():

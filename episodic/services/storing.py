@@ -299,7 +299,15 @@ def _dedupe_exact(items, *, agent, memory_user, reject: Reject, known_hashes: di
 
 
 def _dedupe_similar(
-    items, *, agent, memory_user, provider, threshold: float, reject: Reject, limit: int | None = None
+    items,
+    *,
+    agent,
+    memory_user,
+    provider,
+    threshold: float,
+    reject: Reject,
+    limit: int | None = None,
+    check_stored: bool = True,
 ) -> tuple[list, str]:
     """`items` without near twins (cosine >= `threshold`) among themselves or stored entries,
     capped at `limit`; each kept item carries its `vector`. Returns (kept, model).
@@ -307,7 +315,14 @@ def _dedupe_similar(
     The items are embedded in one call and compared with the stored entries in one query.
     An embedding failure skips the similarity check: the items are kept without a vector and
     embedded later by the task (`_entries_insert`).
+
+    Without `check_stored` (and `limit`) the stored entries are not read here: the items are
+    compared with them once, under the person's lock (`_drop_stored_meanwhile`), where the
+    consolidation of the similar ones is decided too. For callers whose consolidation is
+    decided by rule, in microseconds; a model's decision must not be awaited under the lock.
     """
+    if not check_stored and limit is not None:
+        raise ValueError("A limit counts the items left after the stored check: it needs check_stored.")
     if not items:
         return [], ""
     model = provider.model_name
@@ -326,9 +341,17 @@ def _dedupe_similar(
         item["vector_literal"] = literal  # Formatted once: the check under the lock sends it again.
     cosines = _cosines(vectors) if len(vectors) > 1 else None
     read: set[int] = set()
-    nearest = _similar_stored_many(
-        agent=agent, memory_user=memory_user, vectors=vectors, literals=literals, model=model, read_into=read
-    )
+    if check_stored:
+        nearest = _similar_stored_many(
+            agent=agent,
+            memory_user=memory_user,
+            vectors=vectors,
+            literals=literals,
+            model=model,
+            read_into=read,
+        )
+    else:
+        nearest = [(None, 0.0)] * len(vectors)
     read = frozenset(read)
     kept, kept_index, candidates = [], [], []
     for index, item in enumerate(items):
@@ -349,6 +372,8 @@ def _dedupe_similar(
         item["vector"] = vectors[index]
         # The vector rows this check compared it with: the check under the lock skips them.
         item["compared_with"] = read
+        if not check_stored:
+            item["decide_under_lock"] = True
         kept.append(item)
         kept_index.append(index)
     _consolidation_decide_many(candidates, agent=agent, threshold=threshold)
@@ -387,7 +412,11 @@ def _consolidation_decide_many(candidates, *, agent, threshold: float) -> None:
 
 
 def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshold, model) -> list:
-    """`kept` without the items that an entry stored since the first checks now duplicates."""
+    """`kept` without the items that an entry stored since the first checks now duplicates.
+
+    An item that skipped the first stored check (`decide_under_lock`) read no vector rows, so
+    it is compared with all of them here, and its consolidation with a similar stored entry
+    is decided here (by rule: `_dedupe_similar`)."""
     stored = _stored_hashes(agent=agent, memory_user=memory_user, hashes={i["hash"] for i in kept})
     reviewed = _reviewed_hashes(kept, agent=agent, memory_user=memory_user)
     with_vector = [item for item in kept if "vector" in item]
@@ -402,7 +431,7 @@ def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshol
         skip=compared.pop() if len(compared) == 1 else frozenset(),
     )
     twins = {id(item): found for item, found in zip(with_vector, nearest, strict=True)}
-    still = []
+    still, candidates = [], []
     for item in kept:
         if item["hash"] in stored:
             reject(item, REJECT_DUPLICATE_HASH, duplicate_of=stored[item["hash"]])
@@ -415,7 +444,11 @@ def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshol
         if twin_id is not None and similarity >= threshold:
             reject(item, REJECT_DUPLICATE_SIMILAR, similarity=round(similarity, 4), duplicate_of=twin_id)
             continue
+        similar = twin_id is not None and similarity >= min(conflict_floor(), threshold)
+        if similar and item.get("decide_under_lock"):
+            candidates.append((item, twin_id, similarity))
         still.append(item)
+    _consolidation_decide_many(candidates, agent=agent, threshold=threshold)
     return still
 
 

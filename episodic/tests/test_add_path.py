@@ -2,6 +2,8 @@
 vector search or transaction when the exact hash decides, and the hand-written entry body
 equal to the serializer's."""
 
+import json
+
 import pytest
 from django.db import connection
 from django.test import Client
@@ -14,15 +16,17 @@ from core.testing_openai import OpenAITestServer
 from episodic.apis import EntryOutputSerializer, _entry_output
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.services.storing import NEAREST_STATE_PROBES
-from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
+from episodic.tests.factories import entry_factory, memory_user_factory, use_test_chat, use_test_embeddings
 from threads.services import thread_append_messages, thread_create
 
 LIST = reverse("api:episodic_entries:list")
 BATCH = reverse("api:episodic_entries:batch")
 
-# Measured with the test settings (no key or provider cache: each request reads both):
-# key, person, exact hash, provider, nearest stored; under the lock: BEGIN, lock, hash,
-# nearest stored, the entry, its vector, its audit event, COMMIT. Before issue 17: 19.
+# Measured with the test settings (no key or provider cache: each request reads them):
+# key, person, exact hash, embedding provider, chat provider (none: consolidation by rule);
+# under the lock: BEGIN, lock, hash, nearest stored, the entry, its vector, its audit event,
+# COMMIT. Before issue 17: 19. A server answers both providers from its cache, so it sends
+# 11; it sent 12 while the nearest stored entry was also looked up before the lock.
 ADD_QUERIES = 13
 # Key, person, hash, stored entry: no embedding, vector search, transaction or lock. Before: 9.
 REPEAT_QUERIES = 4
@@ -86,10 +90,55 @@ def test_an_exact_repeat_skips_the_embedding_and_the_vector_search(
     assert "<=>" not in sql and "pg_advisory_xact_lock" not in sql
 
 
+def _stored_checks(queries) -> tuple[list[int], int]:
+    """The positions of the nearest-stored statements among `queries`, and the lock's."""
+    sqls = [q["sql"] for q in queries.captured_queries]
+    lock = next(i for i, sql in enumerate(sqls) if "pg_advisory_xact_lock" in sql)
+    checks = [i for i, sql in enumerate(sqls) if "episodes_entryembedding v" in sql]
+    return checks, lock
+
+
+@pytest.mark.parametrize("items", [1, 10])
+def test_by_rule_the_stored_entries_are_compared_once_under_the_lock(setup, client, items):
+    """With no chat model, consolidation is decided by rule, which costs nothing under the
+    person's lock: the stored entries are read once, there, for a single add or a batch."""
+    contents = [f"echo{i} foxtrot{i} golf{i}" for i in range(items)]
+    with CaptureQueriesContext(connection) as queries:
+        if items == 1:
+            response = _post(client, setup, LIST, {"content": contents[0]})
+        else:
+            response = _post(client, setup, BATCH, {"items": [{"content": c} for c in contents]})
+    assert response.status_code == 201, response.json()
+    checks, lock = _stored_checks(queries)
+    assert len(checks) == 1 and checks[0] > lock
+
+
+def test_by_rule_a_similar_entry_is_consolidated_under_the_lock(setup, client):
+    """The decision that the check before the lock used to make is made under it."""
+    response = _post(client, setup, LIST, {"content": "Ada keeps 7 hens in the garden now."})
+    assert response.status_code == 201, response.json()
+    consolidation = response.json()["consolidation"]
+    assert consolidation["by"] == "rule" and consolidation["decision"] in ("add", "update", "supersede")
+    assert EpisodicEntry.objects.filter(pk=consolidation["old"]).exists()
+
+
+def test_with_a_chat_model_the_stored_check_runs_before_the_lock(setup, client):
+    """A model's decision must not be awaited under the person's lock: the stored entries are
+    compared (and the model asked) before it, and only the rows stored meanwhile under it."""
+    use_test_chat(setup["server"], setup["workspace"])
+    setup["server"].chat_replies.append(json.dumps({"decision": "add", "reason": "Another count."}))
+    with CaptureQueriesContext(connection) as queries:
+        response = _post(client, setup, LIST, {"content": "Ada keeps 7 hens in the garden now."})
+    assert response.status_code == 201, response.json()
+    assert response.json()["consolidation"]["by"] == "llm"
+    checks, lock = _stored_checks(queries)
+    assert len(checks) == 2 and checks[0] < lock < checks[1]
+
+
 @pytest.mark.parametrize("size", [10, 100])
 def test_a_batch_costs_the_same_queries_whatever_its_size(setup, client, size, django_assert_max_num_queries):
-    """One embedding call, one nearest-stored query before the lock and one under it, one
-    INSERT each for entries, vectors and audit events."""
+    """One embedding call, one nearest-stored query (under the lock), one INSERT each for
+    entries, vectors and audit events."""
     # Words of their own: no item is similar to another or to a stored entry.
     items = [{"content": f"alpha{i} bravo{i} charlie{i} delta{i}"} for i in range(size)]
     with django_assert_max_num_queries(BATCH_QUERIES):
