@@ -337,22 +337,39 @@ def _dedupe_similar(
             reject(item, REJECT_LIMIT)
         return list(kept), model
     literals = [vector_literal(v) for v in vectors]
-    for item, literal in zip(items, literals, strict=True):
+    for item, vector, literal in zip(items, vectors, literals, strict=True):
+        item["vector"] = vector
         item["vector_literal"] = literal  # Formatted once: the check under the lock sends it again.
-    cosines = _cosines(vectors) if len(vectors) > 1 else None
+    if not check_stored:
+        for item in items:
+            item["decide_under_lock"] = True
+        return list(items), model
     read: set[int] = set()
-    if check_stored:
-        nearest = _similar_stored_many(
-            agent=agent,
-            memory_user=memory_user,
-            vectors=vectors,
-            literals=literals,
-            model=model,
-            read_into=read,
-        )
-    else:
-        nearest = [(None, 0.0)] * len(vectors)
+    nearest = _similar_stored_many(
+        agent=agent,
+        memory_user=memory_user,
+        vectors=vectors,
+        literals=literals,
+        model=model,
+        read_into=read,
+    )
     read = frozenset(read)
+    kept, candidates = _similar_sort(items, nearest, threshold=threshold, reject=reject, limit=limit)
+    for item in kept:
+        # The vector rows this check compared it with: the check under the lock skips them.
+        item["compared_with"] = read
+    _consolidation_decide_many(candidates, agent=agent, threshold=threshold)
+    return kept, model
+
+
+def _similar_sort(items, nearest, *, threshold: float, reject: Reject, limit: int | None = None):
+    """(kept, consolidation candidates) of `items` (each with its `vector`), given the most
+    similar stored entry of each (`nearest`, as `_similar_stored_many` answers): in order, an
+    item is dropped as the near twin of an earlier item kept or of a stored entry, or past
+    `limit`; a kept item similar to a stored entry at least at the conflict floor is a
+    candidate (item, stored id, similarity)."""
+    vectors = [item["vector"] for item in items]
+    cosines = _cosines(vectors) if len(vectors) > 1 else None
     kept, kept_index, candidates = [], [], []
     for index, item in enumerate(items):
         twin_index = next((k for k in kept_index if cosines[k, index] >= threshold), None)
@@ -369,15 +386,9 @@ def _dedupe_similar(
             continue
         if similar_id is not None and similarity >= min(conflict_floor(), threshold):
             candidates.append((item, similar_id, similarity))
-        item["vector"] = vectors[index]
-        # The vector rows this check compared it with: the check under the lock skips them.
-        item["compared_with"] = read
-        if not check_stored:
-            item["decide_under_lock"] = True
         kept.append(item)
         kept_index.append(index)
-    _consolidation_decide_many(candidates, agent=agent, threshold=threshold)
-    return kept, model
+    return kept, candidates
 
 
 def _consolidation_decide_many(candidates, *, agent, threshold: float) -> None:
@@ -414,14 +425,24 @@ def _consolidation_decide_many(candidates, *, agent, threshold: float) -> None:
 def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshold, model) -> list:
     """`kept` without the items that an entry stored since the first checks now duplicates.
 
-    An item that skipped the first stored check (`decide_under_lock`) read no vector rows, so
-    it is compared with all of them here, and its consolidation with a similar stored entry
-    is decided here (by rule: `_dedupe_similar`)."""
+    Items that skipped the first stored check (`decide_under_lock`) read no vector rows, so
+    they are compared with all of them here, and sorted as that check would have sorted them
+    (`_similar_sort`: an item dropped as a stored entry's near copy takes no later item with
+    it); their consolidation with a similar stored entry is decided here (by rule)."""
     stored = _stored_hashes(agent=agent, memory_user=memory_user, hashes={i["hash"] for i in kept})
     reviewed = _reviewed_hashes(kept, agent=agent, memory_user=memory_user)
-    with_vector = [item for item in kept if "vector" in item]
-    # Items of one call were compared with the same vector rows (none after a one-item check).
-    compared = {item["compared_with"] for item in with_vector}
+    unique = []
+    for item in kept:
+        if item["hash"] in stored:
+            reject(item, REJECT_DUPLICATE_HASH, duplicate_of=stored[item["hash"]])
+        elif item.get("held") and item["hash"] in reviewed:
+            reason, entry_id = reviewed[item["hash"]]
+            reject(item, reason, duplicate_of=entry_id)
+        else:
+            unique.append(item)
+    with_vector = [item for item in unique if "vector" in item]
+    # Items of one call were compared with the same vector rows (none when not compared yet).
+    compared = {item.get("compared_with", frozenset()) for item in with_vector}
     nearest = _similar_stored_many(
         agent=agent,
         memory_user=memory_user,
@@ -430,26 +451,18 @@ def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshol
         model=model,
         skip=compared.pop() if len(compared) == 1 else frozenset(),
     )
-    twins = {id(item): found for item, found in zip(with_vector, nearest, strict=True)}
-    still, candidates = [], []
-    for item in kept:
-        if item["hash"] in stored:
-            reject(item, REJECT_DUPLICATE_HASH, duplicate_of=stored[item["hash"]])
-            continue
-        if item.get("held") and item["hash"] in reviewed:
-            reason, entry_id = reviewed[item["hash"]]
-            reject(item, reason, duplicate_of=entry_id)
-            continue
-        twin_id, similarity = twins.get(id(item), (None, 0.0))
-        if twin_id is not None and similarity >= threshold:
-            reject(item, REJECT_DUPLICATE_SIMILAR, similarity=round(similarity, 4), duplicate_of=twin_id)
-            continue
-        similar = twin_id is not None and similarity >= min(conflict_floor(), threshold)
-        if similar and item.get("decide_under_lock"):
-            candidates.append((item, twin_id, similarity))
-        still.append(item)
-    _consolidation_decide_many(candidates, agent=agent, threshold=threshold)
-    return still
+    if any(item.get("decide_under_lock") for item in with_vector):
+        sorted_in, candidates = _similar_sort(with_vector, nearest, threshold=threshold, reject=reject)
+        _consolidation_decide_many(candidates, agent=agent, threshold=threshold)
+    else:
+        sorted_in = []
+        for item, (twin_id, similarity) in zip(with_vector, nearest, strict=True):
+            if twin_id is not None and similarity >= threshold:
+                reject(item, REJECT_DUPLICATE_SIMILAR, similarity=round(similarity, 4), duplicate_of=twin_id)
+            else:
+                sorted_in.append(item)
+    still = {id(item) for item in sorted_in}
+    return [item for item in unique if "vector" not in item or id(item) in still]
 
 
 def _entries_insert(

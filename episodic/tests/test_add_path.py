@@ -349,3 +349,66 @@ def test_nearest_stored_for_many_vectors_is_exact_across_chunks(setup, monkeypat
                 assert cursor.fetchone()[0] == pytest.approx(best, abs=1e-6)
             assert EpisodicEntry.objects.get(pk=entry_id).memory_user_id == person.pk
             assert EpisodicEntry.objects.get(pk=entry_id).status == EpisodicEntry.Status.ACTIVE
+
+
+def test_an_item_near_a_stored_copy_is_judged_on_its_own(setup, client):
+    """An item dropped as a near copy of a stored entry takes no later item of the batch with
+    it: the later item is compared with the items kept and the stored entries, not with it."""
+    from episodic.tests.factories import bag_of_words_vectors
+
+    stored = "kilo lima mike november oscar papa quebec romeo sierra tango"
+    near_stored = stored + " uniform victor whiskey"
+    near_item = near_stored + " xray"
+    entry_factory(agent=setup["agent"], memory_user=setup["person"], content=stored)
+    threshold = 0.86
+    s, a, b = bag_of_words_vectors([stored, near_stored, near_item])
+    cos = lambda u, v: sum(x * y for x, y in zip(u, v, strict=True))  # noqa: E731
+    assert cos(s, a) >= threshold and cos(a, b) >= threshold and cos(s, b) < threshold
+
+    body = _post(client, setup, BATCH, {"items": [{"content": near_stored}, {"content": near_item}]}).json()
+    first, second = body["results"]
+    assert first["reason"] == "duplicate_similar"
+    assert second["reason"] != "duplicate_similar", second
+
+
+@pytest.mark.parametrize("items", [1, 3])
+def test_by_rule_a_near_twin_stored_just_before_the_lock_is_a_twin(setup, items):
+    """Compared only under the lock, an add still sees what another call stored while it
+    was embedding (the window the lock closes), for one item or a batch."""
+    from unittest import mock
+
+    from episodic.services import entries_create
+    from episodic.services.storing import _person_lock as person_lock
+    from episodic.tests.factories import TEST_EMBEDDING_MODEL, bag_of_words_vectors
+
+    class Provider:
+        model_name = TEST_EMBEDDING_MODEL
+
+        def embed(self, texts):
+            return bag_of_words_vectors(texts)
+
+    agent, person = setup["agent"], setup["person"]
+    raced = []
+
+    def lock_after_the_other_stored(**kwargs):
+        raced.append(
+            entry_factory(agent=agent, memory_user=person, content="Bo moved to Lisbon, works at a bakery.")
+        )
+        person_lock(**kwargs)
+
+    contents = [
+        "Bo moved to Lisbon and works at a bakery.",
+        "Cy plays chess weekly.",
+        "Di grows basil outside.",
+    ]
+    with mock.patch("episodic.services.storing._person_lock", lock_after_the_other_stored):
+        results = entries_create(
+            agent=agent,
+            memory_user=person,
+            items=[{"content": c} for c in contents[:items]],
+            actor="test",
+            provider=Provider(),
+        )
+    assert results[0].created is False and results[0].reason == "duplicate_similar"
+    assert results[0].entry.pk == raced[0].pk
+    assert all(r.created for r in results[1:])
