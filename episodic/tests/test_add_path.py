@@ -3,6 +3,7 @@ vector search or transaction when the exact hash decides, and the hand-written e
 equal to the serializer's."""
 
 import json
+from unittest import mock
 
 import pytest
 from django.db import connection
@@ -11,12 +12,22 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from core.memory_settings import memory_settings_for
 from core.services import agent_get_or_create, api_key_create, workspace_create
 from core.testing_openai import OpenAITestServer
 from episodic.apis import EntryOutputSerializer, _entry_output
 from episodic.models import EntryEmbedding, EpisodicEntry
+from episodic.services import entries_create
 from episodic.services.storing import NEAREST_STATE_PROBES
-from episodic.tests.factories import entry_factory, memory_user_factory, use_test_chat, use_test_embeddings
+from episodic.services.storing import _person_lock as person_lock
+from episodic.tests.factories import (
+    TEST_EMBEDDING_MODEL,
+    bag_of_words_vectors,
+    entry_factory,
+    memory_user_factory,
+    use_test_chat,
+    use_test_embeddings,
+)
 from threads.services import thread_append_messages, thread_create
 
 LIST = reverse("api:episodic_entries:list")
@@ -354,13 +365,11 @@ def test_nearest_stored_for_many_vectors_is_exact_across_chunks(setup, monkeypat
 def test_an_item_near_a_stored_copy_is_judged_on_its_own(setup, client):
     """An item dropped as a near copy of a stored entry takes no later item of the batch with
     it: the later item is compared with the items kept and the stored entries, not with it."""
-    from episodic.tests.factories import bag_of_words_vectors
-
     stored = "kilo lima mike november oscar papa quebec romeo sierra tango"
     near_stored = stored + " uniform victor whiskey"
     near_item = near_stored + " xray"
     entry_factory(agent=setup["agent"], memory_user=setup["person"], content=stored)
-    threshold = 0.86
+    threshold = memory_settings_for(setup["agent"]).dedupe_threshold
     s, a, b = bag_of_words_vectors([stored, near_stored, near_item])
     cos = lambda u, v: sum(x * y for x, y in zip(u, v, strict=True))  # noqa: E731
     assert cos(s, a) >= threshold and cos(a, b) >= threshold and cos(s, b) < threshold
@@ -375,11 +384,6 @@ def test_an_item_near_a_stored_copy_is_judged_on_its_own(setup, client):
 def test_by_rule_a_near_twin_stored_just_before_the_lock_is_a_twin(setup, items):
     """Compared only under the lock, an add still sees what another call stored while it
     was embedding (the window the lock closes), for one item or a batch."""
-    from unittest import mock
-
-    from episodic.services import entries_create
-    from episodic.services.storing import _person_lock as person_lock
-    from episodic.tests.factories import TEST_EMBEDDING_MODEL, bag_of_words_vectors
 
     class Provider:
         model_name = TEST_EMBEDDING_MODEL
