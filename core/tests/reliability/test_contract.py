@@ -11,10 +11,13 @@ and derandomized with a fixed seed, so a failure reproduces with the same cases.
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 from xml.etree import ElementTree
@@ -355,13 +358,16 @@ class ContractTests(LiveServerTestCase):
         self.acme = seed_workspace("Acme", marker=f"acme-{uuid.uuid4().hex[:12]}")
         self.globex = seed_workspace("Globex", marker=f"globex-{uuid.uuid4().hex[:12]}")
 
+    @contextmanager
     def schemathesis(
         self, *, key, ids, checks, max_examples, phases="examples,coverage,fuzzing", probability=0.5
-    ) -> tuple[int, str, list[dict]]:
+    ) -> Iterator[tuple[int, str, list[dict]]]:
         """Run `st run` over every operation.
 
-        Returns the exit code, a summary (the distinct failures and schemathesis' own summary,
-        the whole console output being kept in a file it names) and the HAR entries.
+        Yields the exit code, a summary (the distinct failures and schemathesis' own summary,
+        the whole console output being kept in a file it names) and the HAR entries. The
+        working directory is removed when the block completes, and kept for a failure's
+        reader when it raises.
         """
         workdir = Path(tempfile.mkdtemp(prefix="contract-"))
         config = workdir / "schemathesis.toml"
@@ -407,78 +413,79 @@ class ContractTests(LiveServerTestCase):
         entries = json.loads(har.read_text())["log"]["entries"] if har.exists() else []
         # ~30 MB per run; the console output and the JUnit report stay for a failure's reader.
         har.unlink(missing_ok=True)
-        return result.returncode, report, entries
+        yield result.returncode, report, entries
+        shutil.rmtree(workdir, ignore_errors=True)
 
     def test_every_operation_answers_as_the_schema_documents(self):
         """No 5xx, and every status code, content type and body is the documented one."""
-        code, report, entries = self.schemathesis(
+        with self.schemathesis(
             key=self.acme["key"], ids=self.acme["ids"], checks=CONFORMANCE_CHECKS, max_examples=MAX_EXAMPLES
-        )
-        assert code == 0, report
-        assert len(entries) > 3000, report
-        statuses = {entry["response"]["status"] for entry in entries}
-        # The seeded ids reach the rows: detail reads, writes and deletes, not only 404s.
-        assert {200, 201, 204, 400, 401, 404} <= statuses, statuses
+        ) as (code, report, entries):
+            assert code == 0, report
+            assert len(entries) > 3000, report
+            statuses = {entry["response"]["status"] for entry in entries}
+            # The seeded ids reach the rows: detail reads, writes and deletes, not only 404s.
+            assert {200, 201, 204, 400, 401, 404} <= statuses, statuses
 
     def test_requests_without_a_key_are_refused_with_the_error_body(self):
         """Every operation refuses a request with no key (401) before reading anything."""
-        code, report, entries = self.schemathesis(
+        with self.schemathesis(
             key=None, ids=self.acme["ids"], checks=CONFORMANCE_CHECKS[:-1], max_examples=5, phases="fuzzing"
-        )
-        assert code == 0, report
-        assert len(entries) > 300, report
-        paths = openapi_document()["paths"]
-        operation = operation_of(list(paths))
-        documented = {(method.upper(), path) for path, item in paths.items() for method in item}
-        tried = {(e["request"]["method"], operation(e["request"]["url"])) for e in entries}
-        refused = {
-            (e["request"]["method"], operation(e["request"]["url"]))
-            for e in entries
-            if e["response"]["status"] == 401
-        }
-        # Every documented operation, not a count that each new route would have to bump.
-        assert refused == documented, (sorted(documented - refused), sorted(tried - refused))
-        for entry in entries:
-            response = entry["response"]
-            # 400/404 only for URLs refused before authentication (NUL in the URL, no route).
-            assert response["status"] in (400, 401, 404), (entry["request"]["url"], response["status"])
-            assert set(json.loads(response["content"]["text"])) == {"error"}
-            assert self.acme["marker"] not in response["content"]["text"]
+        ) as (code, report, entries):
+            assert code == 0, report
+            assert len(entries) > 300, report
+            paths = openapi_document()["paths"]
+            operation = operation_of(list(paths))
+            documented = {(method.upper(), path) for path, item in paths.items() for method in item}
+            tried = {(e["request"]["method"], operation(e["request"]["url"])) for e in entries}
+            refused = {
+                (e["request"]["method"], operation(e["request"]["url"]))
+                for e in entries
+                if e["response"]["status"] == 401
+            }
+            # Every documented operation, not a count that each new route would have to bump.
+            assert refused == documented, (sorted(documented - refused), sorted(tried - refused))
+            for entry in entries:
+                response = entry["response"]
+                # 400/404 only for URLs refused before authentication (NUL in the URL, no route).
+                assert response["status"] in (400, 401, 404), (entry["request"]["url"], response["status"])
+                assert set(json.loads(response["content"]["text"])) == {"error"}
+                assert self.acme["marker"] not in response["content"]["text"]
 
     def test_another_workspace_key_never_reaches_this_workspace(self):
         """Globex's key, aimed at Acme's ids in paths, queries and bodies, reads and changes nothing."""
         before = workspace_snapshot(self.acme["key"])
-        code, report, entries = self.schemathesis(
+        with self.schemathesis(
             key=self.globex["key"],
             ids=self.acme["ids"],
             checks=CONFORMANCE_CHECKS[:-1],
             max_examples=10,
             phases="fuzzing",
             probability=0.9,
-        )
-        assert code == 0, report
-        assert len(entries) > 600, report
-        secrets = {value for values in self.acme["ids"].values() for value in values if _is_uuid(value)}
-        # Each of Acme's ids stands for a fresh id that exists nowhere: an id out of the key's
-        # reach must answer exactly like one that does not exist (no existence oracle).
-        nowhere = {secret: str(uuid.uuid4()) for secret in secrets}
-        session = requests.Session()
-        session.headers["Authorization"] = f"Bearer {self.globex['key']}"
-        aimed = 0
-        for entry in entries:
-            request = entry["request"]
-            sent = request["url"] + request.get("postData", {}).get("text", "")
-            text = entry["response"]["content"].get("text", "")
-            assert self.acme["marker"] not in text, request["url"]
-            leaked = {secret for secret in secrets if secret in text and secret not in sent}
-            assert not leaked, (request["url"], leaked)
-            if any(secret in sent for secret in secrets):
-                aimed += 1
-                original = entry["response"]["status"], _error_code(text)
-                assert replay(session, request, nowhere) == original, (
-                    request["method"],
-                    sent[:500],
-                    text[:300],
-                )
-        assert aimed > 300, aimed
-        assert workspace_snapshot(self.acme["key"]) == before
+        ) as (code, report, entries):
+            assert code == 0, report
+            assert len(entries) > 600, report
+            secrets = {value for values in self.acme["ids"].values() for value in values if _is_uuid(value)}
+            # Each of Acme's ids stands for a fresh id that exists nowhere: an id out of the key's
+            # reach must answer exactly like one that does not exist (no existence oracle).
+            nowhere = {secret: str(uuid.uuid4()) for secret in secrets}
+            session = requests.Session()
+            session.headers["Authorization"] = f"Bearer {self.globex['key']}"
+            aimed = 0
+            for entry in entries:
+                request = entry["request"]
+                sent = request["url"] + request.get("postData", {}).get("text", "")
+                text = entry["response"]["content"].get("text", "")
+                assert self.acme["marker"] not in text, request["url"]
+                leaked = {secret for secret in secrets if secret in text and secret not in sent}
+                assert not leaked, (request["url"], leaked)
+                if any(secret in sent for secret in secrets):
+                    aimed += 1
+                    original = entry["response"]["status"], _error_code(text)
+                    assert replay(session, request, nowhere) == original, (
+                        request["method"],
+                        sent[:500],
+                        text[:300],
+                    )
+            assert aimed > 300, aimed
+            assert workspace_snapshot(self.acme["key"]) == before
