@@ -65,8 +65,8 @@ class RankingWeights:
     neighbor2: float = 0.05
     recency: float = 0.1
     half_life_days: float = 180.0
-    # Candidates taken from each channel before fusion (messages take 50:
-    # threads.selectors.MESSAGE_WEIGHTS).
+    # Candidates taken from each channel before fusion (messages and entries take 50:
+    # threads.selectors.MESSAGE_WEIGHTS, episodic.selectors.ENTRY_WEIGHTS).
     pool: int = 100
     # Issue 19 re-rank terms, added after the neighbour term (0 switches one off):
     # `speaker` when the query names the candidate's speaker (a message's `name`);

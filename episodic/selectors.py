@@ -5,7 +5,7 @@ Read scope is fixed to (agent, memory user): searches take both and never widen 
 
 import functools
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.db import connection
@@ -15,6 +15,7 @@ from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError, NotFoundError
 from core.lib.escaping import escape_text
 from core.ranking import (
+    DEFAULT_WEIGHTS,
     Corpus,
     RankingWeights,
     hybrid_search,
@@ -29,6 +30,12 @@ from episodic.models import EpisodicEntry
 logger = logging.getLogger(__name__)
 
 ENTRY_NOT_FOUND = "Episodic entry not found."
+
+# Entries are ranked from 50 candidates a channel (never fewer than asked for), as messages
+# are: on LoCoMo's turns stored as entries (`bench_locomo --corpus entries`) a pool of 50
+# ranks a little better than 100 on both halves and is faster at 5,000 entries a person
+# (docs/episodic.md, "The candidate pool for entries").
+ENTRY_WEIGHTS = replace(DEFAULT_WEIGHTS, pool=50)
 
 MEMORY_BLOCK_DESCRIPTION = (
     "Things this person told you or confirmed in earlier conversations, most recent first. "
@@ -125,7 +132,9 @@ def entry_search_hybrid(
     """
     episodic_memory_required(agent)
     query = query_clean(query)
-    weights = mode_weights(mode, weights)
+    weights = mode_weights(mode, weights or ENTRY_WEIGHTS)
+    if weights.pool < top_k:
+        weights = replace(weights, pool=top_k)
     if query_vector is None:
         query_vector, model = query_vector_for(
             workspace=agent.workspace, query=query, weights=weights, provider=provider

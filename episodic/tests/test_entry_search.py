@@ -85,6 +85,21 @@ class EntrySearchTests(MemoryTestCase):
         result = self.search("visited Rome")
         assert [h.entry for h in result.hits] == [new, old]
 
+    def test_the_candidate_pool_is_never_smaller_than_what_is_asked_for(self):
+        """Entries rank from 50 candidates a channel; a caller asking for more gets more."""
+        from episodic.selectors import ENTRY_WEIGHTS
+
+        assert ENTRY_WEIGHTS.pool == 50
+        many = [
+            entry_factory(
+                agent=self.agent, memory_user=self.person, content=f"Kite number {i} flew.", embed=False
+            )
+            for i in range(70)
+        ]
+        result = self.search("kite", top_k=60, mode="lexical")
+        assert len(result.hits) == 60
+        assert {h.entry.pk for h in result.hits} <= {e.pk for e in many}
+
     def test_modes_switch_channels(self):
         """Lexical mode needs a shared word; vector mode does not read the text index."""
         entry_factory(agent=self.agent, memory_user=self.person, content="Ada adopted a cat.", embed=False)

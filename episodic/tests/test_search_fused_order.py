@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from core.ranking import PLAN_EXACT
+from core.ranking import DEFAULT_WEIGHTS, PLAN_EXACT
 from core.testing import MemoryTestCase
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.selectors import entry_search_hybrid
@@ -98,6 +98,9 @@ def ranked(agent, person) -> list[list]:
             model=MODEL,
             top_k=15,
             now=NOW,
+            # The weights EXPECTED was made with (a pool of 100): this pins how the SQL feeds
+            # the fusion, not the tuning of the entries' default (ENTRY_WEIGHTS).
+            weights=DEFAULT_WEIGHTS,
         )
         assert result.plan == PLAN_EXACT
         out.append([[int(h.entry.content.split(":")[0].split()[1]), round(h.score, 6)] for h in result.hits])

@@ -20,7 +20,7 @@ from threads.selectors.chat import chat_system_message
 
 # Messages are ranked from 50 candidates a channel (never fewer than asked for): on LoCoMo a
 # pool of 40 to 60 ranks alike, better than 100 or more and faster (docs/episodic.md, "The
-# candidate pool for messages"). Entries keep DEFAULT_WEIGHTS' 100.
+# candidate pool for messages"). Entries rank from 50 too (episodic.selectors.ENTRY_WEIGHTS).
 MESSAGE_WEIGHTS = replace(DEFAULT_WEIGHTS, pool=50)
 
 RECALLED_OPEN = "<recalled-messages>"

@@ -10,6 +10,13 @@ and every question of categories 1-4 with evidence is asked through
 `threads.selectors.message_search_related`, the search semantic recall uses, in
 the default (hybrid), lexical-only and vector-only modes. The metric is the data set
 README's: evidence recall@5/10/20 and MRR, per category and overall.
+
+With `--corpus entries` every turn is instead an episodic entry of that memory user
+("<speaker>: <text> [shares <caption>]", the session date as `created_at`), embedded with
+`episodic.services.entry_embed_batch` and searched with `episodic.selectors.entry_search_hybrid`,
+the search of POST /api/v1/episodic-entries/search/. The rows are written directly, not
+through `entries_create`: its dedupe and consolidation would fold or close conversation
+turns ("Thanks!", a changed number), and what is measured here is the ranking.
 """
 
 import json
@@ -54,6 +61,73 @@ def summarize_run(rows: list[dict]) -> dict:
     }
 
 
+def turn_text(turn: dict) -> str:
+    text = turn["text"]
+    if turn.get("blip_caption"):
+        text += f" [shares {turn['blip_caption']}]"
+    return text
+
+
+def _messages_ingest(conv: dict, sessions: list[int], *, sample_id: str, agent, person) -> dict:
+    """Every session of `conv` as a thread of `person`, every turn a message; {message id: dia_id}."""
+    from threads.services import thread_append_messages, thread_create
+
+    roles = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
+    dia_of = {}
+    for number in sessions:
+        date_text = conv.get(f"session_{number}_date_time", "")
+        when = session_datetime(date_text)
+        thread = thread_create(
+            workspace=agent.workspace,
+            agent=agent,
+            memory_user=person,
+            channel_chat_id=f"{sample_id}-session-{number}",
+            title=f"Session {number}",
+        )
+        batch = [
+            {
+                "role": roles.get(turn["speaker"], "user"),
+                "name": turn["speaker"][:100],
+                "content": turn_text(turn),
+                "metadata": {"dia_id": turn["dia_id"], "session_date": date_text},
+                "created_at": (when + timedelta(seconds=index)).isoformat(),
+            }
+            for index, turn in enumerate(conv[f"session_{number}"])
+        ]
+        for message in thread_append_messages(thread=thread, messages=batch):
+            dia_of[message.pk] = message.metadata["dia_id"]
+    return dia_of
+
+
+def _entries_ingest(conv: dict, sessions: list[int], *, sample_id: str, agent, person) -> dict:
+    """Every turn of `conv` as an active, approved entry of `person`; {entry id: dia_id}."""
+    from episodic.models import EpisodicEntry
+    from episodic.services.normalize import entry_content_hash
+
+    rows = []
+    for number in sessions:
+        date_text = conv.get(f"session_{number}_date_time", "")
+        when = session_datetime(date_text)
+        for index, turn in enumerate(conv[f"session_{number}"]):
+            content = f"{turn['speaker']}: {turn_text(turn)}"
+            at = when + timedelta(seconds=index)
+            rows.append(
+                EpisodicEntry(
+                    workspace=agent.workspace,
+                    agent=agent,
+                    memory_user=person,
+                    content=content,
+                    content_hash=entry_content_hash(content),
+                    source=EpisodicEntry.Source.AGENT_DIRECT,
+                    metadata={"dia_id": turn["dia_id"], "session_date": date_text},
+                    created_at=at,
+                    valid_from=at,
+                )
+            )
+    EpisodicEntry.objects.bulk_create(rows)
+    return {row.pk: row.metadata["dia_id"] for row in rows}
+
+
 class Command(BaseCommand):
     help = "Measure evidence recall@k and MRR on LoCoMo through the project's own search."
 
@@ -70,6 +144,13 @@ class Command(BaseCommand):
             "(fields of core.ranking.RankingWeights; repeatable).",
         )
         parser.add_argument(
+            "--corpus",
+            choices=["messages", "entries"],
+            default="messages",
+            help="Search the turns as thread messages (semantic recall) or as episodic entries "
+            "(the episodic search API).",
+        )
+        parser.add_argument(
             "--split",
             help="Comma-separated sample ids of the tuning half: every run is also summarized "
             "per half (these, and the rest).",
@@ -78,9 +159,15 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         from core.embeddings import embedding_provider_for
         from core.services import agent_get_or_create, workspace_create
+        from episodic.selectors import ENTRY_WEIGHTS, entry_search_hybrid
+        from episodic.services.embeddings import entry_embed_batch
         from identities.services import memory_user_create
         from threads.selectors import MESSAGE_WEIGHTS, message_search_related
-        from threads.services import message_embed_batch, thread_append_messages, thread_create
+        from threads.services import message_embed_batch
+
+        entries = options["corpus"] == "entries"
+        # Each corpus ranks with the weights its search uses by default.
+        base_weights = ENTRY_WEIGHTS if entries else MESSAGE_WEIGHTS
 
         try:
             with open(options["data"]) as handle:
@@ -97,10 +184,10 @@ class Command(BaseCommand):
             overrides = {}
             for item in filter(None, fields.split(",")):
                 key, _, value = item.partition(":")
-                if not hasattr(MESSAGE_WEIGHTS, key):
+                if not hasattr(base_weights, key):
                     raise CommandError(f"Unknown ranking weight {key!r} in --variant {spec!r}.")
-                overrides[key] = type(getattr(MESSAGE_WEIGHTS, key))(value)
-            variants[name] = replace(MESSAGE_WEIGHTS, **overrides)
+                overrides[key] = type(getattr(base_weights, key))(value)
+            variants[name] = replace(base_weights, **overrides)
         modes += [name for name in variants if name not in modes]
         tuning = set(filter(None, (options["split"] or "").split(",")))
         workspace = workspace_create(name=f"bench-locomo-{uuid.uuid4().hex[:8]}")
@@ -117,41 +204,18 @@ class Command(BaseCommand):
                     canonical_id=f"locomo:{sample['sample_id']}",
                     display_name=conv["speaker_a"],
                 )
-                roles = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
-                started = time.perf_counter()
-                dia_of = {}
                 sessions = sorted(
                     int(m.group(1)) for key in conv for m in [re.fullmatch(r"session_(\d+)", key)] if m
                 )
-                for number in sessions:
-                    date_text = conv.get(f"session_{number}_date_time", "")
-                    when = session_datetime(date_text)
-                    thread = thread_create(
-                        workspace=workspace,
-                        agent=agent,
-                        memory_user=person,
-                        channel_chat_id=f"{sample['sample_id']}-session-{number}",
-                        title=f"Session {number}",
-                    )
-                    batch = []
-                    for index, turn in enumerate(conv[f"session_{number}"]):
-                        text = turn["text"]
-                        if turn.get("blip_caption"):
-                            text += f" [shares {turn['blip_caption']}]"
-                        batch.append(
-                            {
-                                "role": roles.get(turn["speaker"], "user"),
-                                "name": turn["speaker"][:100],
-                                "content": text,
-                                "metadata": {"dia_id": turn["dia_id"], "session_date": date_text},
-                                "created_at": (when + timedelta(seconds=index)).isoformat(),
-                            }
-                        )
-                    for message in thread_append_messages(thread=thread, messages=batch):
-                        dia_of[message.pk] = message.metadata["dia_id"]
+                started = time.perf_counter()
+                ingest = _entries_ingest if entries else _messages_ingest
+                dia_of = ingest(conv, sessions, sample_id=sample["sample_id"], agent=agent, person=person)
                 timings["ingest_s"] += time.perf_counter() - started
                 started = time.perf_counter()
-                message_embed_batch(message_ids=list(dia_of), provider=provider)
+                if entries:
+                    entry_embed_batch(entry_ids=list(dia_of), provider=provider)
+                else:
+                    message_embed_batch(message_ids=list(dia_of), provider=provider)
                 timings["embed_s"] += time.perf_counter() - started
 
                 turn_ids = set(dia_of.values())
@@ -167,8 +231,9 @@ class Command(BaseCommand):
                 conv_rows = {mode: [] for mode in modes}
                 for (question, evidence, category), vector in zip(questions, vectors, strict=True):
                     for mode in modes:
-                        result = message_search_related(
-                            workspace=workspace,
+                        search = entry_search_hybrid if entries else message_search_related
+                        result = search(
+                            **({} if entries else {"workspace": workspace}),
                             agent=agent,
                             memory_user=person,
                             query=question,
@@ -178,7 +243,8 @@ class Command(BaseCommand):
                             query_vector=vector,
                             model=provider.model_name,
                         )
-                        ranked = [dia_of.get(hit.message.pk) for hit in result.hits]
+                        hit_ids = [hit.entry.pk if entries else hit.message.pk for hit in result.hits]
+                        ranked = [dia_of.get(pk) for pk in hit_ids]
                         row = {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS}
                         first = next((i for i, dia in enumerate(ranked) if dia in evidence), None)
                         row["rr"] = 0.0 if first is None else 1 / (first + 1)
@@ -205,11 +271,13 @@ class Command(BaseCommand):
             "per_conversation": per_conversation,
             "variants": {name: weights.as_dict() for name, weights in variants.items()},
             "settings": {
+                "corpus": options["corpus"],
                 "embedding_model": provider.model_name,
-                "weights": MESSAGE_WEIGHTS.as_dict(),
+                "weights": base_weights.as_dict(),
                 "bm25": {"k1": 1.2, "b": 0.75, "text_search_config": "english"},
                 "indexed_text": (
-                    "<speaker>: <text> [shares <caption>]; vectors add the date and the previous turn"
+                    "<speaker>: <text> [shares <caption>]"
+                    + ("" if entries else "; vectors add the date and the previous turn")
                 ),
             },
             "timings": {k: round(v, 2) for k, v in timings.items()},
