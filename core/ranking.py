@@ -844,10 +844,13 @@ def query_clean(query) -> str:
     return query
 
 
-def mode_weights(mode: str, weights: RankingWeights | None) -> RankingWeights:
+def mode_weights(mode: str, weights: RankingWeights | None, *, top_k: int = 0) -> RankingWeights:
+    """`weights` (DEFAULT_WEIGHTS when None) for `mode`, with a pool of at least `top_k`: a
+    caller asking for more results than a channel's candidates gets that many candidates."""
     if mode not in MODES:
         raise ApplicationError(MODE_UNKNOWN, fields={"mode": [MODE_UNKNOWN]})
-    return weights_for_mode(mode, weights or DEFAULT_WEIGHTS)
+    weights = weights_for_mode(mode, weights or DEFAULT_WEIGHTS)
+    return replace(weights, pool=top_k) if weights.pool < top_k else weights
 
 
 def query_vector_for(*, workspace, query, weights, provider):

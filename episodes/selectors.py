@@ -142,7 +142,7 @@ def episode_search_hybrid(
     search to lexical ranking.
     """
     query = query_clean(query)
-    weights = mode_weights(mode, weights)
+    weights = mode_weights(mode, weights, top_k=top_k)
     workspace = principal.workspace
     query_vector, model = query_vector_for(
         workspace=workspace, query=query, weights=weights, provider=provider

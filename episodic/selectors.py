@@ -132,9 +132,7 @@ def entry_search_hybrid(
     """
     episodic_memory_required(agent)
     query = query_clean(query)
-    weights = mode_weights(mode, weights or ENTRY_WEIGHTS)
-    if weights.pool < top_k:
-        weights = replace(weights, pool=top_k)
+    weights = mode_weights(mode, weights or ENTRY_WEIGHTS, top_k=top_k)
     if query_vector is None:
         query_vector, model = query_vector_for(
             workspace=agent.workspace, query=query, weights=weights, provider=provider

@@ -6,7 +6,6 @@ Expired items (TTL run out, not swept yet) are never returned.
 """
 
 import re
-from dataclasses import replace
 from datetime import datetime
 
 from django.db import connection
@@ -15,7 +14,7 @@ from django.utils import timezone
 from core.access import Principal, agent_resolve_optional, scope_to_principal
 from core.errors import NotFoundError
 from core.filters import filterset_apply
-from core.ranking import DEFAULT_WEIGHTS, Corpus, hybrid_search, query_clean, query_vector_for
+from core.ranking import MODE_HYBRID, Corpus, hybrid_search, mode_weights, query_clean, query_vector_for
 from store.filters import StoreItemFilter, namespace_prefix_q, value_filter_q
 from store.models import NAMESPACE_SEPARATOR, StoreItem
 
@@ -83,7 +82,7 @@ def store_item_search(
         return [(item, None) for item in page[offset : offset + limit]]
 
     query = query_clean(query)
-    weights = replace(DEFAULT_WEIGHTS, pool=max(DEFAULT_WEIGHTS.pool, offset + limit))
+    weights = mode_weights(MODE_HYBRID, None, top_k=offset + limit)
     query_vector, model = query_vector_for(
         workspace=workspace, query=query, weights=weights, provider=provider
     )

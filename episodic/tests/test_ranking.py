@@ -2,7 +2,17 @@ from datetime import datetime, timedelta
 
 from django.test import SimpleTestCase
 
-from core.ranking import Candidate, RankingWeights, first_person, fuse, named_dates, weights_for_mode
+from core.errors import ApplicationError
+from core.ranking import (
+    DEFAULT_WEIGHTS,
+    Candidate,
+    RankingWeights,
+    first_person,
+    fuse,
+    mode_weights,
+    named_dates,
+    weights_for_mode,
+)
 
 NOW = datetime(2026, 1, 1)
 
@@ -144,3 +154,18 @@ class FirstPersonTests(SimpleTestCase):
         # A name is text, never a pattern.
         assert first_person("Is a.b (x) here?", {"a.b (x)"}) == "Is I here?"
         assert first_person("Is axb (x) here?", {"a.b (x)"}) == "Is axb (x) here?"
+
+
+class ModeWeightsTests(SimpleTestCase):
+    def test_the_pool_is_never_smaller_than_what_is_asked_for(self):
+        weights = RankingWeights(pool=50)
+        assert mode_weights("hybrid", weights, top_k=10) is weights
+        assert mode_weights("hybrid", weights, top_k=80).pool == 80
+        assert mode_weights("hybrid", None).pool == DEFAULT_WEIGHTS.pool
+        assert mode_weights("hybrid", None, top_k=250).pool == 250
+
+    def test_the_mode_switches_channels_and_keeps_the_pool(self):
+        lexical = mode_weights("lexical", RankingWeights(pool=50), top_k=60)
+        assert (lexical.vector, lexical.context, lexical.pool) == (0.0, 0.0, 60)
+        with self.assertRaises(ApplicationError):
+            mode_weights("fuzzy", None)

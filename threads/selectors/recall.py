@@ -134,9 +134,7 @@ def message_search_related(
     vector lands.
     """
     query = query_clean(query)
-    weights = mode_weights(mode, weights or MESSAGE_WEIGHTS)
-    if weights.pool < top_k:
-        weights = replace(weights, pool=top_k)
+    weights = mode_weights(mode, weights or MESSAGE_WEIGHTS, top_k=top_k)
     if memory_user is None:
         return MessageSearchResult(hits=[], plan=None, scope_size=0)
     if query_vector is None:
