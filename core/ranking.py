@@ -336,26 +336,32 @@ def fuse(
     return ranked
 
 
-def bm25_sql(scope_sql: str, *, materialized: bool = False) -> str:
+def bm25_sql(scope_sql: str, *, materialized: bool = False, stats_given: bool = False) -> str:
     """BM25 over the tsvectors of a scope, best first.
 
     `scope_sql` selects `id`, `tsv` (a tsvector) and `created_at` of the rows to rank, with named
     parameters; the returned SQL adds `%(query)s` (raw text) and `%(limit)s`, and answers
-    `id, score, coverage` (the share of the query's distinct lexemes the row holds). Terms are
-    the query's own lexemes under the `english` configuration, so stemming and stop words
+    `id, score, coverage, n, avgdl`: coverage is the share of the query's distinct lexemes the
+    row holds, `n` and `avgdl` the scope's row count and average length the scores used. Terms
+    are the query's own lexemes under the `english` configuration, so stemming and stop words
     match the stored vectors. Document frequency and average length are those of the
     scope: a term common in this person's history weighs little.
+
+    `stats_given=True` takes `n` and `avgdl` from `%(bm25_n)s` and `%(bm25_avgdl)s` (a large
+    scope's, remembered from an earlier search: `_bm25_stats_known`) instead of counting the
+    scope and reading the newest rows' lengths, 2.7 ms of 6.6 at 5,000 rows (docs/speed.md). A term's
+    document frequency is always counted; the count used is never below it, so a scope that
+    grew since `n` was read still weighs every term positively.
 
     `materialized=False` lets PostgreSQL push the match into the scope query (a stored
     tsvector with a GIN index); `materialized=True` reads the scope once, for a scope query
     that is costly to repeat (a join, or tsvectors computed at query time).
     """
     cte = "MATERIALIZED" if materialized else "NOT MATERIALIZED"
-    return f"""
-        WITH scope AS {cte} ({scope_sql}),
-        q AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))),
-        qt AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM q),
-        stats AS (
+    if stats_given:
+        stats = "SELECT %(bm25_n)s::float8 AS n, greatest(%(bm25_avgdl)s, 1)::float8 AS avgdl"
+    else:
+        stats = f"""
             SELECT (SELECT count(*) FROM scope)::float8 AS n,
                    -- The average length is estimated from the newest rows: reading every
                    -- tsvector of a large scope would cost more than the whole search, and
@@ -365,7 +371,12 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False) -> str:
                            SELECT tsv FROM scope ORDER BY created_at DESC LIMIT {BM25_AVGDL_SAMPLE}
                        ) newest
                    ), 1)::float8 AS avgdl
-        ),
+        """
+    return f"""
+        WITH scope AS {cte} ({scope_sql}),
+        q AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))),
+        qt AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM q),
+        stats AS ({stats}),
         matched AS (SELECT s.id, s.tsv FROM scope s, qt WHERE s.tsv @@ qt.tsq),
         hits AS (
             SELECT m.id, u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,
@@ -379,13 +390,14 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False) -> str:
         ),
         df AS (SELECT lexeme, count(*)::float8 AS df FROM hits GROUP BY lexeme)
         SELECT h.id, sum(
-            ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5))
+            ln(1 + (greatest(stats.n, df.df) - df.df + 0.5) / (df.df + 0.5))
             * h.tf * {BM25_K1 + 1} / (h.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * h.dl / stats.avgdl))
         ) AS score,
         -- The share of the query's distinct lexemes the row holds (the coverage re-rank term).
-        count(*)::float8 / greatest((SELECT count(*) FROM q), 1) AS coverage
+        count(*)::float8 / greatest((SELECT count(*) FROM q), 1) AS coverage,
+        stats.n, stats.avgdl
         FROM hits h JOIN df USING (lexeme) CROSS JOIN stats
-        GROUP BY h.id
+        GROUP BY h.id, stats.n, stats.avgdl
         ORDER BY score DESC, h.id
         LIMIT %(limit)s
     """
@@ -495,6 +507,39 @@ def _scope_size(cursor, corpus: "Corpus", params: dict, *, model: str) -> int:
     size = cursor.fetchone()[0]
     _scope_size_remember(corpus, params, model=model, size=size)
     return size
+
+
+# A large scope's BM25 statistics read recently, per process: {key: (monotonic time, n, avgdl)}.
+_bm25_stats: dict = {}
+# Smaller scopes are counted by every search: exactly, in under half a millisecond.
+BM25_STATS_CACHE_MIN_ROWS = 1000
+
+
+def _bm25_stats_key(corpus: "Corpus") -> tuple:
+    used = sorted((k, v) for k, v in corpus.params.items() if f"%({k})s" in corpus.lexical_scope_sql)
+    return (corpus.lexical_scope_sql, repr(used))
+
+
+def _bm25_stats_known(corpus: "Corpus") -> tuple[float, float] | None:
+    """(n, avgdl) of the corpus's lexical scope if a search read them within
+    SEARCH_SCOPE_SIZE_CACHE_SECONDS and the scope held at least BM25_STATS_CACHE_MIN_ROWS.
+
+    A scope's row count and average length move by a fraction of a percent in that time, and
+    BM25 uses them only to weigh terms and lengths; document frequencies are always counted.
+    """
+    cached = _bm25_stats.get(_bm25_stats_key(corpus))
+    if cached is None or time.monotonic() - cached[0] >= settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS:
+        return None
+    return cached[1], cached[2]
+
+
+def _bm25_stats_remember(corpus: "Corpus", rows: list) -> None:
+    """Keep the statistics a BM25 statement answered with its rows (`bm25_sql`)."""
+    if not rows or rows[0][3] < BM25_STATS_CACHE_MIN_ROWS:
+        return
+    if len(_bm25_stats) >= _SCOPE_SIZES_MAX:
+        _bm25_stats.clear()
+    _bm25_stats[_bm25_stats_key(corpus)] = (time.monotonic(), float(rows[0][3]), float(rows[0][4]))
 
 
 HNSW_SETTINGS_SQL = "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef_search}"
@@ -711,15 +756,20 @@ def hybrid_search(
         # vector candidates (run_batch); second: the pool's rows and re-rank features.
         batch: list[tuple[str, dict]] = []
         slots: dict = {}
+        bm25_stats = None
         if weights.lexical > 0 and query.strip():
             # Scores beyond the pool are kept so vector candidates get their exact BM25.
             slots["lexical"] = len(batch)
-            batch.append(
-                (
-                    bm25_sql(corpus.lexical_scope_sql, materialized=corpus.lexical_materialized),
-                    {**params, "query": query, "limit": pool * 10},
-                )
+            lexical_params = {**params, "query": query, "limit": pool * 10}
+            bm25_stats = _bm25_stats_known(corpus)
+            if bm25_stats is not None:
+                lexical_params.update(bm25_n=bm25_stats[0], bm25_avgdl=bm25_stats[1])
+            sql = bm25_sql(
+                corpus.lexical_scope_sql,
+                materialized=corpus.lexical_materialized,
+                stats_given=bm25_stats is not None,
             )
+            batch.append((sql, lexical_params))
         qvec = vector_literal(query_vector) if use_vectors else None
         if use_vectors:
             dimensions = len(query_vector)
@@ -756,6 +806,8 @@ def hybrid_search(
         lexical_pool: list = []
         if "lexical" in named:
             rows = named["lexical"]
+            if bm25_stats is None:
+                _bm25_stats_remember(corpus, rows)
             lexical = {row[0]: float(row[1]) for row in rows}
             coverage = {row[0]: float(row[2]) for row in rows}
             lexical_pool = [row[0] for row in rows[:pool]]

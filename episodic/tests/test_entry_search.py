@@ -1,4 +1,5 @@
 from datetime import timedelta
+from unittest import mock
 
 import numpy as np
 from django.db import connection
@@ -124,6 +125,69 @@ class EntrySearchTests(MemoryTestCase):
             self.search("marathon", mode="magic")
         except ApplicationError as exc:
             assert "mode" in exc.fields
+
+
+class Bm25StatisticsTests(MemoryTestCase):
+    """A large scope's row count and average length are read by one search and reused by the
+    next ones for SEARCH_SCOPE_SIZE_CACHE_SECONDS; document frequencies never are."""
+
+    def setUp(self):
+        self.person = memory_user_factory(self.workspace)
+        self.entries = [
+            entry_factory(agent=self.agent, memory_user=self.person, content=text, embed=False)
+            for text in (
+                "Ada flew a red kite at the beach.",
+                "Ada saw a zebra at the zoo.",
+                "Ada bought a kite for her nephew.",
+                "Ada repaired the kite string.",
+                "Ada's kite got stuck in a tree.",
+                "Ada read a book about birds.",
+            )
+        ]
+
+    def search(self, query="kite zebra"):
+        """(the hits' ids and lexical parts, whether the statement counted the scope)."""
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as queries:
+            result = entry_search_hybrid(
+                agent=self.agent, memory_user=self.person, query=query, mode="lexical", top_k=30
+            )
+        counted = sum("count(*) FROM scope" in q["sql"] for q in queries)
+        return [(h.entry.pk, h.parts["lexical"]) for h in result.hits], counted
+
+    def test_a_large_scope_is_counted_once_and_ranks_the_same(self):
+        with mock.patch("core.ranking.BM25_STATS_CACHE_MIN_ROWS", 6):
+            first, first_counted = self.search()
+            again, again_counted = self.search()
+        assert (first_counted, again_counted) == (1, 0)
+        assert again == first
+        assert first[0][0] == self.entries[1].pk
+
+    def test_a_small_scope_is_counted_by_every_search(self):
+        """Under BM25_STATS_CACHE_MIN_ROWS (1,000) counting is cheap and exact."""
+        assert [self.search()[1] for _ in range(2)] == [1, 1]
+
+    def test_statistics_are_read_again_once_the_window_has_passed(self):
+        with mock.patch("core.ranking.BM25_STATS_CACHE_MIN_ROWS", 6):
+            self.search()
+            with override_settings(SEARCH_SCOPE_SIZE_CACHE_SECONDS=0):
+                assert self.search()[1] == 1
+
+    def test_a_scope_grown_since_weighs_every_term_positively(self):
+        """Remembered n = 6, then 20 more entries with "kite": its document frequency (24)
+        passes the remembered count, and its weight stays positive, below the rare term's."""
+        with mock.patch("core.ranking.BM25_STATS_CACHE_MIN_ROWS", 6):
+            self.search()
+            for i in range(20):
+                entry_factory(
+                    agent=self.agent, memory_user=self.person, content=f"Kite {i} flew.", embed=False
+                )
+            hits, counted = self.search()
+        assert counted == 0
+        assert len(hits) == 25
+        assert all(part > 0 for _pk, part in hits)
+        assert hits[0][0] == self.entries[1].pk
 
 
 class VectorPlanRoutingTests(MemoryTestCase):
