@@ -11,8 +11,8 @@ def _clear_cache():
     from core import ranking
 
     cache.clear()
-    # The search's per-process memo of scope and table sizes and BM25 statistics: a count made in one test's
-    # rolled-back data would route the next test's plan.
+    # The search's per-process memos (scope and table sizes, BM25 statistics): a count made in
+    # one test's rolled-back data would route or weigh the next test's search.
     ranking._scope_sizes.clear()
     ranking._table_sizes.clear()
     ranking._bm25_stats.clear()

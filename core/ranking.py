@@ -349,9 +349,9 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False, stats_given: bool = 
 
     `stats_given=True` takes `n` and `avgdl` from `%(bm25_n)s` and `%(bm25_avgdl)s` (a large
     scope's, remembered from an earlier search: `_bm25_stats_known`) instead of counting the
-    scope and reading the newest rows' lengths, 2.7 ms of 6.6 at 5,000 rows (docs/speed.md). A term's
-    document frequency is always counted; the count used is never below it, so a scope that
-    grew since `n` was read still weighs every term positively.
+    scope and reading the newest rows' lengths, 2.7 ms of 6.6 at 5,000 rows (docs/speed.md).
+    A term's document frequency is always counted; the count used is never below it, so a
+    scope that grew since `n` was read still weighs every term positively.
 
     `materialized=False` lets PostgreSQL push the match into the scope query (a stored
     tsvector with a GIN index); `materialized=True` reads the scope once, for a scope query
