@@ -515,11 +515,6 @@ _bm25_stats: dict = {}
 BM25_STATS_CACHE_MIN_ROWS = 1000
 
 
-def _bm25_stats_key(corpus: "Corpus") -> tuple:
-    used = sorted((k, v) for k, v in corpus.params.items() if f"%({k})s" in corpus.lexical_scope_sql)
-    return (corpus.lexical_scope_sql, repr(used))
-
-
 def _bm25_stats_known(corpus: "Corpus") -> tuple[float, float] | None:
     """(n, avgdl) of the corpus's lexical scope if a search read them within
     SEARCH_SCOPE_SIZE_CACHE_SECONDS and the scope held at least BM25_STATS_CACHE_MIN_ROWS.
@@ -527,7 +522,7 @@ def _bm25_stats_known(corpus: "Corpus") -> tuple[float, float] | None:
     A scope's row count and average length move by a fraction of a percent in that time, and
     BM25 uses them only to weigh terms and lengths; document frequencies are always counted.
     """
-    cached = _bm25_stats.get(_bm25_stats_key(corpus))
+    cached = _bm25_stats.get(_statement_key(corpus.lexical_scope_sql, corpus.params))
     if cached is None or time.monotonic() - cached[0] >= settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS:
         return None
     return cached[1], cached[2]
@@ -539,7 +534,8 @@ def _bm25_stats_remember(corpus: "Corpus", rows: list) -> None:
         return
     if len(_bm25_stats) >= _SCOPE_SIZES_MAX:
         _bm25_stats.clear()
-    _bm25_stats[_bm25_stats_key(corpus)] = (time.monotonic(), float(rows[0][3]), float(rows[0][4]))
+    key = _statement_key(corpus.lexical_scope_sql, corpus.params)
+    _bm25_stats[key] = (time.monotonic(), float(rows[0][3]), float(rows[0][4]))
 
 
 HNSW_SETTINGS_SQL = "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef_search}"
@@ -588,10 +584,15 @@ def run_batch(cursor, statements: list[tuple[str, dict]]) -> list[list]:
     return results
 
 
+def _statement_key(sql: str, params: dict) -> tuple:
+    """`sql` and the parameters it uses (not, say, the ids a search excludes): what a memo
+    of that statement's answer is keyed by."""
+    used = sorted((k, v) for k, v in params.items() if f"%({k})s" in sql)
+    return (sql, repr(used))
+
+
 def _scope_size_key(corpus: "Corpus", model: str) -> tuple:
-    # Keyed by the parameters the count uses (not, say, the ids a search excludes).
-    used = sorted((k, v) for k, v in corpus.params.items() if f"%({k})s" in corpus.scope_size_sql)
-    return (corpus.scope_size_sql, repr(used), model)
+    return (*_statement_key(corpus.scope_size_sql, corpus.params), model)
 
 
 def _scope_size_remember(corpus: "Corpus", params: dict, *, model: str, size: int) -> None:

@@ -25,6 +25,7 @@ import time
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -192,6 +193,7 @@ class Command(BaseCommand):
         tuning = set(filter(None, (options["split"] or "").split(",")))
         workspace = workspace_create(name=f"bench-locomo-{uuid.uuid4().hex[:8]}")
         provider = embedding_provider_for(workspace)
+        search = entry_search_hybrid if entries else partial(message_search_related, workspace=workspace)
         runs = {mode: [] for mode in modes}
         per_conversation = {}
         timings = {"ingest_s": 0.0, "embed_s": 0.0, "search_s": 0.0}
@@ -231,9 +233,7 @@ class Command(BaseCommand):
                 conv_rows = {mode: [] for mode in modes}
                 for (question, evidence, category), vector in zip(questions, vectors, strict=True):
                     for mode in modes:
-                        search = entry_search_hybrid if entries else message_search_related
                         result = search(
-                            **({} if entries else {"workspace": workspace}),
                             agent=agent,
                             memory_user=person,
                             query=question,
