@@ -16,6 +16,7 @@ def _clear_cache():
     ranking._scope_sizes.clear()
     ranking._table_sizes.clear()
     ranking._bm25_stats.clear()
+    ranking._graph_requests.clear()
     yield
 
 

@@ -125,11 +125,16 @@ def build_entries_indexed_after(*, workspace, agent, person, n_entries: int) -> 
     from core.embeddings import LOCAL_MODEL_NAME
     from episodic.models import EntryEmbedding
 
-    index = next(i for i in EntryEmbedding._meta.indexes if i.name == "episodes_entry_embedding_hnsw")
+    index = next(i for i in EntryEmbedding._meta.indexes if i.name == "entry_emb_graph")
     with connection.schema_editor() as editor:
         editor.remove_index(EntryEmbedding, index)
     build_entries(
-        workspace=workspace, agents=[agent], people=[person], per_pair=n_entries, model=LOCAL_MODEL_NAME
+        workspace=workspace,
+        agents=[agent],
+        people=[person],
+        per_pair=n_entries,
+        model=LOCAL_MODEL_NAME,
+        in_graph=True,
     )
     with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '2GB'")

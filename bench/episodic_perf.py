@@ -36,8 +36,11 @@ VOCABULARY_SIZE = 2000
 VECTOR_POOL = 20_000
 
 
-def build_entries(*, workspace, agents, people, per_pair: int, model: str, dims: int = 384) -> None:
-    """Insert per_pair entries and vectors for every (agent, person) pair, in SQL."""
+def build_entries(
+    *, workspace, agents, people, per_pair: int, model: str, dims: int = 384, in_graph: bool = False
+) -> None:
+    """Insert per_pair entries and vectors for every (agent, person) pair, in SQL; the vectors
+    are in the HNSW graph when `in_graph` (new vectors are not, as in the service)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -74,9 +77,9 @@ def build_entries(*, workspace, agents, people, per_pair: int, model: str, dims:
                     FROM rows RETURNING id
                 )
                 INSERT INTO episodes_entryembedding (entry_id, workspace_id, agent_id, memory_user_id, model,
-                    dimensions, embedding, created_at)
+                    dimensions, embedding, created_at, in_graph)
                 SELECT e.id, %(workspace)s, %(agent)s, %(person)s, %(model)s, %(dims)s,
-                    bv.v, now()
+                    bv.v, now(), %(in_graph)s
                 FROM (SELECT id, row_number() OVER () AS n FROM entries) e
                 JOIN bench_vectors bv ON bv.i = (e.n + %(offset)s) %% %(pool)s
                 """,
@@ -90,6 +93,7 @@ def build_entries(*, workspace, agents, people, per_pair: int, model: str, dims:
                     "dims": dims,
                     "offset": random.randrange(VECTOR_POOL),
                     "pool": VECTOR_POOL,
+                    "in_graph": in_graph,
                 },
             )
         cursor.execute("ANALYZE episodes_episodicentry")
@@ -314,7 +318,7 @@ def main() -> None:
     from django.db import connection
 
     from core.embeddings import LOCAL_MODEL_NAME, LocalEmbeddingProvider
-    from core.services import agent_get_or_create, workspace_create
+    from core.services import agent_get_or_create, vector_graph_extend, workspace_create
     from episodic.models import EpisodicEntry
     from episodic.selectors import entry_search_hybrid
     from episodic.services import entry_embed_batch, entry_extract
@@ -393,6 +397,14 @@ def main() -> None:
             model=LOCAL_MODEL_NAME,
         )
         results["hnsw_build_s"] = round(time.perf_counter() - started, 1)
+        # What the worker does once a search has taken the HNSW plan for this scope.
+        started = time.perf_counter()
+        vector_graph_extend(
+            table="episodes_entryembedding",
+            model=LOCAL_MODEL_NAME,
+            scope={"agent_id": big_agent.pk, "memory_user_id": big_person.pk},
+        )
+        results["hnsw_graph_extend_s"] = round(time.perf_counter() - started, 1)
         plan = one_search(model=LOCAL_MODEL_NAME, agent=big_agent, person=big_person).plan
         stats = measure(
             lambda: one_search(model=LOCAL_MODEL_NAME, agent=big_agent, person=big_person),

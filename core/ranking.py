@@ -462,16 +462,30 @@ def vector_sql(
     """Nearest rows by cosine distance; parameters `%(qvec)s`, `%(model)s`, `%(limit)s`.
 
     The exact plan orders by the raw column, which no index covers, so the planner sorts
-    the B-tree-filtered scope. The HNSW plan repeats the index's cast to the model's
-    `dimensions` and its model condition so the partial index on that model is usable.
+    the B-tree-filtered scope. The HNSW plan walks the graph for the scope's rows that are
+    in it, repeating the index's cast to the model's `dimensions` and its model and
+    `in_graph` conditions so the partial index on that model is usable, and sorts the
+    scope's other rows exactly (core.lib.vectors): the nearest of both are the answer.
     """
     if plan == PLAN_HNSW:
         if not dimensions:
             raise ValueError("The HNSW plan needs the model's dimensions.")
         dims = int(dimensions)
-        distance = f"({column}::vector({dims})) <=> %(qvec)s::vector({dims})"
-    else:
-        distance = f"{column} <=> %(qvec)s::vector"
+        graph = f"({column}::vector({dims})) <=> %(qvec)s::vector({dims})"
+        exact = f"{column} <=> %(qvec)s::vector"
+        where = f"{scope_where} AND model = %(model)s AND {column} IS NOT NULL"
+        return f"""
+            SELECT id, 1 - distance AS similarity FROM (
+                (SELECT {id_column} AS id, {graph} AS distance FROM {table}
+                 WHERE {where} AND in_graph ORDER BY {graph} LIMIT %(limit)s)
+                UNION ALL
+                (SELECT {id_column} AS id, {exact} AS distance FROM {table}
+                 WHERE {where} AND NOT in_graph ORDER BY {exact} LIMIT %(limit)s)
+            ) nearest
+            ORDER BY distance, id
+            LIMIT %(limit)s
+        """
+    distance = f"{column} <=> %(qvec)s::vector"
     return f"""
         SELECT {id_column} AS id, 1 - ({distance}) AS similarity
         FROM {table}
@@ -660,6 +674,39 @@ def _hnsw_fetch(cursor, sql: str, params: dict, *, ef_search: int) -> list:
     return run_batch(cursor, [*statements, (sql, params)])[-1]
 
 
+# Graph requests sent recently, per process: {(table, model, scope): monotonic time}.
+_graph_requests: dict = {}
+
+
+def _graph_request(corpus: "Corpus", params: dict, *, model: str) -> None:
+    """Ask a worker to put the rows of the corpus's `graph_scope` into `model`'s HNSW graph
+    (`core.services.vector_graph_extend`), at most once per VECTOR_GRAPH_REQUEST_SECONDS a
+    scope and process. The search itself never waits for it: rows outside the graph are
+    sorted exactly meanwhile (`vector_sql`). A broker that cannot take the task costs the
+    next searches time, never this one's answer."""
+    scope = {column: params.get(name) for column, name in corpus.graph_scope}
+    if not scope or any(value is None for value in scope.values()):
+        return
+    scope = {column: str(value) for column, value in scope.items()}
+    key = (corpus.vector_table, model, tuple(sorted(scope.items())))
+    now = time.monotonic()
+    sent = _graph_requests.get(key)
+    if sent is not None and now - sent < settings.VECTOR_GRAPH_REQUEST_SECONDS:
+        return
+    if len(_graph_requests) >= _SCOPE_SIZES_MAX:
+        _graph_requests.clear()
+    _graph_requests[key] = now
+    from core.tasks import vector_graph_extend_task
+
+    try:
+        vector_graph_extend_task.delay(corpus.vector_table, model, scope)
+    except Exception:
+        _graph_requests.pop(key, None)
+        logger.warning(
+            "Could not queue the HNSW graph's extension of %s.", corpus.vector_table, exc_info=True
+        )
+
+
 @dataclass(frozen=True)
 class Corpus:
     """What `hybrid_search` ranks: SQL fragments over one table family, with named params.
@@ -690,6 +737,9 @@ class Corpus:
     speakers_sql: str = ""
     # True when `lexical_scope_sql` is costly to run more than once (see bm25_sql).
     lexical_materialized: bool = False
+    # (column of `vector_table`, name in `params`) pairs naming the rows that a search on the
+    # HNSW plan asks to put in the graph (`_graph_request`): the scope or one enclosing it.
+    graph_scope: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -875,6 +925,8 @@ def hybrid_search(
                 group=features.get(row_id, (None, None))[1],
             )
         )
+    if plan == PLAN_HNSW:
+        _graph_request(corpus, params, model=model)
     ranked = fuse(candidates, weights=weights, now=now, query=query)
     return SearchOutcome(ranked=ranked, plan=plan, scope_size=scope_size)
 

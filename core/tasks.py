@@ -5,7 +5,7 @@ from celery.signals import worker_ready
 from django.db import InterfaceError, OperationalError
 
 from core.embeddings import EmbeddingError
-from core.services import api_keys_purge_expired, worker_heartbeat_record
+from core.services import api_keys_purge_expired, vector_graph_extend, worker_heartbeat_record
 
 # A database that restarts or fails over (connections refused or cut, deadlocks) is
 # transient: idempotent tasks retry instead of failing, which would acknowledge them.
@@ -30,6 +30,11 @@ def worker_heartbeat_task(worker: str | None = None):
 @shared_task
 def api_keys_purge_expired_task():
     return api_keys_purge_expired()
+
+
+@shared_task(autoretry_for=DATABASE_UNAVAILABLE, retry_backoff=10, retry_backoff_max=600, max_retries=6)
+def vector_graph_extend_task(table: str, model: str, scope: dict):
+    return vector_graph_extend(table=table, model=model, scope=scope)
 
 
 @worker_ready.connect

@@ -3,7 +3,7 @@ from django.utils import timezone
 from pgvector.django import VectorField
 
 from core.lib.local_models import MPNET
-from core.lib.vectors import hnsw_index
+from core.lib.vectors import hnsw_index, in_graph_field
 from core.models import Agent, TimeStampedModel, Workspace
 
 
@@ -68,6 +68,7 @@ class EpisodeEmbedding(models.Model):
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()
     embedding = VectorField()
+    in_graph = in_graph_field()
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -76,8 +77,8 @@ class EpisodeEmbedding(models.Model):
         ]
         indexes = [
             models.Index(fields=["workspace", "model"], name="episodes_episode_emb_scope"),
-            hnsw_index("episodes_episode_embedding_hnsw", "embedding"),
-            hnsw_index("episode_emb_mpnet_hnsw", "embedding", MPNET),
+            hnsw_index("episode_emb_graph", "embedding"),
+            hnsw_index("episode_emb_mpnet_graph", "embedding", MPNET),
         ]
 
     def __str__(self):

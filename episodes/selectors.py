@@ -163,6 +163,7 @@ def episode_search_hybrid(
         vector_table="episodes_episodeembedding",
         vector_id_column="episode_id",
         vector_scope_where=f"workspace_id = %(workspace)s AND episode_id IN ({scope_sql})",
+        graph_scope=(("workspace_id", "workspace"),),
         describe_sql=(
             "SELECT e.id, extract(epoch FROM e.started_at)::float8, NULL, NULL, NULL, NULL, "
             "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL::text, NULL::uuid "

@@ -7,7 +7,7 @@ from django.utils import timezone
 from pgvector.django import VectorField
 
 from core.lib.local_models import MPNET
-from core.lib.vectors import hnsw_index
+from core.lib.vectors import hnsw_index, in_graph_field
 from core.models import Agent, TimeStampedModel, Workspace
 
 
@@ -135,6 +135,7 @@ class EntryEmbedding(models.Model):
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()
     embedding = VectorField()
+    in_graph = in_graph_field()
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -144,8 +145,8 @@ class EntryEmbedding(models.Model):
         ]
         indexes = [
             models.Index(fields=["agent", "memory_user", "model"], name="episodes_entry_emb_scope"),
-            hnsw_index("episodes_entry_embedding_hnsw", "embedding"),
-            hnsw_index("entry_emb_mpnet_hnsw", "embedding", MPNET),
+            hnsw_index("entry_emb_graph", "embedding"),
+            hnsw_index("entry_emb_mpnet_graph", "embedding", MPNET),
         ]
 
     def __str__(self):

@@ -160,6 +160,7 @@ def entry_search_hybrid(
         vector_table="episodes_entryembedding",
         vector_id_column="entry_id",
         vector_scope_where="agent_id = %(agent)s AND memory_user_id = %(memory_user)s",
+        graph_scope=(("agent_id", "agent"), ("memory_user_id", "memory_user")),
         describe_sql=(
             # Entries have no speaker; their group (for the session and diversity terms) is
             # the thread they were extracted from.

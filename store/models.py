@@ -8,7 +8,7 @@ from django.utils import timezone
 from pgvector.django import VectorField
 
 from core.lib.local_models import MPNET
-from core.lib.vectors import hnsw_index
+from core.lib.vectors import hnsw_index, in_graph_field
 from core.models import Agent, TimeStampedModel, Workspace
 
 # Labels never contain "." (LangGraph refuses it), so the dotted path names one namespace.
@@ -98,6 +98,7 @@ class StoreItemEmbedding(models.Model):
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()
     embedding = VectorField()
+    in_graph = in_graph_field()
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -106,8 +107,8 @@ class StoreItemEmbedding(models.Model):
         ]
         indexes = [
             models.Index(fields=["workspace", "agent", "model"], name="store_item_emb_scope"),
-            hnsw_index("store_item_embedding_hnsw", "embedding"),
-            hnsw_index("store_item_emb_mpnet_hnsw", "embedding", MPNET),
+            hnsw_index("store_item_emb_graph", "embedding"),
+            hnsw_index("store_item_emb_mpnet_graph", "embedding", MPNET),
         ]
 
     def __str__(self):

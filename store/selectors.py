@@ -101,6 +101,7 @@ def store_item_search(
         vector_table="store_storeitemembedding",
         vector_id_column="item_id",
         vector_scope_where=f"workspace_id = %(workspace)s AND item_id IN ({scope_sql})",
+        graph_scope=(("workspace_id", "workspace"),),
         describe_sql=(
             "SELECT i.id, extract(epoch FROM i.updated_at)::float8, NULL, NULL, NULL, NULL, "
             "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL::text, NULL::uuid "

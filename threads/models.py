@@ -4,7 +4,7 @@ from django.utils import timezone
 from pgvector.django import VectorField
 
 from core.lib.local_models import MPNET
-from core.lib.vectors import hnsw_index
+from core.lib.vectors import hnsw_index, in_graph_field
 from core.models import Agent, TimeStampedModel, Workspace
 
 
@@ -225,6 +225,7 @@ class MessageEmbedding(models.Model):
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()
     embedding = VectorField()
+    in_graph = in_graph_field()
     context_embedding = VectorField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -237,8 +238,8 @@ class MessageEmbedding(models.Model):
         ]
         indexes = [
             models.Index(fields=["agent", "memory_user", "model"], name="episodes_msg_embedding_scope"),
-            hnsw_index("episodes_msg_embedding_hnsw", "embedding"),
-            hnsw_index("msg_emb_mpnet_hnsw", "embedding", MPNET),
+            hnsw_index("msg_emb_graph", "embedding"),
+            hnsw_index("msg_emb_mpnet_graph", "embedding", MPNET),
         ]
 
     def __str__(self):

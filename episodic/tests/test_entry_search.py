@@ -193,7 +193,7 @@ class Bm25StatisticsTests(MemoryTestCase):
 class VectorPlanRoutingTests(MemoryTestCase):
     """Small scopes are sorted exactly; large ones use the HNSW index with iterative scan."""
 
-    MODEL, DIMENSIONS, INDEX = LOCAL_MODEL_NAME, 384, "episodes_entry_embedding_hnsw"
+    MODEL, DIMENSIONS, INDEX = LOCAL_MODEL_NAME, 384, "entry_emb_graph"
 
     @classmethod
     def setUpTestData(cls):
@@ -287,6 +287,130 @@ class VectorPlanRoutingTests(MemoryTestCase):
         assert result.plan == PLAN_HNSW
         assert result.hits[0].entry == self.entries[3]
         assert self.INDEX in self.explain(PLAN_HNSW)
+
+    def in_graph(self, person=None) -> int:
+        rows = EntryEmbedding.objects.filter(memory_user=person or self.person, model=self.MODEL)
+        return rows.filter(in_graph=True).count()
+
+    def exact_ids(self, k=20) -> list:
+        order = np.argsort(-(np.asarray(self.vectors) @ np.asarray(self.vectors[3])))
+        return [self.entries[i].pk for i in order[:k]]
+
+    def hnsw_ids(self, k=20) -> list:
+        where = "agent_id = %(agent)s AND memory_user_id = %(memory_user)s"
+        sql = vector_sql(
+            table="episodes_entryembedding",
+            id_column="entry_id",
+            scope_where=where,
+            plan=PLAN_HNSW,
+            dimensions=self.DIMENSIONS,
+        )
+        params = {
+            "agent": self.agent.pk,
+            "memory_user": self.person.pk,
+            "qvec": "[" + ",".join(str(x) for x in self.vectors[3]) + "]",
+            "model": self.MODEL,
+            "limit": k,
+        }
+        from core.ranking import _hnsw_fetch
+
+        with connection.cursor() as cursor:
+            return [row[0] for row in _hnsw_fetch(cursor, sql, params, ef_search=200)]
+
+    def test_new_vectors_are_stored_outside_the_graph(self):
+        """Storing a vector never inserts it into the HNSW graph: the column's default."""
+        assert self.in_graph() == 0
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT column_default FROM information_schema.columns "
+                "WHERE table_name = 'episodes_entryembedding' AND column_name = 'in_graph'"
+            )
+            assert cursor.fetchone()[0] == "false"
+
+    def test_the_hnsw_plan_finds_rows_inside_and_outside_the_graph(self):
+        """Rows outside the graph are sorted exactly beside the graph's walk: the HNSW plan
+        returns the true nearest whether none, some or all of the scope is in the graph."""
+        expected = self.exact_ids()
+        assert self.hnsw_ids() == expected
+        half = [e.pk for e in self.entries[::2]]
+        EntryEmbedding.objects.filter(entry_id__in=half, model=self.MODEL).update(in_graph=True)
+        assert self.hnsw_ids() == expected
+        EntryEmbedding.objects.filter(model=self.MODEL).update(in_graph=True)
+        assert self.hnsw_ids() == expected
+
+    @hnsw_above(10)
+    def test_a_search_on_the_hnsw_plan_puts_its_scope_in_the_graph(self):
+        """The first search past the threshold asks a worker to add the scope's rows to the
+        graph (eager here); another person's rows stay out, and the next searches within
+        VECTOR_GRAPH_REQUEST_SECONDS ask nothing more."""
+        other = memory_user_factory(self.workspace, canonical_id="telegram:3")
+        self.stored(other, 12, seed=11)
+        from core import tasks
+
+        with mock.patch.object(
+            tasks.vector_graph_extend_task, "delay", wraps=tasks.vector_graph_extend_task.delay
+        ) as sent:
+            assert self.run_search().plan == PLAN_HNSW
+            assert self.in_graph() == 60
+            assert self.in_graph(other) == 0
+            self.stored(self.person, 5, seed=12)
+            assert self.run_search().hits[0].entry == self.entries[3]
+            assert sent.call_count == 1
+            with override_settings(VECTOR_GRAPH_REQUEST_SECONDS=0):
+                self.run_search()
+            assert sent.call_count == 2
+        assert self.in_graph() == 65
+
+    def test_a_small_scope_asks_nothing_of_the_graph(self):
+        from core import tasks
+
+        with mock.patch.object(tasks.vector_graph_extend_task, "delay") as sent:
+            assert self.run_search().plan == PLAN_EXACT
+        sent.assert_not_called()
+        assert self.in_graph() == 0
+
+    @hnsw_above(10)
+    def test_a_broker_that_refuses_the_request_does_not_fail_the_search(self):
+        """The search answers; the request is sent again by the next search."""
+        from core import tasks
+
+        with mock.patch.object(tasks.vector_graph_extend_task, "delay", side_effect=ConnectionError) as sent:
+            result = self.run_search()
+            assert result.plan == PLAN_HNSW
+            assert result.hits[0].entry == self.entries[3]
+            self.run_search()
+        assert sent.call_count == 2
+        assert self.in_graph() == 0
+
+    def test_the_graph_is_extended_in_chunks_once(self):
+        from core import services
+        from core.services import vector_graph_extend
+
+        scope = {"agent_id": self.agent.pk, "memory_user_id": self.person.pk}
+        with mock.patch.object(services, "VECTOR_GRAPH_CHUNK", 7):
+            assert vector_graph_extend(table="episodes_entryembedding", model=self.MODEL, scope=scope) == 60
+            assert vector_graph_extend(table="episodes_entryembedding", model=self.MODEL, scope=scope) == 0
+        assert self.in_graph() == 60
+        assert self.hnsw_ids() == self.exact_ids()
+
+    def test_the_graph_request_names_only_vector_tables_and_scope_columns(self):
+        """The task's arguments come through the broker: anything but a vector table and
+        its scope columns is refused, never spliced into SQL."""
+        from core.services import vector_graph_extend
+
+        person = {"memory_user_id": self.person.pk}
+        refused = [
+            ("episodes_episodicentry", person),
+            ("episodes_entryembedding; DROP TABLE x", person),
+            ("episodes_entryembedding", {"memory_user_id = memory_user_id OR true --": 1}),
+            ("episodes_entryembedding", {"model": self.MODEL}),
+            ("episodes_entryembedding", {}),
+            ("episodes_entryembedding", {"memory_user_id": None}),
+        ]
+        for table, scope in refused:
+            with self.subTest(table=table, scope=scope), self.assertRaises(ValueError):
+                vector_graph_extend(table=table, model=self.MODEL, scope=scope)
+        assert self.in_graph() == 0
 
     @hnsw_above(10)
     def test_a_counted_scope_is_not_recounted_at_once(self):
@@ -384,7 +508,7 @@ class MpnetVectorPlanRoutingTests(VectorPlanRoutingTests):
     """The same for the vectors of the optional local model: 768-d rows under its own name,
     served by their own partial index once the scope is large."""
 
-    MODEL, DIMENSIONS, INDEX = "all-mpnet-base-v2", 768, "entry_emb_mpnet_hnsw"
+    MODEL, DIMENSIONS, INDEX = "all-mpnet-base-v2", 768, "entry_emb_mpnet_graph"
 
 
 class HnswSettingsScopeTests(TransactionTestCase):

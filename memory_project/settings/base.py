@@ -611,6 +611,9 @@ EPISODIC_HNSW_FIXED_COST_ROWS = env_int("EPISODIC_HNSW_FIXED_COST_ROWS", 7000)
 EPISODIC_HNSW_RATIO_COST_ROWS = env_int("EPISODIC_HNSW_RATIO_COST_ROWS", 1400)
 EPISODIC_HNSW_EF_SEARCH = env_int("EPISODIC_HNSW_EF_SEARCH", 200)
 SEARCH_SCOPE_SIZE_CACHE_SECONDS = env_float("SEARCH_SCOPE_SIZE_CACHE_SECONDS", 30.0)
+# A search on the HNSW plan asks for its scope's new vectors to join the graph at most this
+# often per scope and process (core.ranking._graph_request, core.lib.vectors).
+VECTOR_GRAPH_REQUEST_SECONDS = env_float("VECTOR_GRAPH_REQUEST_SECONDS", 300.0)
 EPISODIC_MAX_ENTRY_LENGTH = env_int("EPISODIC_MAX_ENTRY_LENGTH", 500)
 EPISODIC_MAX_ENTRIES_PER_TURN = env_int("EPISODIC_MAX_ENTRIES_PER_TURN", 5)
 # Entries per POST /api/v1/episodic-entries/batch/: all are embedded in one call and

@@ -168,6 +168,7 @@ def message_search_related(
             "agent_id = %(agent)s AND memory_user_id = %(memory_user)s "
             "AND NOT (message_id = ANY(%(exclude)s::uuid[]))"
         ),
+        graph_scope=(("agent_id", "agent"), ("memory_user_id", "memory_user")),
         describe_sql=f"""
             SELECT m.id, extract(epoch FROM m.created_at)::float8,
                 ({_NEIGHBOUR.format(op="<", order="DESC", offset=0)}),
