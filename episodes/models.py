@@ -1,4 +1,5 @@
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import VectorField
 
@@ -77,6 +78,10 @@ class EpisodeEmbedding(models.Model):
         ]
         indexes = [
             models.Index(fields=["workspace", "model"], name="episodes_episode_emb_scope"),
+            # The HNSW plan sorts the scope's rows outside the graph exactly (core.ranking.vector_sql).
+            models.Index(
+                fields=["workspace", "model"], condition=Q(in_graph=False), name="episode_emb_outside_graph"
+            ),
             hnsw_index("episode_emb_graph", "embedding"),
             hnsw_index("episode_emb_mpnet_graph", "embedding", MPNET),
         ]

@@ -238,6 +238,12 @@ class MessageEmbedding(models.Model):
         ]
         indexes = [
             models.Index(fields=["agent", "memory_user", "model"], name="episodes_msg_embedding_scope"),
+            # The HNSW plan sorts the scope's rows outside the graph exactly (core.ranking.vector_sql).
+            models.Index(
+                fields=["agent", "memory_user", "model"],
+                condition=Q(in_graph=False),
+                name="msg_emb_outside_graph",
+            ),
             hnsw_index("msg_emb_graph", "embedding"),
             hnsw_index("msg_emb_mpnet_graph", "embedding", MPNET),
         ]

@@ -1,6 +1,7 @@
 """Vectors enter the HNSW graph only when flagged (`in_graph`, core.lib.vectors): the graph
-indexes are rebuilt over the flagged rows, which are all the rows stored before. Built
-concurrently, so writes go on meanwhile; the old index serves searches until it is dropped."""
+indexes are rebuilt over the flagged rows, which are all the rows stored before, and a B-tree
+finds a scope's rows outside the graph. Built concurrently, so writes go on meanwhile; the old
+index serves searches until it is dropped."""
 
 import django.contrib.postgres.indexes
 import django.db.models.functions.comparison
@@ -32,6 +33,15 @@ class Migration(migrations.Migration):
                 db_default=False,
                 default=False,
                 help_text="In the model's HNSW graph; set in bulk for scopes that a search walks.",
+            ),
+        ),
+        # The rows outside the graph, which the HNSW plan sorts exactly (none yet).
+        AddIndexConcurrently(
+            model_name="entryembedding",
+            index=models.Index(
+                condition=models.Q(("in_graph", False)),
+                fields=["agent", "memory_user", "model"],
+                name="entry_emb_outside_graph",
             ),
         ),
         AddIndexConcurrently(
