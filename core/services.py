@@ -1,4 +1,5 @@
 import secrets
+import time
 from datetime import timedelta
 
 from django.apps import apps
@@ -227,13 +228,14 @@ def _vector_table_model(table: str):
     raise ValueError(f"{table!r} is not a vector table.")
 
 
-def vector_graph_extend(*, table: str, model: str, scope: dict) -> int:
+def vector_graph_extend(*, table: str, model: str, scope: dict, seconds: float | None = None) -> int:
     """Put the vectors of `model` in `table` that match `scope` ({column: value}, columns of
     VECTOR_GRAPH_SCOPE_COLUMNS) into the model's HNSW graph; returns how many rows joined.
 
     In chunks of VECTOR_GRAPH_CHUNK rows, each its own statement; rows locked by another
     writer meanwhile are skipped (they stay outside the graph, where searches sort them
-    exactly, until the next request). Idempotent.
+    exactly, until the next request). With `seconds`, no chunk starts after that long: the
+    caller goes on later (`core.tasks.vector_graph_extend_task`). Idempotent.
     """
     table_model = _vector_table_model(table)
     columns = {f.column for f in table_model._meta.concrete_fields}
@@ -249,10 +251,12 @@ def vector_graph_extend(*, table: str, model: str, scope: dict) -> int:
         "LIMIT %s FOR UPDATE SKIP LOCKED)"
     )
     params = [*(scope[name] for name in names), model, VECTOR_GRAPH_CHUNK]
-    total = 0
+    total, started = 0, time.monotonic()
     with connection.cursor() as cursor:
         while True:
             cursor.execute(sql, params)
             if not cursor.rowcount:
                 return total
             total += cursor.rowcount
+            if seconds is not None and time.monotonic() - started >= seconds:
+                return total

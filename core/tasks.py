@@ -1,7 +1,9 @@
 import socket
+import time
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from core.embeddings import EmbeddingError
@@ -34,7 +36,14 @@ def api_keys_purge_expired_task():
 
 @shared_task(autoretry_for=DATABASE_UNAVAILABLE, retry_backoff=10, retry_backoff_max=600, max_retries=6)
 def vector_graph_extend_task(table: str, model: str, scope: dict):
-    return vector_graph_extend(table=table, model=model, scope=scope)
+    """A scope's vectors into the HNSW graph, for as long as half the soft time limit; the
+    rest by the same task queued again (each chunk is committed as it goes)."""
+    budget = settings.CELERY_TASK_SOFT_TIME_LIMIT / 2
+    started = time.monotonic()
+    joined = vector_graph_extend(table=table, model=model, scope=scope, seconds=budget)
+    if joined and time.monotonic() - started >= budget:
+        vector_graph_extend_task.delay(table, model, scope)
+    return joined
 
 
 @worker_ready.connect

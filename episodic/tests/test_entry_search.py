@@ -393,6 +393,25 @@ class VectorPlanRoutingTests(MemoryTestCase):
         assert self.in_graph() == 60
         assert self.hnsw_ids() == self.exact_ids()
 
+    def test_a_long_extension_goes_on_in_the_next_task(self):
+        """The task stops starting chunks after half the soft time limit and queues itself
+        for the rest, so a large scope never runs into the limit."""
+        from core import services, tasks
+
+        scope = {"agent_id": str(self.agent.pk), "memory_user_id": str(self.person.pk)}
+        limits = override_settings(CELERY_TASK_SOFT_TIME_LIMIT=0)
+        with mock.patch.object(services, "VECTOR_GRAPH_CHUNK", 25), limits:
+            with mock.patch.object(tasks.vector_graph_extend_task, "delay") as queued:
+                assert tasks.vector_graph_extend_task("episodes_entryembedding", self.MODEL, scope) == 25
+            queued.assert_called_once_with("episodes_entryembedding", self.MODEL, scope)
+            assert self.in_graph() == 25
+            with mock.patch.object(
+                tasks.vector_graph_extend_task, "delay", wraps=tasks.vector_graph_extend_task.delay
+            ) as queued:
+                tasks.vector_graph_extend_task("episodes_entryembedding", self.MODEL, scope)
+            assert queued.call_count == 2  # 25 + 10 joined, then a last one that finds none
+        assert self.in_graph() == 60
+
     def test_the_graph_request_names_only_vector_tables_and_scope_columns(self):
         """The task's arguments come through the broker: anything but a vector table and
         its scope columns is refused, never spliced into SQL."""
