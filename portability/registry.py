@@ -181,6 +181,11 @@ def _of_threads(model):
     return rows
 
 
+# Whether a vector is in its model's HNSW graph is this server's index state, not memory: an
+# imported vector is stored outside the graph like any new one (core.lib.vectors).
+_GRAPH_STATE = ("in_graph",)
+
+
 def _vectors_of(model, parent: str, parent_rows):
     def rows(s: Scope) -> QuerySet:
         # Only the source's current model: older vectors are stale spaces nobody searches.
@@ -268,6 +273,7 @@ TYPES = (
         MessageEmbedding,
         _vectors_of(MessageEmbedding, "message", messages_in),
         ("message__thread__created_at", "message__thread_id", "message__seq"),
+        exclude=_GRAPH_STATE,
         vectors=True,
     ),
     RecordType("episode", Episode, episodes_in, ("started_at", "created_at", "id")),
@@ -276,6 +282,7 @@ TYPES = (
         EpisodeEmbedding,
         _vectors_of(EpisodeEmbedding, "episode", episodes_in),
         ("episode__started_at", "episode__created_at", "episode_id"),
+        exclude=_GRAPH_STATE,
         vectors=True,
     ),
     RecordType("fact", Fact, facts_in, ("created_at", "key", "id")),
@@ -298,6 +305,7 @@ TYPES = (
         EntryEmbedding,
         _vectors_of(EntryEmbedding, "entry", entries_in),
         ("entry__created_at", "entry__content_hash", "entry_id"),
+        exclude=_GRAPH_STATE,
         vectors=True,
     ),
     RecordType(
@@ -349,6 +357,7 @@ TYPES = (
         StoreItemEmbedding,
         _vectors_of(StoreItemEmbedding, "item", store_items_in),
         ("item__namespace_path", "item__key", "item__agent__slug"),
+        exclude=_GRAPH_STATE,
         vectors=True,
     ),
     RecordType(

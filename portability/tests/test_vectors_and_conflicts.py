@@ -44,6 +44,25 @@ class VectorTests(MemoryTestCase):
         assert list(copied.embedding) == list(source.embedding)
         assert len(self.embedded_texts()) == calls  # nothing embedded again
 
+    def test_whether_a_vector_was_in_the_graph_stays_behind(self):
+        """`in_graph` is the source's index state: not in the file, and an imported vector is
+        stored outside the target's graph like any new one."""
+        from episodic.models import EntryEmbedding
+        from episodic.tests.factories import entry_factory
+
+        use_test_embeddings(self.server, self.target)
+        ada = memory_user_create(workspace=self.workspace, canonical_id="ada")
+        entry_factory(agent=self.agent, memory_user=ada, content="Ada moved to Lisbon in May.")
+        assert EntryEmbedding.objects.filter(workspace=self.workspace).update(in_graph=True) == 1
+        data = export_bytes(Scope(workspace=self.workspace, vectors=True))
+        (vector,) = [r for r in records(data) if r.get("type") == "entry_vector"]
+        assert "in_graph" not in vector
+        with self.captureOnCommitCallbacks(execute=True):
+            report = import_bytes(self.target, data)
+        assert report["created"]["entry_vector"] == 1
+        copied = EntryEmbedding.objects.filter(workspace=self.target)
+        assert list(copied.values_list("in_graph", flat=True)) == [False]
+
     def test_vectors_of_another_model_are_dropped_and_re_embedded(self):
         """The target embeds locally; the file's vectors are of the test model: re-embedded."""
         other = OpenAITestServer().__enter__()
