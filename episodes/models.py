@@ -1,10 +1,9 @@
 from django.db import models
-from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import VectorField
 
 from core.lib.local_models import MPNET
-from core.lib.vectors import hnsw_index, in_graph_field
+from core.lib.vectors import hnsw_index, in_graph_field, outside_graph_index
 from core.models import Agent, TimeStampedModel, Workspace
 
 
@@ -78,10 +77,7 @@ class EpisodeEmbedding(models.Model):
         ]
         indexes = [
             models.Index(fields=["workspace", "model"], name="episodes_episode_emb_scope"),
-            # The HNSW plan sorts the scope's rows outside the graph exactly (core.ranking.vector_sql).
-            models.Index(
-                fields=["workspace", "model"], condition=Q(in_graph=False), name="episode_emb_outside_graph"
-            ),
+            outside_graph_index("episode_emb_outside_graph", ["workspace", "model"]),
             hnsw_index("episode_emb_graph", "embedding"),
             hnsw_index("episode_emb_mpnet_graph", "embedding", MPNET),
         ]

@@ -3,12 +3,11 @@
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import VectorField
 
 from core.lib.local_models import MPNET
-from core.lib.vectors import hnsw_index, in_graph_field
+from core.lib.vectors import hnsw_index, in_graph_field, outside_graph_index
 from core.models import Agent, TimeStampedModel, Workspace
 
 
@@ -146,12 +145,7 @@ class EntryEmbedding(models.Model):
         ]
         indexes = [
             models.Index(fields=["agent", "memory_user", "model"], name="episodes_entry_emb_scope"),
-            # The HNSW plan sorts the scope's rows outside the graph exactly (core.ranking.vector_sql).
-            models.Index(
-                fields=["agent", "memory_user", "model"],
-                condition=Q(in_graph=False),
-                name="entry_emb_outside_graph",
-            ),
+            outside_graph_index("entry_emb_outside_graph", ["agent", "memory_user", "model"]),
             hnsw_index("entry_emb_graph", "embedding"),
             hnsw_index("entry_emb_mpnet_graph", "embedding", MPNET),
         ]

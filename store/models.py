@@ -4,12 +4,11 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import VectorField
 
 from core.lib.local_models import MPNET
-from core.lib.vectors import hnsw_index, in_graph_field
+from core.lib.vectors import hnsw_index, in_graph_field, outside_graph_index
 from core.models import Agent, TimeStampedModel, Workspace
 
 # Labels never contain "." (LangGraph refuses it), so the dotted path names one namespace.
@@ -108,12 +107,7 @@ class StoreItemEmbedding(models.Model):
         ]
         indexes = [
             models.Index(fields=["workspace", "agent", "model"], name="store_item_emb_scope"),
-            # The HNSW plan sorts the scope's rows outside the graph exactly (core.ranking.vector_sql).
-            models.Index(
-                fields=["workspace", "agent", "model"],
-                condition=Q(in_graph=False),
-                name="store_item_emb_outside_graph",
-            ),
+            outside_graph_index("store_item_emb_outside_graph", ["workspace", "agent", "model"]),
             hnsw_index("store_item_emb_graph", "embedding"),
             hnsw_index("store_item_emb_mpnet_graph", "embedding", MPNET),
         ]

@@ -4,7 +4,7 @@ from django.utils import timezone
 from pgvector.django import VectorField
 
 from core.lib.local_models import MPNET
-from core.lib.vectors import hnsw_index, in_graph_field
+from core.lib.vectors import hnsw_index, in_graph_field, outside_graph_index
 from core.models import Agent, TimeStampedModel, Workspace
 
 
@@ -238,12 +238,7 @@ class MessageEmbedding(models.Model):
         ]
         indexes = [
             models.Index(fields=["agent", "memory_user", "model"], name="episodes_msg_embedding_scope"),
-            # The HNSW plan sorts the scope's rows outside the graph exactly (core.ranking.vector_sql).
-            models.Index(
-                fields=["agent", "memory_user", "model"],
-                condition=Q(in_graph=False),
-                name="msg_emb_outside_graph",
-            ),
+            outside_graph_index("msg_emb_outside_graph", ["agent", "memory_user", "model"]),
             hnsw_index("msg_emb_graph", "embedding"),
             hnsw_index("msg_emb_mpnet_graph", "embedding", MPNET),
         ]

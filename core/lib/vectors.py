@@ -28,6 +28,13 @@ def in_graph_field() -> models.BooleanField:
     )
 
 
+def outside_graph_index(name: str, fields: list[str]) -> models.Index:
+    """A B-tree over `fields` (the table's scope columns) of the rows outside the graph, which
+    the HNSW plan sorts exactly: without it that half would read every row of the scope to
+    check its flag."""
+    return models.Index(fields=fields, condition=Q(in_graph=False), name=name)
+
+
 def hnsw_index(name: str, column: str, model: LocalModel = MINILM) -> HnswIndex:
     """A cosine HNSW index over the rows of `column` of a local model that are `in_graph`
     (each local model has its own).

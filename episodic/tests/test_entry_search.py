@@ -246,12 +246,12 @@ class VectorPlanRoutingTests(MemoryTestCase):
             top_k=5,
         )
 
-    def explain(self, plan):
-        where = "agent_id = %(agent)s AND memory_user_id = %(memory_user)s"
+    def vector_query(self, plan, *, limit: int) -> tuple[str, dict]:
+        """The scope's nearest vectors to entry 3's on `plan`: SQL and parameters."""
         sql = vector_sql(
             table="episodes_entryembedding",
             id_column="entry_id",
-            scope_where=where,
+            scope_where="agent_id = %(agent)s AND memory_user_id = %(memory_user)s",
             plan=plan,
             dimensions=self.DIMENSIONS,
         )
@@ -260,8 +260,12 @@ class VectorPlanRoutingTests(MemoryTestCase):
             "memory_user": self.person.pk,
             "qvec": "[" + ",".join(str(x) for x in self.vectors[3]) + "]",
             "model": self.MODEL,
-            "limit": 5,
+            "limit": limit,
         }
+        return sql, params
+
+    def explain(self, plan):
+        sql, params = self.vector_query(plan, limit=5)
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_seqscan = off")
             if plan == PLAN_HNSW:
@@ -297,23 +301,9 @@ class VectorPlanRoutingTests(MemoryTestCase):
         return [self.entries[i].pk for i in order[:k]]
 
     def hnsw_ids(self, k=20) -> list:
-        where = "agent_id = %(agent)s AND memory_user_id = %(memory_user)s"
-        sql = vector_sql(
-            table="episodes_entryembedding",
-            id_column="entry_id",
-            scope_where=where,
-            plan=PLAN_HNSW,
-            dimensions=self.DIMENSIONS,
-        )
-        params = {
-            "agent": self.agent.pk,
-            "memory_user": self.person.pk,
-            "qvec": "[" + ",".join(str(x) for x in self.vectors[3]) + "]",
-            "model": self.MODEL,
-            "limit": k,
-        }
         from core.ranking import _hnsw_fetch
 
+        sql, params = self.vector_query(PLAN_HNSW, limit=k)
         with connection.cursor() as cursor:
             return [row[0] for row in _hnsw_fetch(cursor, sql, params, ef_search=200)]
 
