@@ -71,10 +71,27 @@ class EpisodeSearchApiTests(MemoryTestCase):
     @hnsw_above(2)
     def test_a_large_scope_searches_the_hnsw_index(self):
         """Above the exact-scan threshold the filtered HNSW scan (iterative) still finds it."""
+        elsewhere = episode_create(
+            workspace=self.other_workspace, agent=self.outsider_agent, trigger_type="chat"
+        )
+        EpisodeEmbedding.objects.create(
+            episode=elsewhere,
+            workspace=self.other_workspace,
+            model=EpisodeEmbedding.objects.first().model,
+            dimensions=384,
+            embedding=[1.0] + [0.0] * 383,
+        )
         response = self.search(query="money back for a broken appliance", mode="vector")
         assert response.json()["plan"] == "hnsw"
         assert self.ids(response)[0] == str(self.kettle.pk)
         assert len(self.ids(response)) == 4
+        # The search put its workspace's vectors in the graph (a worker's task; eager here),
+        # not another workspace's; the same search then walks the graph and finds the same.
+        graph = EpisodeEmbedding.objects.filter(in_graph=True)
+        assert set(graph.values_list("workspace_id", flat=True)) == {self.workspace.pk}
+        assert graph.count() == 4
+        again = self.search(query="money back for a broken appliance", mode="vector")
+        assert self.ids(again) == self.ids(response)
 
     def test_lexical_hits_carry_their_bm25_part(self):
         response = self.search(query="dentist appointment", mode="lexical")

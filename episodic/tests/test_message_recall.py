@@ -112,6 +112,39 @@ class MessageRecallTests(MemoryTestCase):
         assert len([q for q in queries if size_count in q["sql"]]) == 1
 
 
+class MessageGraphTests(MemoryTestCase):
+    """Vectors of the local model (the workspace's default), which has an HNSW index."""
+
+    def test_a_search_on_the_hnsw_plan_puts_only_its_persons_messages_in_the_graph(self):
+        def messages(person, chat, contents):
+            thread = thread_create(
+                workspace=self.workspace, agent=self.agent, memory_user=person, channel_chat_id=chat
+            )
+            return thread_append_messages(
+                thread=thread, messages=[{"role": "user", "content": c} for c in contents]
+            )
+
+        person = memory_user_factory(self.workspace)
+        other = memory_user_factory(self.workspace, canonical_id="telegram:9", display_name="Bo")
+        mine = messages(person, "a", ["We camped in the Alps.", "The tent leaked.", "I adopted a cat."])
+        theirs = messages(other, "b", ["Our tent in the Alps was fine."])
+        message_embed_batch(message_ids=[m.pk for m in mine + theirs])
+
+        def search():
+            result = message_search_related(
+                workspace=self.workspace, agent=self.agent, memory_user=person, query="Alps tent"
+            )
+            return result.plan, [h.message.pk for h in result.hits]
+
+        with hnsw_above(1):
+            plan, found = search()
+            assert (plan, found) == ("hnsw", search()[1]) and found
+        assert set(found) <= {m.pk for m in mine}
+        graph = MessageEmbedding.objects.filter(in_graph=True)
+        assert set(graph.values_list("memory_user_id", flat=True)) == {person.pk}
+        assert graph.count() == 3
+
+
 class FirstPersonQueryTests(MemoryTestCase):
     """A query naming a speaker is searched by the vectors as that speaker would say it."""
 

@@ -84,6 +84,25 @@ class StoreSearchTests(MemoryTestCase):
         hits = store_item_search(workspace=self.workspace, agent=None, query="kitten", limit=1)
         assert keys(hits) == ["pet"]
 
+    def test_a_search_on_the_hnsw_plan_puts_its_workspaces_vectors_in_the_graph(self):
+        """Found the same through the graph as before it; another workspace's stay out."""
+        from core.testing import hnsw_above
+        from store.models import StoreItemEmbedding
+
+        texts = ["Ada prefers green tea.", "Ada moved to Lisbon.", "Ada has a cat named Miso."]
+        items = [
+            make_item(workspace=self.workspace, key=f"k{n}", value={"text": t}) for n, t in enumerate(texts)
+        ]
+        items.append(make_item(workspace=self.other_workspace, key="outside", value={"text": "Lisbon"}))
+        store_items_embed(item_ids=[item.pk for item in items])
+        with hnsw_above(1):
+            first = keys(store_item_search(workspace=self.workspace, agent=None, query="Lisbon"))
+            again = keys(store_item_search(workspace=self.workspace, agent=None, query="Lisbon"))
+        assert first == again and first[0] == "k1"
+        graph = StoreItemEmbedding.objects.filter(in_graph=True)
+        assert set(graph.values_list("workspace_id", flat=True)) == {self.workspace.pk}
+        assert graph.count() == 3
+
     def test_items_the_query_cannot_reach_fill_the_page_unscored(self):
         make_item(workspace=self.workspace, key="lisbon", value={"text": "Lisbon"})
         make_item(workspace=self.workspace, key="hidden", value={"text": "Lisbon"}, index=False)
