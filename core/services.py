@@ -245,10 +245,13 @@ def vector_graph_extend(*, table: str, model: str, scope: dict, seconds: float |
         raise ValueError("The graph's scope must give every column a value.")
     names = sorted(scope)
     where = " AND ".join(f"{name} = %s" for name in names)
+    # The chunk is chosen once, in a CTE. As `WHERE id IN (SELECT ... LIMIT n FOR UPDATE SKIP
+    # LOCKED)` the planner may rescan the subquery per row, and each rescan skips the rows this
+    # statement has just updated and locks n more: one statement then took a whole scope.
     sql = (
-        f"UPDATE {table} SET in_graph = true WHERE id IN ("
-        f"SELECT id FROM {table} WHERE {where} AND model = %s AND NOT in_graph "
-        "LIMIT %s FOR UPDATE SKIP LOCKED)"
+        f"WITH chunk AS (SELECT id FROM {table} WHERE {where} AND model = %s AND NOT in_graph "
+        "LIMIT %s FOR UPDATE SKIP LOCKED) "
+        f"UPDATE {table} v SET in_graph = true FROM chunk WHERE v.id = chunk.id"
     )
     params = [*(scope[name] for name in names), model, VECTOR_GRAPH_CHUNK]
     total, started = 0, time.monotonic()

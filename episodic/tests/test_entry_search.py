@@ -383,6 +383,32 @@ class VectorPlanRoutingTests(MemoryTestCase):
         assert self.in_graph() == 60
         assert self.hnsw_ids() == self.exact_ids()
 
+    def test_a_chunk_is_never_more_than_its_size_whatever_the_plan(self):
+        """A statement flags at most VECTOR_GRAPH_CHUNK rows, also under a plan that scans the
+        table and rescans the chunk's query per row (the other plans turned off here; a CI
+        run's statistics once chose it): as `id IN (subquery)` one statement took all 60."""
+        from core import services
+        from core.services import vector_graph_extend
+
+        scope = {"agent_id": self.agent.pk, "memory_user_id": self.person.pk}
+        with connection.cursor() as cursor:
+            for setting in (
+                "hashagg",
+                "hashjoin",
+                "mergejoin",
+                "material",
+                "indexscan",
+                "bitmapscan",
+                "sort",
+            ):
+                cursor.execute(f"SET LOCAL enable_{setting} = off")
+        with mock.patch.object(services, "VECTOR_GRAPH_CHUNK", 7):
+            first = vector_graph_extend(
+                table="episodes_entryembedding", model=self.MODEL, scope=scope, seconds=0
+            )
+        assert first == 7
+        assert self.in_graph() == 7
+
     def test_a_long_extension_goes_on_in_the_next_task(self):
         """The task stops starting chunks after half the soft time limit and queues itself
         for the rest, so a large scope never runs into the limit."""
