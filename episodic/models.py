@@ -113,6 +113,14 @@ class EpisodicEntry(TimeStampedModel):
                 condition=models.Q(status="active", review="approved"),
                 name="episodes_entry_searchable",
             ),
+            # The other rows of a scope (superseded, rejected, held, merged): the batch's
+            # nearest-stored read leaves their vectors out from this small index instead of
+            # probing the entry of every vector it reads (episodic.services.storing).
+            models.Index(
+                fields=["agent", "memory_user"],
+                condition=~models.Q(status="active", review="approved"),
+                name="episodes_entry_closed",
+            ),
         ]
 
     def __str__(self):

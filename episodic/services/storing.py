@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 
 import numpy as np
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from core.embeddings import EmbeddingError
@@ -160,18 +160,38 @@ _SIMILAR_ONE_SQL = f"""
         LIMIT 1
     )
 """
-# Several vectors: the scope's active vectors are read once, as pgvector's binary form in a
-# bytea (`vector_send`: a 4-byte header and big-endian float4s) and in chunks from a server-side
-# cursor, and compared with all of them in one matrix product per chunk. The same question
-# asked in SQL (each vector sorting the materialized scope) took 438 ms for 100 vectors
-# against 4,566 stored ones, twice per batch call: 45% of a bulk load's time. The read
-# also lists the vector rows it saw, so the check under the lock reads only the others: an
-# entry stored, approved, restored, re-embedded or moved to this person meanwhile has a row
-# the first check did not read.
-_SCOPE_VECTORS_SQL = (
-    f"SELECT scope.vector_id, scope.entry_id, vector_send(scope.embedding) FROM ({_SCOPE}) scope"
-)
-_SCOPE_VECTORS_UNSEEN_SQL = _SCOPE_VECTORS_SQL + " WHERE scope.vector_id <> ALL(%(seen)s::bigint[])"
+# Several vectors: the scope's vectors are read once and compared with all of them in one
+# matrix product per chunk. The same question asked in SQL (each vector sorting the
+# materialized scope) took 438 ms for 100 vectors against 4,566 stored ones, twice per batch
+# call: 45% of a bulk load's time. The read also lists the vector rows of active, approved
+# entries it saw, so the check under the lock reads only the others: an entry stored,
+# approved, restored, re-embedded or moved to this person meanwhile has a row the first check
+# did not list.
+#
+# The rows come through a BINARY cursor: pgvector's binary form (`vector_send`: a 4-byte
+# header and big-endian float4s) arrives as raw bytes, where a text cursor sent each vector as
+# hex text twice its size, decoded by the client. The entry's state is not read per row (a
+# primary-key probe of the entries for every vector: 40 of the statement's 58 ms at 8,183
+# vectors) but from the scope's closed entries, which the partial index
+# `episodes_entry_closed` holds alone, read in the same round trip after the cursor is
+# declared (so never older than the rows) and left out here. A vector's agent and person are
+# its entry's (written with it, moved with it by a merge), so the scope's closed entries are
+# all its vectors' closed entries. docs/speed.md, "The batch's scope read".
+_SCOPE_CURSOR = "episodic_scope_vectors"
+_SCOPE_VECTORS_SQL = """
+    SELECT v.id, v.entry_id::text, vector_send(v.embedding)
+    FROM episodes_entryembedding v
+    WHERE v.agent_id = %(agent)s AND v.memory_user_id = %(memory_user)s AND v.model = %(model)s
+      AND v.embedding IS NOT NULL
+"""
+# The rows the first check did not list (PostgreSQL hashes a long `<> ALL` array: 3.4 ms for
+# 5,000 rows against 4,950 listed ids).
+_SCOPE_VECTORS_UNSEEN_SQL = _SCOPE_VECTORS_SQL + " AND v.id <> ALL(%(seen)s::bigint[])"
+_SCOPE_CLOSED_SQL = """
+    SELECT e.id::text FROM episodes_episodicentry e
+    WHERE e.agent_id = %(agent)s AND e.memory_user_id = %(memory_user)s
+      AND NOT (e.status = 'active' AND e.review = 'approved')
+"""
 _SCOPE_VECTORS_CHUNK = 4096
 
 
@@ -182,26 +202,56 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix / norms
 
 
+def _vector_blocks(rows, closed: set[str]):
+    """(vector row ids, entry ids, float32 matrix) of `rows` ((id, entry id, `vector_send`
+    bytes)) whose entry is not in `closed`, one block per vector length."""
+    if closed:
+        rows = [row for row in rows if row[1] not in closed]
+    if not rows:
+        return
+    vector_ids, entry_ids, blobs = zip(*rows, strict=True)
+    sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+    lengths = np.unique(sizes).tolist()
+    for size in lengths:
+        if len(lengths) == 1:
+            ids, chosen, data = list(vector_ids), list(entry_ids), b"".join(blobs)
+        else:
+            picked = np.flatnonzero(sizes == size).tolist()
+            ids, chosen = [vector_ids[i] for i in picked], [entry_ids[i] for i in picked]
+            data = b"".join([blobs[i] for i in picked])
+        # Past each vector's 4-byte header (dimensions, unused), its big-endian float4s.
+        dimensions = (size - 4) // 4
+        block = np.ndarray((len(ids), dimensions), dtype=">f4", buffer=data, offset=4, strides=(size, 4))
+        yield ids, chosen, block.astype(np.float32)
+
+
 def _scope_vector_chunks(sql: str, params: dict):
-    """(vector row ids, entry ids, float32 matrix) chunks of the scope's vectors `sql` selects."""
-    server_cursor = not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
-    with connection.chunked_cursor() if server_cursor else connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        while rows := cursor.fetchmany(_SCOPE_VECTORS_CHUNK):
-            by_dimensions: dict[int, tuple[list, list, list]] = {}
-            for vector_id, entry_id, data in rows:
-                data = bytes(data)
-                rows_ids, ids, parts = by_dimensions.setdefault(int.from_bytes(data[:2], "big"), ([], [], []))
-                rows_ids.append(vector_id)
-                ids.append(str(entry_id))
-                parts.append(data[4:])
-            for dimensions, (rows_ids, ids, parts) in by_dimensions.items():
-                block = np.frombuffer(b"".join(parts), dtype=">f4").reshape(len(ids), dimensions)
-                yield rows_ids, ids, block.astype(np.float32)
+    """(vector row ids, entry ids, float32 matrix) chunks of the vectors `sql` selects whose
+    entries are active and approved. Runs in a transaction (the caller's, or its own), as a
+    cursor lives in one."""
+    chunk = _SCOPE_VECTORS_CHUNK
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(
+            f"DECLARE {_SCOPE_CURSOR} BINARY NO SCROLL CURSOR FOR {sql};\n"
+            f"FETCH FORWARD {chunk} FROM {_SCOPE_CURSOR};\n{_SCOPE_CLOSED_SQL}",
+            params,
+        )
+        cursor.nextset()
+        rows = cursor.fetchall()
+        cursor.nextset()
+        closed = {entry_id for (entry_id,) in cursor.fetchall()}
+        while True:
+            yield from _vector_blocks(rows, closed)
+            if len(rows) < chunk:
+                break
+            cursor.execute(f"FETCH FORWARD {chunk} FROM {_SCOPE_CURSOR}")
+            rows = cursor.fetchall()
+        cursor.execute(f"CLOSE {_SCOPE_CURSOR}")
 
 
 def _similar_stored_scan(sql: str, params: dict, vectors) -> tuple[list[tuple[str | None, float]], set[int]]:
-    """For each of `vectors`, the nearest of the vectors `sql` selects; and the rows it read."""
+    """For each of `vectors`, the nearest of the active vectors `sql` selects; and the rows
+    it compared them with."""
     queries = _unit_rows(np.asarray(vectors, dtype=np.float32))
     best = np.full(len(queries), -np.inf)
     best_ids: list[str | None] = [None] * len(queries)
@@ -228,14 +278,12 @@ def _similar_stored_many(
     agent,
     memory_user,
     vectors,
-    literals,
     model,
     read_into: set | None = None,
     skip: frozenset = frozenset(),
 ) -> list[tuple[str | None, float]]:
-    """For each of `vectors` (`literals` holds them as `core.ranking.vector_literal`), the most
-    similar active stored entry of the scope under `model` and its similarity ((None, 0.0)
-    when the scope holds none).
+    """For each of `vectors`, the most similar active stored entry of the scope under `model`
+    and its similarity ((None, 0.0) when the scope holds none).
 
     Several vectors, or a `skip`, read the scope's vectors: the ids of the vector rows read
     are added to `read_into`; the rows in `skip` are not read (the check under the lock, after
@@ -252,7 +300,7 @@ def _similar_stored_many(
             read_into.update(read)
         return found
     with connection.cursor() as cursor:
-        cursor.execute(_SIMILAR_ONE_SQL, {**params, "qvec": literals[0]})
+        cursor.execute(_SIMILAR_ONE_SQL, {**params, "qvec": vector_literal(vectors[0])})
         row = cursor.fetchone()
     return [(str(row[1]), float(row[2]))] if row else [(None, 0.0)]
 
@@ -336,10 +384,8 @@ def _dedupe_similar(
         for item in items[len(kept) :]:
             reject(item, REJECT_LIMIT)
         return list(kept), model
-    literals = [vector_literal(v) for v in vectors]
-    for item, vector, literal in zip(items, vectors, literals, strict=True):
+    for item, vector in zip(items, vectors, strict=True):
         item["vector"] = vector
-        item["vector_literal"] = literal  # Formatted once: the check under the lock sends it again.
     if not check_stored:
         for item in items:
             item["decide_under_lock"] = True
@@ -349,7 +395,6 @@ def _dedupe_similar(
         agent=agent,
         memory_user=memory_user,
         vectors=vectors,
-        literals=literals,
         model=model,
         read_into=read,
     )
@@ -447,7 +492,6 @@ def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshol
         agent=agent,
         memory_user=memory_user,
         vectors=[i["vector"] for i in with_vector],
-        literals=[i["vector_literal"] for i in with_vector],
         model=model,
         skip=compared.pop() if len(compared) == 1 else frozenset(),
     )

@@ -41,8 +41,9 @@ BATCH = reverse("api:episodic_entries:batch")
 ADD_QUERIES = 13
 # Key, person, hash, stored entry: no embedding, vector search, transaction or lock. Before: 9.
 REPEAT_QUERIES = 4
-# A batch costs what one add costs, however many items it holds (before: 154 for 100 items).
-BATCH_QUERIES = 13
+# A batch costs what one add costs, plus the CLOSE of the binary cursor that reads the
+# person's vectors, however many items it holds (before: 154 for 100 items).
+BATCH_QUERIES = 14
 
 
 @pytest.fixture
@@ -148,7 +149,7 @@ def test_with_a_chat_model_the_stored_check_runs_before_the_lock(setup, client):
 
 @pytest.mark.parametrize("size", [10, 100])
 def test_a_batch_costs_the_same_queries_whatever_its_size(setup, client, size, django_assert_max_num_queries):
-    """One embedding call, one nearest-stored query (under the lock), one INSERT each for
+    """One embedding call, one nearest-stored read (under the lock), one INSERT each for
     entries, vectors and audit events."""
     # Words of their own: no item is similar to another or to a stored entry.
     items = [{"content": f"alpha{i} bravo{i} charlie{i} delta{i}"} for i in range(size)]
@@ -279,13 +280,9 @@ def test_nearest_stored_is_exact_when_the_nearest_entries_are_closed(setup, clos
     vector = bag_of_words_vectors(["Ada owns red bicycles"])[0]
     qvec = vector_literal(vector)
     model = TEST_EMBEDDING_MODEL
-    (found,) = _similar_stored_many(
-        agent=agent, memory_user=person, vectors=[vector], literals=[qvec], model=model
-    )
+    (found,) = _similar_stored_many(agent=agent, memory_user=person, vectors=[vector], model=model)
     # The many-vector path (a batch) answers the same.
-    found_many = _similar_stored_many(
-        agent=agent, memory_user=person, vectors=[vector, vector], literals=[qvec, qvec], model=model
-    )
+    found_many = _similar_stored_many(agent=agent, memory_user=person, vectors=[vector, vector], model=model)
     assert [entry_id for entry_id, _ in found_many] == [found[0], found[0]]
     assert [similarity for _, similarity in found_many] == pytest.approx([found[1], found[1]], abs=1e-6)
     entry_id, similarity = _nearest_exact(agent=agent, person=person, qvec=qvec)
@@ -302,7 +299,6 @@ def test_nearest_stored_is_exact_when_the_nearest_entries_are_closed(setup, clos
 
 
 def test_nearest_stored_finds_nothing_in_a_scope_of_closed_entries(setup):
-    from core.ranking import vector_literal
     from episodic.services.storing import _similar_stored_many
     from episodic.tests.factories import TEST_EMBEDDING_MODEL, bag_of_words_vectors
 
@@ -317,7 +313,6 @@ def test_nearest_stored_finds_nothing_in_a_scope_of_closed_entries(setup):
             agent=agent,
             memory_user=person,
             vectors=[vector] * count,
-            literals=[vector_literal(vector)] * count,
             model=TEST_EMBEDDING_MODEL,
         )
         assert found == [(None, 0.0)] * count
@@ -345,7 +340,7 @@ def test_nearest_stored_for_many_vectors_is_exact_across_chunks(setup, monkeypat
     vectors = bag_of_words_vectors(texts)
     literals = [vector_literal(v) for v in vectors]
     found = storing._similar_stored_many(
-        agent=agent, memory_user=person, vectors=vectors, literals=literals, model=TEST_EMBEDDING_MODEL
+        agent=agent, memory_user=person, vectors=vectors, model=TEST_EMBEDDING_MODEL
     )
     for (entry_id, similarity), qvec in zip(found, literals, strict=True):
         best_id, best = _nearest_exact(agent=agent, person=person, qvec=qvec)
@@ -360,6 +355,46 @@ def test_nearest_stored_for_many_vectors_is_exact_across_chunks(setup, monkeypat
                 assert cursor.fetchone()[0] == pytest.approx(best, abs=1e-6)
             assert EpisodicEntry.objects.get(pk=entry_id).memory_user_id == person.pk
             assert EpisodicEntry.objects.get(pk=entry_id).status == EpisodicEntry.Status.ACTIVE
+
+
+def test_nearest_stored_for_many_vectors_compares_only_vectors_of_their_length(setup, monkeypatch):
+    """A scope may hold vectors of another length under the same model name (an endpoint that
+    changed its dimensions): the batch's read compares each length only with its own, and
+    leaves out entries that are held or merged in review as it leaves out closed ones."""
+    from episodic.services import storing
+    from episodic.tests.factories import DIMENSIONS, TEST_EMBEDDING_MODEL, bag_of_words_vectors
+
+    monkeypatch.setattr(storing, "_SCOPE_VECTORS_CHUNK", 4)
+    agent, person = setup["agent"], setup["person"]
+    longer = entry_factory(agent=agent, memory_user=person, content="Cy rides red bicycles.", embed=False)
+    vector = bag_of_words_vectors(["Cy rides red bicycles"])[0]
+    EntryEmbedding.objects.create(
+        entry=longer,
+        workspace=setup["workspace"],
+        agent=agent,
+        memory_user=person,
+        model=TEST_EMBEDDING_MODEL,
+        dimensions=DIMENSIONS * 2,
+        embedding=vector + vector,  # The same words, twice the length: cosine 1 if compared.
+    )
+    near = entry_factory(agent=agent, memory_user=person, content="Cy rides red bicycles on Sundays.")
+    for review in (EpisodicEntry.Review.HELD, EpisodicEntry.Review.MERGED):
+        twin = entry_factory(agent=agent, memory_user=person, content="Cy rides red bicycles.")
+        EpisodicEntry.objects.filter(pk=twin.pk).update(review=review)
+    read = set()
+    found = storing._similar_stored_many(
+        agent=agent, memory_user=person, vectors=[vector, vector], model=TEST_EMBEDDING_MODEL, read_into=read
+    )
+    assert [entry_id for entry_id, _ in found] == [str(near.pk)] * 2
+    assert found[0][1] < 0.99
+    # The rows compared: every active, approved entry's vector, of either length.
+    active = EntryEmbedding.objects.filter(
+        memory_user=person,
+        entry__status=EpisodicEntry.Status.ACTIVE,
+        entry__review=EpisodicEntry.Review.APPROVED,
+    )
+    assert read == set(active.values_list("pk", flat=True))
+    assert EntryEmbedding.objects.get(entry=longer).pk in read
 
 
 def test_an_item_near_a_stored_copy_is_judged_on_its_own(setup, client):
