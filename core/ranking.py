@@ -376,7 +376,9 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False, stats_given: bool = 
         WITH scope AS {cte} ({scope_sql}),
         q AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))),
         qt AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM q),
-        stats AS ({stats}),
+        -- Materialized: referenced twice (the score and the output columns), it would
+        -- otherwise count the scope and sample its lengths twice.
+        stats AS MATERIALIZED ({stats}),
         matched AS (SELECT s.id, s.tsv FROM scope s, qt WHERE s.tsv @@ qt.tsq),
         hits AS (
             SELECT m.id, u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,

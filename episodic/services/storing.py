@@ -227,8 +227,9 @@ def _vector_blocks(rows, closed: set[str]):
 
 def _scope_vector_chunks(sql: str, params: dict):
     """(vector row ids, entry ids, float32 matrix) chunks of the vectors `sql` selects whose
-    entries are active and approved. Runs in a transaction (the caller's, or its own), as a
-    cursor lives in one."""
+    entries are active and approved. Runs in a transaction (the caller's, or its own): a
+    cursor declared in one also works behind a transaction pooler (where
+    DISABLE_SERVER_SIDE_CURSORS turns Django's WITH HOLD cursors off)."""
     chunk = _SCOPE_VECTORS_CHUNK
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(
