@@ -371,7 +371,7 @@ def main() -> None:
     def one_search_with_embedding():
         index = rng.randrange(args.pairs)
         query = random_query(rng, vocab)
-        vector = local.embed([query])[0]
+        vector = local.embed_query(query)
         return entry_search_hybrid(
             agent=agents[index],
             memory_user=people[index],

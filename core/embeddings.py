@@ -9,8 +9,15 @@ EMBEDDING_LOCAL_MODEL picks the local model (`core.lib.local_models`: all-MiniLM
 the larger all-mpnet-base-v2). It runs on ONNX Runtime (EMBEDDING_RUNTIME=onnx, the default)
 or torch (`torch`): the same weights and the same vectors (cosine >= 0.9999), so both record
 the model's name. `onnx-int8` is the quantised graph, a different vector space under its own
-model name (`<name>-int8`). A single text (a search query) goes through a per-process LRU
-cache of recent vectors. docs/speed.md "Embedding runtime" has the measurements.
+model name (`<name>-int8`). A single text goes through a per-process LRU cache of recent
+vectors. docs/speed.md "Embedding runtime" has the measurements.
+
+Search queries (`embed_query`) may run on another runtime than stored texts: with
+EMBEDDING_RUNTIME=onnx, a model measured for it (`LocalModel.int8_queries`) embeds queries
+with its int8 graph, whose vectors rank fp32's stored vectors as fp32 queries do, at a
+quarter of the time (EMBEDDING_QUERY_RUNTIME overrides; docs/speed.md "int8 queries against
+fp32 vectors"). Stored vectors, and the near-duplicate checks that compare them, are always
+the stored runtime's.
 """
 
 import os
@@ -89,6 +96,27 @@ def local_model(name: str = "") -> LocalModel:
     if name not in LOCAL_MODELS:
         raise EmbeddingError(f"EMBEDDING_LOCAL_MODEL={name!r} is not one of {', '.join(LOCAL_MODELS)}.")
     return LOCAL_MODELS[name]
+
+
+def query_runtime_for(runtime: str, model: LocalModel, wanted: str = "") -> str:
+    """The runtime search queries are embedded with, for texts stored on `runtime`.
+
+    `wanted` (EMBEDDING_QUERY_RUNTIME when empty) overrides the default: the int8 graph for
+    a model measured for it (`int8_queries`) when texts are stored on fp32 ONNX, else
+    `runtime`. fp32 ONNX and torch give the same vectors, and int8 queries rank either's;
+    vectors stored by the int8 graph are another space, only its own queries search them.
+    """
+    wanted = wanted or settings.EMBEDDING_QUERY_RUNTIME
+    if runtime == RUNTIME_ONNX_INT8:
+        if wanted and wanted != RUNTIME_ONNX_INT8:
+            raise EmbeddingError(
+                f"EMBEDDING_QUERY_RUNTIME={wanted!r} cannot search the vectors that "
+                "EMBEDDING_RUNTIME=onnx-int8 stores."
+            )
+        return runtime
+    if wanted:
+        return local_runtime(wanted)
+    return RUNTIME_ONNX_INT8 if runtime == RUNTIME_ONNX and model.int8_queries else runtime
 
 
 def _local_encoder_get(runtime: str, model: LocalModel = MINILM):
@@ -199,6 +227,8 @@ class LocalEmbeddingProvider:
     local: str = ""
     # The workspace whose query vectors this provider may reuse (QueryVectorCache).
     cache_scope: str = field(default="", compare=False)
+    # Search queries' runtime; "" is `query_runtime_for`'s choice.
+    query_runtime: str = ""
 
     def __post_init__(self):
         runtime = local_runtime(self.runtime)
@@ -206,6 +236,7 @@ class LocalEmbeddingProvider:
         model = local_model(self.local)
         object.__setattr__(self, "local", model.name)
         object.__setattr__(self, "dimensions", model.dimensions)
+        object.__setattr__(self, "query_runtime", query_runtime_for(runtime, model, self.query_runtime))
         if not self.model_name:
             name = model.name + INT8_SUFFIX if runtime == RUNTIME_ONNX_INT8 else model.name
             object.__setattr__(self, "model_name", name)
@@ -225,8 +256,20 @@ class LocalEmbeddingProvider:
             return [vector.tolist()]
         return [vector.tolist() for vector in self._encode(list(texts))]
 
-    def _encode(self, texts: list[str]):
-        return _local_encoder_get(self.runtime, LOCAL_MODELS[self.local]).encode(
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of a search query, to rank this provider's stored vectors with (on
+        `query_runtime`, which may differ from theirs); it may come from the cache."""
+        cache = query_cache() if settings.EMBEDDING_QUERY_CACHE_SIZE > 0 else None
+        key = (self.model_name, self.query_runtime, self.cache_scope, text)
+        vector = cache.get(key) if cache is not None else None
+        if vector is None:
+            vector = self._encode([text], runtime=self.query_runtime)[0].copy()
+            if cache is not None:
+                cache.put(key, vector)
+        return vector.tolist()
+
+    def _encode(self, texts: list[str], *, runtime: str = ""):
+        return _local_encoder_get(runtime or self.runtime, LOCAL_MODELS[self.local]).encode(
             texts, batch_size=LOCAL_BATCH_SIZE
         )
 
@@ -268,6 +311,10 @@ class OpenAIEmbeddingProvider:
             vectors.extend(batch)
         return vectors
 
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of a search query: the endpoint's, as for stored texts."""
+        return self.embed([text])[0]
+
 
 def embedding_provider_for(workspace=None):
     """The provider vectors of `workspace` are computed with (see the module docstring)."""
@@ -290,14 +337,21 @@ WARM_UP_REMOTE_TIMEOUT_SECONDS = 5.0
 def embedding_warm(text: str) -> dict:
     """Embed `text` once with the default provider, so that the first real query does not pay.
 
-    The local model is loaded and run once (an error propagates: the process cannot embed).
+    The local model is loaded and run once on each runtime it uses (stored texts', queries'):
+    an error propagates, the process cannot embed.
     An OpenAI-compatible endpoint is called exactly once, and its failure is returned as
     `reachable: False` instead of raised: a process must start while its endpoint is down.
     """
     provider = embedding_provider_for(None)
     if isinstance(provider, LocalEmbeddingProvider):
         provider.embed([text])
-        return {"provider": "local", "model": provider.model_name, "runtime": provider.runtime}
+        provider.embed_query(text)
+        return {
+            "provider": "local",
+            "model": provider.model_name,
+            "runtime": provider.runtime,
+            "query_runtime": provider.query_runtime,
+        }
     probe = OpenAIEmbeddingProvider(
         base_url=provider.base_url,
         model_name=provider.model_name,

@@ -969,7 +969,7 @@ def query_vector_for(*, workspace, query, weights, provider):
         return None, ""
     provider = provider or embedding_provider_for(workspace)
     try:
-        return provider.embed([query])[0], provider.model_name
+        return provider.embed_query(query), provider.model_name
     except EmbeddingError as exc:
         # A search must not fail with the embedding endpoint: it degrades to lexical ranking.
         logger.warning("search: query embedding failed, lexical only: %s", exc)
@@ -987,7 +987,7 @@ def query_embedder(*, workspace, provider, model: str) -> Callable[[str], list[f
             provider = provider or embedding_provider_for(workspace)
             if not model or provider.model_name != model:
                 return None
-            return provider.embed([text])[0]
+            return provider.embed_query(text)
         except EmbeddingError as exc:
             logger.warning("search: embedding the rewritten query failed, its vector is kept: %s", exc)
             return None

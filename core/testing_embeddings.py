@@ -33,3 +33,6 @@ class RacingEmbeddingProvider:
             during, self.during = self.during, None
             during()
         return hashed_vectors(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed([text])[0]

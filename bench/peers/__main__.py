@@ -75,20 +75,23 @@ for scope in %r:
 print("PEERS-KEYS " + json.dumps(keys))
 """
 
-# The service's query encoder alone, as the web workers run it (same settings and runtime).
+# The service's query encoder alone, as the web workers run it (same settings, and the
+# runtime searches embed their queries on: `LocalEmbeddingProvider.query_runtime`).
 EMBED_ALONE = """
 import json, time
 from core.embeddings import LocalEmbeddingProvider
 provider = LocalEmbeddingProvider()
 texts = %r
 for text in texts[:10]:
-    provider._encode([text])
+    provider._encode([text], runtime=provider.query_runtime)
 samples = []
 for text in texts:
     t0 = time.perf_counter()
-    provider._encode([text])
+    provider._encode([text], runtime=provider.query_runtime)
     samples.append((time.perf_counter() - t0) * 1000)
-print("PEERS-EMBED " + json.dumps({"ms": samples, "runtime": provider.runtime, "model": provider.model_name}))
+print("PEERS-EMBED " + json.dumps(
+    {"ms": samples, "runtime": provider.query_runtime, "model": provider.model_name}
+))
 """
 
 

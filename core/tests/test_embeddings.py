@@ -371,17 +371,26 @@ class OnnxExportTests(SimpleTestCase):
         from django.core.management import call_command
 
         onnx_model_export(directory=settings.EMBEDDING_ONNX_DIR, variant=FP32)
+        onnx_model_export(directory=settings.EMBEDDING_ONNX_DIR, variant=INT8)
         out = StringIO()
         call_command("embedding_export", stdout=out)
         # The configured model first, then every other one whose weights are installed.
         assert out.getvalue().splitlines()[0].endswith("all-MiniLM-L6-v2.fp32.onnx: up to date")
         assert out.getvalue().splitlines()[1:] == [
-            f"{settings.EMBEDDING_ONNX_DIR}/all-mpnet-base-v2.fp32.onnx: up to date"
+            f"{settings.EMBEDDING_ONNX_DIR}/all-MiniLM-L6-v2.int8.onnx: up to date",
+            f"{settings.EMBEDDING_ONNX_DIR}/all-mpnet-base-v2.fp32.onnx: up to date",
         ]
         out = StringIO()
         call_command("embedding_export", "--model", "all-MiniLM-L6-v2", stdout=out)
+        # Its search queries run on the int8 graph, which is built with it.
+        assert [line.rsplit("/", 1)[1] for line in out.getvalue().splitlines()] == [
+            "all-MiniLM-L6-v2.fp32.onnx: up to date",
+            "all-MiniLM-L6-v2.int8.onnx: up to date",
+        ]
+        out = StringIO()
+        with override_settings(EMBEDDING_QUERY_RUNTIME="onnx"):
+            call_command("embedding_export", "--model", "all-MiniLM-L6-v2", stdout=out)
         assert len(out.getvalue().splitlines()) == 1
-        assert INT8 in onnx_embedding.VARIANTS
 
 
 class TorchIsNotImportedTests(SimpleTestCase):
@@ -508,4 +517,118 @@ class WarmUpTests(TestCase):
         with override_settings(EMBEDDING_RUNTIME="onnx-int8"), encoders:
             result = embedding_warm("what did we decide?")
             assert list(embeddings._local_encoders) == [("all-MiniLM-L6-v2", "onnx-int8")]
-        assert result == {"provider": "local", "model": LOCAL_INT8_MODEL_NAME, "runtime": "onnx-int8"}
+        assert result == {
+            "provider": "local",
+            "model": LOCAL_INT8_MODEL_NAME,
+            "runtime": "onnx-int8",
+            "query_runtime": "onnx-int8",
+        }
+
+    def test_the_warm_up_loads_the_queries_runtime_too(self):
+        """Stored texts on fp32, queries on int8: both sessions are loaded before the first request."""
+        from core.embeddings import embedding_warm
+
+        query_cache().clear()
+        with mock.patch.dict(embeddings._local_encoders, clear=True):
+            result = embedding_warm("what did we decide?")
+            assert sorted(embeddings._local_encoders) == [
+                ("all-MiniLM-L6-v2", "onnx"),
+                ("all-MiniLM-L6-v2", "onnx-int8"),
+            ]
+        assert result == {
+            "provider": "local",
+            "model": LOCAL_MODEL_NAME,
+            "runtime": "onnx",
+            "query_runtime": "onnx-int8",
+        }
+
+
+class QueryRuntimeTests(SimpleTestCase):
+    """Search queries on the int8 graph against vectors stored by fp32 (docs/speed.md "int8
+    queries against fp32 vectors")."""
+
+    def setUp(self):
+        query_cache().clear()
+
+    def test_the_default_model_embeds_queries_with_its_int8_graph(self):
+        provider = LocalEmbeddingProvider()
+        assert (provider.runtime, provider.query_runtime) == ("onnx", "onnx-int8")
+        # The stored vectors' space is unchanged: same model name, nothing to re-embed.
+        assert provider.model_name == LOCAL_MODEL_NAME
+
+    def test_the_choice_by_runtime_and_model(self):
+        from core.embeddings import query_runtime_for
+
+        assert query_runtime_for("onnx", MINILM) == "onnx-int8"
+        # torch gives fp32's vectors, but a torch process is not made to load ONNX Runtime.
+        assert query_runtime_for("torch", MINILM) == "torch"
+        # Vectors stored by int8 are searched by int8 queries only.
+        assert query_runtime_for("onnx-int8", MINILM) == "onnx-int8"
+        # Not measured for mpnet: its queries stay on its stored runtime.
+        assert query_runtime_for("onnx", MPNET) == "onnx"
+        assert query_runtime_for("onnx", MINILM, "onnx") == "onnx"
+        assert query_runtime_for("torch", MINILM, "onnx-int8") == "onnx-int8"
+        with override_settings(EMBEDDING_QUERY_RUNTIME="onnx"):
+            assert LocalEmbeddingProvider().query_runtime == "onnx"
+
+    def test_a_query_runtime_that_cannot_search_the_stored_vectors_is_refused(self):
+        from core.embeddings import query_runtime_for
+
+        for wanted in ("onnx", "torch"):
+            with self.assertRaisesMessage(EmbeddingError, "cannot search the vectors"):
+                query_runtime_for("onnx-int8", MINILM, wanted)
+        with self.assertRaisesMessage(EmbeddingError, "is not one of"):
+            query_runtime_for("onnx", MINILM, "onnx-fp16")
+        incompatible = override_settings(EMBEDDING_RUNTIME="onnx-int8", EMBEDDING_QUERY_RUNTIME="onnx")
+        with incompatible, self.assertRaises(EmbeddingError):
+            LocalEmbeddingProvider()
+
+    def test_stored_texts_keep_fp32_and_queries_get_int8(self):
+        provider = LocalEmbeddingProvider()
+        fp32 = LocalEmbeddingProvider(query_runtime="onnx")
+        int8 = LocalEmbeddingProvider(runtime="onnx-int8")
+        text = "What did we decide about the release date?"
+        # One text stored alone gets the fp32 vector, as a batch does: every stored vector is fp32.
+        stored = provider.embed([text])
+        assert cosines(stored, fp32.embed([text, "other"])[:1])[0] > 0.99999
+        assert cosines(stored, int8.embed([text, "other"])[:1])[0] < 0.9999
+        assert provider.embed_query(text) == int8.embed_query(text)
+        assert provider.embed_query(text) != fp32.embed_query(text)
+
+    def test_int8_queries_rank_fp32_vectors_as_fp32_queries_do(self):
+        stored = [
+            "The release moved to the second week of March.",
+            "Ada's cat is called Miso.",
+            "We picked Lisbon for the offsite.",
+            "The budget review is on Friday.",
+            "Grace prefers window seats on long flights.",
+        ]
+        queries = [
+            "when is the release?",
+            "what is the cat's name?",
+            "where is the offsite?",
+            "seat preference",
+        ]
+        provider = LocalEmbeddingProvider()
+        vectors = np.asarray(provider.embed(stored))
+        for number, query in enumerate(queries):
+            int8 = vectors @ np.asarray(provider.embed_query(query))
+            fp32 = vectors @ np.asarray(LocalEmbeddingProvider(query_runtime="onnx").embed_query(query))
+            # The memory the query is about comes first either way; unrelated ones, all
+            # near zero, may swap places.
+            assert int8.argmax() == fp32.argmax() == [0, 1, 2, 4][number], query
+            assert np.abs(int8 - fp32).max() < 0.05
+
+    def test_the_cache_keeps_queries_and_stored_texts_apart(self):
+        provider = LocalEmbeddingProvider(cache_scope="w1")
+        first = provider.embed_query("budget")
+        assert provider.embed(["budget"]) != [first]
+        assert provider.embed_query("budget") == first
+        assert query_cache().stats()["hits"] == 1
+
+    @override_settings(EMBEDDING_QUERY_CACHE_SIZE=0)
+    def test_queries_are_not_cached_with_the_cache_off(self):
+        provider = LocalEmbeddingProvider(cache_scope="w1")
+        provider.embed_query("off")
+        provider.embed_query("off")
+        assert query_cache().stats() == {"hits": 0, "misses": 0, "size": 0, "max_size": 0}

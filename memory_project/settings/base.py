@@ -635,6 +635,10 @@ EMBEDDING_BATCH_THREADS = env_int("EMBEDDING_BATCH_THREADS", 2)
 # onnx, onnx-int8 or torch (docs/speed.md "Embedding runtime": ONNX Runtime measured faster
 # per query and per batch, and a process that uses it never imports torch).
 EMBEDDING_RUNTIME = env_str("EMBEDDING_RUNTIME", "onnx")
+# The runtime of search queries' vectors; "" lets core.embeddings.query_runtime_for choose
+# (the int8 graph for all-MiniLM-L6-v2 under EMBEDDING_RUNTIME=onnx: docs/speed.md "int8
+# queries against fp32 vectors"). onnx, onnx-int8 or torch.
+EMBEDDING_QUERY_RUNTIME = env_str("EMBEDDING_QUERY_RUNTIME", "")
 # The local model: all-MiniLM-L6-v2 (384-d, the default) or all-mpnet-base-v2 (768-d, about 5x
 # the compute per text, better recall; its weights come from requirements-mpnet.txt). A change
 # is a model change: `manage.py episodic_reembed` re-embeds what was stored (docs/episodic.md).

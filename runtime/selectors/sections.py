@@ -470,7 +470,7 @@ def memory_query(*, context: MemoryContext, message: str) -> MemoryQuery | None:
     text = message.strip()[: settings.EPISODIC_QUERY_MAX_LENGTH]
     started = time.perf_counter()
     provider = embedding_provider_for(context.workspace)
-    vector = provider.embed([text])[0]
+    vector = provider.embed_query(text)
     return MemoryQuery(
         text=text,
         vector=vector,

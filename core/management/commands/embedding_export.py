@@ -5,6 +5,7 @@ from importlib import metadata
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from core.embeddings import RUNTIME_ONNX_INT8, EmbeddingError, local_runtime, query_runtime_for
 from core.lib.local_models import LOCAL_MODELS, local_model
 from core.lib.onnx_embedding import FP32, INT8, onnx_model_export, onnx_model_file
 
@@ -38,9 +39,19 @@ class Command(BaseCommand):
             models = [LOCAL_MODELS[options["model"]]]
         else:
             models = [configured, *(m for m in LOCAL_MODELS.values() if m != configured and installed(m))]
-        variants = [FP32, INT8] if options["int8"] or settings.EMBEDDING_RUNTIME == "onnx-int8" else [FP32]
+        try:
+            runtime = local_runtime()
+        except EmbeddingError as exc:
+            raise CommandError(str(exc)) from exc
         for model in models:
-            for variant in variants:
+            # The int8 graph when asked for, when texts are stored by it, or when it embeds
+            # this model's search queries (core.embeddings.query_runtime_for).
+            try:
+                query_runtime = query_runtime_for(runtime, model)
+            except EmbeddingError as exc:
+                raise CommandError(str(exc)) from exc
+            int8 = options["int8"] or RUNTIME_ONNX_INT8 in (runtime, query_runtime)
+            for variant in [FP32, INT8] if int8 else [FP32]:
                 built = onnx_model_export(
                     directory=directory, variant=variant, force=options["force"], model=model
                 )

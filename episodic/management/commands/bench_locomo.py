@@ -228,7 +228,9 @@ class Command(BaseCommand):
                     evidence = clean_evidence(qa.get("evidence"), turn_ids)
                     if evidence:
                         questions.append((qa["question"], evidence, qa["category"]))
-                vectors = provider.embed([q for q, _, _ in questions])
+                # Each question as the search API embeds a query (`embed_query`: the int8 graph
+                # for the default model, docs/speed.md).
+                vectors = [provider.embed_query(q) for q, _, _ in questions]
                 started = time.perf_counter()
                 conv_rows = {mode: [] for mode in modes}
                 for (question, evidence, category), vector in zip(questions, vectors, strict=True):

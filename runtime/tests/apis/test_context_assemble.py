@@ -264,12 +264,17 @@ class ContextAssembleTests(MemoryTestCase):
                 thread=older,
                 messages=[{"role": "user", "content": "My dog Biscuit is a golden retriever."}],
             )
-        original = LocalEmbeddingProvider.embed
-        with mock.patch.object(LocalEmbeddingProvider, "embed", autospec=True, side_effect=original) as embed:
+        spies = (
+            mock.patch.object(
+                LocalEmbeddingProvider, name, autospec=True, side_effect=getattr(LocalEmbeddingProvider, name)
+            )
+            for name in ("embed", "embed_query")
+        )
+        with next(spies) as embed, next(spies) as embed_query:
             body = self.post(
                 memory_user=str(self.person.pk), thread=str(self.thread.pk), message="What breed is Biscuit?"
             ).json()
-        assert embed.call_count == 1
+        assert (embed.call_count, embed_query.call_count) == (0, 1)
         assert any("golden retriever" in hit["content"] for hit in body["history"]["recalled"])
 
     def test_a_person_known_only_by_name_still_has_a_profile(self):

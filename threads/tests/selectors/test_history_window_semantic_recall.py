@@ -98,8 +98,12 @@ class HistoryWindowSemanticRecallTests(MemoryTestCase):
         from core.embeddings import embedding_provider_for
 
         provider = embedding_provider_for(self.workspace)
-        vector = provider.embed(["my dog Biscuit"])[0]
-        with mock.patch.object(type(provider), "embed", side_effect=AssertionError("embedded again")):
+        vector = provider.embed_query("my dog Biscuit")
+        again = AssertionError("embedded again")
+        with (
+            mock.patch.object(type(provider), "embed", side_effect=again),
+            mock.patch.object(type(provider), "embed_query", side_effect=again),
+        ):
             window = message_history_window(
                 thread=self.thread,
                 recall_query="my dog Biscuit",
