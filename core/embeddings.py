@@ -14,8 +14,8 @@ vectors. docs/speed.md "Embedding runtime" has the measurements.
 
 Search queries (`embed_query`) may run on another runtime than stored texts: with
 EMBEDDING_RUNTIME=onnx, a model measured for it (`LocalModel.int8_queries`) embeds queries
-with its int8 graph, whose vectors rank fp32's stored vectors as fp32 queries do, at a
-quarter of the time (EMBEDDING_QUERY_RUNTIME overrides; docs/speed.md "int8 queries against
+with its int8 graph, whose vectors rank fp32's stored vectors as fp32 queries do, in half
+the time (EMBEDDING_QUERY_RUNTIME overrides; docs/speed.md "int8 queries against
 fp32 vectors"). Stored vectors, and the near-duplicate checks that compare them, are always
 the stored runtime's.
 """
@@ -156,7 +156,8 @@ def _local_encoder_load(runtime: str, model: LocalModel):
 
 
 class QueryVectorCache:
-    """Recent vectors by (model, scope, exact text), least recently used evicted first.
+    """Recent vectors by (model, scope, exact text), least recently used evicted first; a
+    search query's key also names the runtime it was embedded on (`embed_query`).
 
     The scope is the workspace: a hit answers in microseconds where a miss takes
     milliseconds, so a cache shared across workspaces would tell one tenant, by timing,

@@ -45,8 +45,8 @@ class LocalModel:
     archive_folder: str = ""
     weights_sha256: str = ""
     # Search queries are embedded with the int8 graph while stored texts keep fp32 (under
-    # EMBEDDING_RUNTIME=onnx): measured for this model to rank as fp32 queries do, at a
-    # quarter of the time (docs/speed.md "int8 queries against fp32 vectors").
+    # EMBEDDING_RUNTIME=onnx): measured for this model to rank as fp32 queries do, in half
+    # the time (docs/speed.md "int8 queries against fp32 vectors").
     int8_queries: bool = False
 
 
