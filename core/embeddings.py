@@ -20,6 +20,7 @@ fp32 vectors"). Stored vectors, and the near-duplicate checks that compare them,
 the stored runtime's.
 """
 
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -50,6 +51,11 @@ REMOTE_BATCH_SIZE = 256
 
 _local_encoders: dict = {}
 _local_model_lock = threading.Lock()
+# (model, runtime) pairs whose query graph failed to load in this process: their queries are
+# embedded on the stored texts' runtime instead, without trying to load it again.
+_query_runtimes_failed: set = set()
+
+logger = logging.getLogger(__name__)
 
 
 class EmbeddingError(Exception):
@@ -259,15 +265,40 @@ class LocalEmbeddingProvider:
 
     def embed_query(self, text: str) -> list[float]:
         """The vector of a search query, to rank this provider's stored vectors with (on
-        `query_runtime`, which may differ from theirs); it may come from the cache."""
+        `query_runtime`, which may differ from theirs); it may come from the cache.
+
+        A query graph that cannot be loaded (its export failed, say) is not a reason to search
+        without vectors: the query is then embedded like a stored text, and the graph is not
+        tried again in this process (`query_runtime_in_use`).
+        """
+        runtime = self.query_runtime_in_use()
+        if runtime == self.runtime:
+            return self.embed([text])[0]
         cache = query_cache() if settings.EMBEDDING_QUERY_CACHE_SIZE > 0 else None
-        key = (self.model_name, self.query_runtime, self.cache_scope, text)
+        key = (self.model_name, runtime, self.cache_scope, text)
         vector = cache.get(key) if cache is not None else None
         if vector is None:
-            vector = self._encode([text], runtime=self.query_runtime)[0].copy()
+            try:
+                vector = self._encode([text], runtime=runtime)[0].copy()
+            except EmbeddingError as exc:
+                _query_runtimes_failed.add((self.local, runtime))
+                logger.warning(
+                    "The %s query graph of %s cannot be loaded; queries are embedded on %s: %s",
+                    runtime,
+                    self.local,
+                    self.runtime,
+                    exc,
+                )
+                return self.embed([text])[0]
             if cache is not None:
                 cache.put(key, vector)
         return vector.tolist()
+
+    def query_runtime_in_use(self) -> str:
+        """`query_runtime`, or the stored texts' runtime once the former failed to load."""
+        if (self.local, self.query_runtime) in _query_runtimes_failed:
+            return self.runtime
+        return self.query_runtime
 
     def _encode(self, texts: list[str], *, runtime: str = ""):
         return _local_encoder_get(runtime or self.runtime, LOCAL_MODELS[self.local]).encode(
@@ -351,7 +382,7 @@ def embedding_warm(text: str) -> dict:
             "provider": "local",
             "model": provider.model_name,
             "runtime": provider.runtime,
-            "query_runtime": provider.query_runtime,
+            "query_runtime": provider.query_runtime_in_use(),
         }
     probe = OpenAIEmbeddingProvider(
         base_url=provider.base_url,

@@ -542,6 +542,26 @@ class WarmUpTests(TestCase):
             "query_runtime": "onnx-int8",
         }
 
+    def test_the_warm_up_names_the_queries_runtime_in_use(self):
+        """An int8 graph that fails to load is reported, and the process still warms fp32."""
+        from core.embeddings import embedding_warm
+
+        original = embeddings._local_encoder_get
+
+        def encoder_get(runtime, model=MINILM):
+            if runtime == "onnx-int8":
+                raise EmbeddingError("The local ONNX model cannot be loaded: export failed")
+            return original(runtime, model)
+
+        query_cache().clear()
+        with (
+            mock.patch.object(embeddings, "_local_encoder_get", side_effect=encoder_get),
+            mock.patch.object(embeddings, "_query_runtimes_failed", set()),
+            self.assertLogs("core.embeddings", level="WARNING"),
+        ):
+            result = embedding_warm("what did we decide?")
+        assert (result["runtime"], result["query_runtime"]) == ("onnx", "onnx")
+
 
 class QueryRuntimeTests(SimpleTestCase):
     """Search queries on the int8 graph against vectors stored by fp32 (docs/speed.md "int8
@@ -625,6 +645,35 @@ class QueryRuntimeTests(SimpleTestCase):
         assert provider.embed(["budget"]) != [first]
         assert provider.embed_query("budget") == first
         assert query_cache().stats()["hits"] == 1
+
+    def test_a_query_graph_that_cannot_load_falls_back_to_the_stored_runtime(self):
+        """Searches keep their vectors when the int8 graph is missing and cannot be exported:
+        queries are embedded as stored texts are, and the graph is not tried on every query."""
+        original = embeddings._local_encoder_get
+        tried = []
+
+        def encoder_get(runtime, model=MINILM):
+            if runtime == "onnx-int8":
+                tried.append(runtime)
+                raise EmbeddingError("The local ONNX model cannot be loaded: export failed")
+            return original(runtime, model)
+
+        provider = LocalEmbeddingProvider(cache_scope="w1")
+        fp32 = LocalEmbeddingProvider(cache_scope="w2", query_runtime="onnx")
+        with (
+            mock.patch.object(embeddings, "_local_encoder_get", side_effect=encoder_get),
+            mock.patch.object(embeddings, "_query_runtimes_failed", set()),
+            self.assertLogs("core.embeddings", level="WARNING") as logs,
+        ):
+            first = provider.embed_query("where is the offsite?")
+            second = provider.embed_query("seat preference")
+            assert provider.query_runtime_in_use() == "onnx"
+        assert first == fp32.embed_query("where is the offsite?")
+        assert second == fp32.embed_query("seat preference")
+        assert tried == ["onnx-int8"]
+        assert "queries are embedded on onnx" in logs.output[0]
+        # Another process (here: the failure forgotten) tries the graph again.
+        assert provider.query_runtime_in_use() == "onnx-int8"
 
     @override_settings(EMBEDDING_QUERY_CACHE_SIZE=0)
     def test_queries_are_not_cached_with_the_cache_off(self):
