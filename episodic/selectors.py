@@ -3,17 +3,16 @@
 Read scope is fixed to (agent, memory user): searches take both and never widen them.
 """
 
-import functools
 import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from django.db import connection
 from django.utils import timezone
 
 from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError, NotFoundError
 from core.lib.escaping import escape_text
+from core.lib.rows import ModelRows
 from core.ranking import (
     DEFAULT_WEIGHTS,
     Corpus,
@@ -100,15 +99,8 @@ def episodic_memory_required(agent) -> None:
         raise ApplicationError(EPISODIC_DISABLED, code="episodic_disabled", status_code=409)
 
 
-@functools.cache
-def _hits_sql() -> str:
-    """Every column of the hits but the tsvector (deferred, as `defer("search_vector")` does)."""
-    columns = ", ".join(
-        connection.ops.quote_name(f.column)
-        for f in EpisodicEntry._meta.concrete_fields
-        if f.name != "search_vector"
-    )
-    return f"SELECT {columns} FROM {EpisodicEntry._meta.db_table} WHERE id = ANY(%s)"
+# Every column of the hits but the tsvector (deferred, as `defer("search_vector")` does).
+_HITS = ModelRows(EpisodicEntry, deferred=("search_vector",))
 
 
 def entry_search_hybrid(
@@ -179,8 +171,8 @@ def entry_search_hybrid(
         corpus=corpus, query=query, query_vector=query_vector, model=model or "", weights=weights, now=now
     )
     top = outcome.ranked[:top_k]
-    # Raw SQL built once: the ORM compiling this query cost about as much as running it.
-    entries = {e.pk: e for e in EpisodicEntry.objects.raw(_hits_sql(), [[c.id for c, _ in top]])}
+    # A statement built once: the ORM compiling this query cost about as much as running it.
+    entries = {e.pk: e for e in _HITS.fetch("WHERE id = ANY(%s)", [[c.id for c, _ in top]])}
     for entry in entries.values():
         # Every hit belongs to the searched pair: no join needed to serialize them.
         entry.agent, entry.memory_user = agent, memory_user

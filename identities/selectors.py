@@ -1,14 +1,12 @@
 """Reads of memory users: scoping, merge resolution and list statistics."""
 
-import functools
-
 from django.core.exceptions import ValidationError
-from django.db import connection
 
 from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
 from core.filters import filterset_apply
 from core.holdings import holdings_statistics
+from core.lib.rows import ModelRows
 from identities.filters import MemoryUserFilter
 from identities.models import MemoryUser
 
@@ -37,10 +35,7 @@ def memory_user_scope(principal: Principal):
     return scope_to_principal(MemoryUser.objects.all(), principal, agent_field=None)
 
 
-@functools.cache
-def _by_id_sql() -> str:
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in MemoryUser._meta.concrete_fields)
-    return f"SELECT {columns} FROM {MemoryUser._meta.db_table} WHERE workspace_id = %s AND id = %s"
+_BY_ID = ModelRows(MemoryUser)
 
 
 def memory_user_in_scope(*, principal: Principal, memory_user_id) -> MemoryUser:
@@ -54,7 +49,7 @@ def memory_user_in_scope(*, principal: Principal, memory_user_id) -> MemoryUser:
         pk = MemoryUser._meta.pk.to_python(memory_user_id)
     except ValidationError:
         pk = None
-    rows = list(MemoryUser.objects.raw(_by_id_sql(), [principal.workspace.pk, pk])) if pk else []
+    rows = _BY_ID.fetch("WHERE workspace_id = %s AND id = %s", [principal.workspace.pk, pk]) if pk else []
     if not rows:
         raise NotFoundError(MEMORY_USER_NOT_FOUND, fields={"memory_user": [MEMORY_USER_NOT_FOUND]})
     return rows[0]

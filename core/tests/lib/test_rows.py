@@ -1,0 +1,47 @@
+"""Model instances from a statement built once (core.lib.rows)."""
+
+from core.lib.rows import ModelRows
+from core.testing import MemoryTestCase
+from episodic.models import EpisodicEntry
+from episodic.tests.factories import entry_factory, memory_user_factory
+from identities.models import MemoryUser
+
+
+class ModelRowsTests(MemoryTestCase):
+    def test_instances_equal_the_orms_field_for_field(self):
+        """JSON fields decoded, arrays, nulls and dates as the ORM loads them, and the
+        instance is a saved row of the database it came from."""
+        person = memory_user_factory(self.workspace)
+        entry = entry_factory(
+            agent=self.agent,
+            memory_user=person,
+            metadata={"tags": ["pets"], "n": 2, "nested": {"a": None}},
+            consolidation={"decision": "add", "similarity": 0.5},
+            source_message_ids=["m1", "m2"],
+        )
+        rows = ModelRows(EpisodicEntry, deferred=("search_vector",))
+        [loaded] = rows.fetch("WHERE id = ANY(%s)", [[entry.pk]])
+        expected = EpisodicEntry.objects.defer("search_vector").get(pk=entry.pk)
+        for field in EpisodicEntry._meta.concrete_fields:
+            if field.name == "search_vector":
+                continue
+            assert getattr(loaded, field.attname) == getattr(expected, field.attname), field.name
+        assert loaded.metadata == {"tags": ["pets"], "n": 2, "nested": {"a": None}}
+        assert loaded.valid_to is None and loaded.superseded_by_id is None
+        assert loaded._state.db == "default" and not loaded._state.adding
+
+    def test_a_deferred_column_is_read_when_first_used(self):
+        person = memory_user_factory(self.workspace)
+        entry = entry_factory(agent=self.agent, memory_user=person, content="Ada adopted a cat named Miso.")
+        [loaded] = ModelRows(EpisodicEntry, deferred=("search_vector",)).fetch("WHERE id = %s", [entry.pk])
+        assert "search_vector" in loaded.get_deferred_fields()
+        with self.assertNumQueries(1):
+            assert "miso" in loaded.search_vector
+
+    def test_no_row_gives_an_empty_list_and_each_row_its_instance(self):
+        first = memory_user_factory(self.workspace, canonical_id="telegram:1")
+        second = memory_user_factory(self.workspace, canonical_id="telegram:2", display_name="Bo")
+        rows = ModelRows(MemoryUser)
+        assert rows.fetch("WHERE id = %s", [self.agent.pk]) == []
+        loaded = rows.fetch("WHERE workspace_id = %s ORDER BY canonical_id", [self.workspace.pk])
+        assert [(u.pk, u.display_name) for u in loaded] == [(first.pk, "Ada"), (second.pk, "Bo")]
