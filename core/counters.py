@@ -7,13 +7,17 @@ audit listeners of core.events do. Without a sink the call costs nothing.
 
 The sink runs after the caller's transaction commits (at once outside one), so its one-row
 upsert never holds a lock inside a request's transaction, and counts of a rolled-back
-write are never stored. A failing sink is logged and never fails the caller.
+write are never stored; inside a request, after the response has been sent
+(`core.lib.after_response`), so a recall's answer does not wait for its own count. A
+failing sink is logged and never fails the caller.
 """
 
 import logging
 from collections.abc import Callable
 
 from django.db import transaction
+
+from core.lib.after_response import after_response
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +44,7 @@ def counters_add(*, workspace_id, agent_id=None, counts: dict[str, int]) -> None
     counts = {metric: n for metric, n in counts.items() if n}
     if sink is None or not counts:
         return
-    transaction.on_commit(lambda: _store(sink, workspace_id, agent_id, counts))
+    transaction.on_commit(lambda: after_response(lambda: _store(sink, workspace_id, agent_id, counts)))
 
 
 def recall_served(*, context, metric: str) -> None:

@@ -3,6 +3,8 @@
 - `RequestIdMiddleware` gives every request an id (a sane incoming `X-Request-ID` or a new
   one), puts it on every log line of the request and on the response, and turns an exception
   no view handled on /api/ into the documented JSON error body carrying that id.
+- `AfterResponseMiddleware` runs what the request queued with `core.lib.after_response`
+  (bookkeeping such as the recall counters) once the response has been sent.
 - `ApiBodyLimitMiddleware` refuses oversized bodies (413) whether or not they declare a
   Content-Length, and NUL in an /api/ path or query string (400): PostgreSQL cannot compare
   or store it, so it would otherwise be a 500 in whichever query first used the value. A view
@@ -31,6 +33,7 @@ from core.errors import (
     json_error_response,
     unexpected_error_response,
 )
+from core.lib.after_response import after_response_collect, after_response_run, after_response_stop
 from core.lib.replica import (
     SAFE_METHODS,
     principal_pin,
@@ -100,6 +103,38 @@ class RequestIdMiddleware:
                 request.id,
                 exc_info=exception,
             )
+        return response
+
+
+class AfterResponseMiddleware:
+    """Runs what the request queued with `after_response` when the server closes the
+    response, after its last byte was written, with the request's id on its log lines."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        pending, token = after_response_collect()
+        try:
+            response = self.get_response(request)
+        except BaseException:
+            after_response_stop(token)
+            after_response_run(pending)
+            raise
+        after_response_stop(token)
+        if pending:
+            close = response.close
+            request_id = getattr(request, "id", None) or _request_id.get()
+
+            def close_after_running():
+                id_token = _request_id.set(request_id)
+                try:
+                    after_response_run(pending)
+                finally:
+                    _request_id.reset(id_token)
+                    close()
+
+            response.close = close_after_running
         return response
 
 

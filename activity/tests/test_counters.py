@@ -1,7 +1,9 @@
 import datetime as dt
 
-from django.db import connection, transaction
-from django.test import TransactionTestCase
+from django.core.signals import request_finished
+from django.db import close_old_connections, connection, transaction
+from django.http import HttpResponse
+from django.test import RequestFactory, TransactionTestCase
 from django.utils import timezone
 
 from activity.models import DailyCounter
@@ -12,6 +14,7 @@ from core.counters import (
     RECALLS_SEARCH,
     counters_add,
 )
+from core.middleware import AfterResponseMiddleware
 from core.services import workspace_create
 from core.testing import MemoryTestCase
 from episodic.tests.factories import memory_user_factory
@@ -114,3 +117,27 @@ class CounterCommitTest(TransactionTestCase):
             counters_store(workspace_id=self.workspace.pk, counts={RECALLS_SEARCH: 1})
             assert self.synchronous_commit() == "on"
         assert counted(self.workspace, RECALLS_SEARCH) == 1
+
+
+class CountAfterResponseTest(MemoryTestCase):
+    def test_a_search_is_counted_once_its_response_is_closed(self):
+        """The count is bookkeeping: the server writes it after the answer is sent
+        (core.lib.after_response), and a closed response has written it."""
+
+        def view(request):
+            with self.captureOnCommitCallbacks(execute=True):
+                counters_add(
+                    workspace_id=self.workspace.pk, agent_id=self.agent.pk, counts={RECALLS_SEARCH: 1}
+                )
+            assert counted(self.workspace, RECALLS_SEARCH) == 0
+            return HttpResponse("answer")
+
+        response = AfterResponseMiddleware(view)(RequestFactory().post("/api/v1/episodic-entries/search/"))
+        assert counted(self.workspace, RECALLS_SEARCH) == 0
+        # As Django's test client closes a response: the test's connection stays open.
+        request_finished.disconnect(close_old_connections)
+        try:
+            response.close()
+        finally:
+            request_finished.connect(close_old_connections)
+        assert counted(self.workspace, RECALLS_SEARCH, self.agent) == 1

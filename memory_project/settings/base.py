@@ -62,6 +62,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First, so every log line of a request, and every /api/ response, carries its id.
     "core.middleware.RequestIdMiddleware",
+    # Runs the request's bookkeeping (core.lib.after_response) once the response is sent.
+    "core.middleware.AfterResponseMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "core.middleware.ApiBodyLimitMiddleware",
