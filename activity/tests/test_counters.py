@@ -141,3 +141,29 @@ class CountAfterResponseTest(MemoryTestCase):
         finally:
             request_finished.connect(close_old_connections)
         assert counted(self.workspace, RECALLS_SEARCH, self.agent) == 1
+
+
+class CountAfterResponseServedTest(TransactionTestCase):
+    """Through the installed middleware: the search's response carries its count to close."""
+
+    def test_the_search_api_queues_its_count_for_after_the_response(self):
+        from rest_framework.test import APIClient
+
+        from core.services import agent_get_or_create, api_key_create
+
+        workspace = workspace_create(name="Counted")
+        agent = agent_get_or_create(workspace=workspace, slug="assistant")
+        _, key = api_key_create(workspace=workspace, agent=agent)
+        person = memory_user_factory(workspace)
+        client = APIClient(SERVER_NAME="localhost")
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+        response = client.post(
+            "/api/v1/episodic-entries/search/",
+            {"memory_user": str(person.pk), "query": "Lisbon", "mode": "lexical"},
+            format="json",
+        )
+        assert response.status_code == 200, response.content
+        # The count was queued (the middleware wrapped the response's close), and the test
+        # client, like a server, closed the response after reading it.
+        assert "close" in vars(response)
+        assert counted(workspace, RECALLS_SEARCH, agent) == 1
