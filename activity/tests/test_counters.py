@@ -5,6 +5,7 @@ from django.db import close_old_connections, connection, transaction
 from django.http import HttpResponse
 from django.test import RequestFactory, TransactionTestCase
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from activity.models import DailyCounter
 from activity.services import counters_store
@@ -15,7 +16,7 @@ from core.counters import (
     counters_add,
 )
 from core.middleware import AfterResponseMiddleware
-from core.services import workspace_create
+from core.services import agent_get_or_create, api_key_create, workspace_create
 from core.testing import MemoryTestCase
 from episodic.tests.factories import memory_user_factory
 
@@ -147,10 +148,6 @@ class CountAfterResponseServedTest(TransactionTestCase):
     """Through the installed middleware: the search's response carries its count to close."""
 
     def test_the_search_api_queues_its_count_for_after_the_response(self):
-        from rest_framework.test import APIClient
-
-        from core.services import agent_get_or_create, api_key_create
-
         workspace = workspace_create(name="Counted")
         agent = agent_get_or_create(workspace=workspace, slug="assistant")
         _, key = api_key_create(workspace=workspace, agent=agent)

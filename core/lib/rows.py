@@ -28,7 +28,7 @@ class ModelRows:
         self._select: dict[str, str] = {}
         self._converters: dict[str, list] = {}
 
-    def select_sql(self, alias: str) -> str:
+    def _select_sql(self, alias: str) -> str:
         sql = self._select.get(alias)
         if sql is None:
             quote = connections[alias].ops.quote_name
@@ -54,7 +54,7 @@ class ModelRows:
         alias = router.db_for_read(self.model)
         connection = connections[alias]
         with connection.cursor() as cursor:
-            cursor.execute(f"{self.select_sql(alias)} {where}", params)
+            cursor.execute(f"{self._select_sql(alias)} {where}", params)
             rows = cursor.fetchall()
         converters = self._converters_for(alias)
         from_db, model_attnames = self.model.from_db, self.attnames
