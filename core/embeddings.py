@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import httpx
@@ -346,6 +347,33 @@ class OpenAIEmbeddingProvider:
     def embed_query(self, text: str) -> list[float]:
         """The vector of a search query: the endpoint's, as for stored texts."""
         return self.embed([text])[0]
+
+
+# Local embeddings started ahead of need (`embed_started`). Four threads: as many as the
+# requests a web process serves at once (gunicorn gthread 2 x 4), each embedding one text.
+STARTED_THREADS = 4
+_started_pool: ThreadPoolExecutor | None = None
+_started_pool_pid = 0
+_started_pool_lock = threading.Lock()
+
+
+def embed_started(provider, texts: list[str]) -> Future | None:
+    """`provider.embed(texts)` running on a background thread, for the local model: its few
+    milliseconds of CPU may then overlap the caller's database round trips, and the caller
+    takes the vectors with `.result()` when it needs them (which raises what `embed` raises).
+
+    None for an endpoint: its call may take seconds, and a caller that awaits the vectors
+    under a lock must not hold the lock for it."""
+    global _started_pool, _started_pool_pid
+    if not isinstance(provider, LocalEmbeddingProvider):
+        return None
+    with _started_pool_lock:
+        # A pool inherited through fork has no threads.
+        if _started_pool is None or _started_pool_pid != os.getpid():
+            _started_pool = ThreadPoolExecutor(STARTED_THREADS, thread_name_prefix="embed-started")
+            _started_pool_pid = os.getpid()
+        pool = _started_pool
+    return pool.submit(provider.embed, list(texts))
 
 
 def embedding_provider_for(workspace=None):

@@ -18,7 +18,9 @@ from core.embeddings import (
     LOCAL_MODEL_NAME,
     EmbeddingError,
     LocalEmbeddingProvider,
+    OpenAIEmbeddingProvider,
     QueryVectorCache,
+    embed_started,
     embedding_provider_for,
     query_cache,
 )
@@ -176,6 +178,50 @@ class BatchThreadsTests(SimpleTestCase):
             assert embeddings._local_encoder_load("onnx", MINILM).parallel == 1
         with override_settings(EMBEDDING_BATCH_THREADS=1, EMBEDDING_TORCH_THREADS=1):
             assert embeddings._local_encoder_load("onnx", MINILM).parallel == 1
+
+
+class EmbedStartedTests(SimpleTestCase):
+    """A local embedding started on a background thread (`embed_started`)."""
+
+    @override_settings(EMBEDDING_QUERY_CACHE_SIZE=0)
+    def test_the_local_model_embeds_on_a_pool_thread_the_vectors_of_the_caller(self):
+        provider = LocalEmbeddingProvider()
+        callers = []
+        embed = LocalEmbeddingProvider.embed
+
+        def recorded(self, texts):
+            callers.append(threading.current_thread().name)
+            return embed(self, texts)
+
+        with mock.patch.object(LocalEmbeddingProvider, "embed", recorded):
+            started = embed_started(provider, ["Ada adopted a cat named Miso."])
+            (vector,) = started.result(timeout=60)
+        assert callers and callers[0].startswith("embed-started")
+        (alone,) = provider.embed(["Ada adopted a cat named Miso."])
+        assert cosines([vector], [alone]).min() >= 0.99999
+
+    def test_a_failure_is_raised_by_result(self):
+        with mock.patch.object(LocalEmbeddingProvider, "embed", side_effect=EmbeddingError("no weights")):
+            started = embed_started(LocalEmbeddingProvider(), ["x"])
+            with self.assertRaises(EmbeddingError):
+                started.result(timeout=60)
+
+    def test_an_endpoint_is_not_started(self):
+        """Its call may take seconds; callers await the vectors under a lock."""
+        assert (
+            embed_started(OpenAIEmbeddingProvider(base_url="http://127.0.0.1:9/v1", model_name="m"), ["x"])
+            is None
+        )
+
+    def test_a_forked_process_gets_a_pool_of_its_own(self):
+        embed_started(LocalEmbeddingProvider(), ["before the fork"]).result(timeout=60)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            signal.alarm(60)
+            ok = len(embed_started(LocalEmbeddingProvider(), ["in the child"]).result(timeout=50)) == 1
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
 
 
 @override_settings(EMBEDDING_LOCAL_MODEL="all-mpnet-base-v2")

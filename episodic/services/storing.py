@@ -22,7 +22,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.embeddings import EmbeddingError
+from core.embeddings import EmbeddingError, embed_started
 from core.events import audit_recorded
 from core.lib.consolidation import (
     DECISION_ADD,
@@ -360,7 +360,8 @@ def _dedupe_similar(
     check_stored: bool = True,
 ) -> tuple[list, str]:
     """`items` without near twins (cosine >= `threshold`) among themselves or stored entries,
-    capped at `limit`; each kept item carries its `vector`. Returns (kept, model).
+    capped at `limit`; each kept item carries its `vector`, or, when only the check under the
+    lock compares it, the embedding started (`started`). Returns (kept, model).
 
     The items are embedded in one call and compared with the stored entries in one query.
     An embedding failure skips the similarity check: the items are kept without a vector and
@@ -376,6 +377,16 @@ def _dedupe_similar(
     if not items:
         return [], ""
     model = provider.model_name
+    if not check_stored and len(items) == 1:
+        # Compared under the lock only: the local model embeds one text while the lock is
+        # taken and the exact copies are checked again, and the vector is awaited after that
+        # (`_started_vectors_await`). A batch's embedding takes far longer than that work and
+        # would hold the person's lock; an endpoint's is not awaited under it at all.
+        started = embed_started(provider, [items[0]["content"]])
+        if started is not None:
+            items[0]["started"] = started
+            items[0]["decide_under_lock"] = True
+            return list(items), model
     try:
         vectors = provider.embed([i["content"] for i in items])
     except EmbeddingError as exc:
@@ -487,6 +498,7 @@ def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshol
             reject(item, reason, duplicate_of=entry_id)
         else:
             unique.append(item)
+    _started_vectors_await(unique)
     with_vector = [item for item in unique if "vector" in item]
     # Items of one call were compared with the same vector rows (none when not compared yet).
     compared = {item.get("compared_with", frozenset()) for item in with_vector}
@@ -511,6 +523,19 @@ def _drop_stored_meanwhile(kept, *, reject: Reject, agent, memory_user, threshol
     return [item for item in unique if "vector" not in item or id(item) in still]
 
 
+def _started_vectors_await(items) -> None:
+    """Set the `vector` of each of `items` whose embedding `_dedupe_similar` started; one
+    that failed is kept without a vector and embedded later, as there."""
+    for item in items:
+        started = item.pop("started", None)
+        if started is None:
+            continue
+        try:
+            (item["vector"],) = started.result()
+        except EmbeddingError as exc:
+            logger.warning("episodic: embedding failed, similarity dedupe skipped: %s", exc)
+
+
 def _entries_insert(
     kept, *, agent, memory_user, thread, actor: str, threshold: float, model: str, reject: Reject
 ) -> list[EpisodicEntry]:
@@ -519,7 +544,8 @@ def _entries_insert(
     The checks before read what was stored before this call began; a second call for the
     same person (another worker, another web process) may have stored the same entries
     since. Serialized per (agent, person) from here to commit, the later one sees the
-    earlier one's rows and drops its copies. The embedding call stays outside the lock.
+    earlier one's rows and drops its copies. The embedding call stays outside the lock, but
+    one text on the local model may still be running when the lock is taken (a few ms).
     Items without a vector are embedded by `entry_embed_task` once the transaction commits.
     An item's own `thread` wins over `thread`; each stored item gets its entry as `item["entry"]`.
     """

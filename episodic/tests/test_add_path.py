@@ -3,6 +3,7 @@ vector search or transaction when the exact hash decides, and the hand-written e
 equal to the serializer's."""
 
 import json
+import threading
 from unittest import mock
 
 import pytest
@@ -12,12 +13,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from core.embeddings import EmbeddingError, LocalEmbeddingProvider
 from core.memory_settings import memory_settings_for
 from core.services import agent_get_or_create, api_key_create, workspace_create
 from core.testing_openai import OpenAITestServer
 from episodic.apis import EntryOutputSerializer, _entry_output
 from episodic.models import EntryEmbedding, EpisodicEntry
-from episodic.services import entries_create
+from episodic.services import entries_create, storing
 from episodic.services.storing import NEAREST_STATE_PROBES
 from episodic.services.storing import _person_lock as person_lock
 from episodic.tests.factories import (
@@ -454,3 +456,116 @@ def test_by_rule_a_near_twin_stored_just_before_the_lock_is_a_twin(setup, items)
     assert results[0].entry.pk == raced[0].pk
     assert all(r.created for r in results[1:])
 
+
+class _GatedLocal(LocalEmbeddingProvider):
+    """The local provider, embedding only once the person's lock is taken (or failing)."""
+
+    def embed(self, texts):
+        if not _lock_taken.wait(10):
+            raise AssertionError("the person's lock was not taken while the text was embedding")
+        if _embedding_fails.is_set():
+            raise EmbeddingError("the model failed")
+        return bag_of_words_vectors(texts)
+
+
+_lock_taken = threading.Event()
+_embedding_fails = threading.Event()
+
+
+@pytest.fixture
+def gates(setup):
+    _lock_taken.clear()
+    _embedding_fails.clear()
+    yield
+    _lock_taken.clear()
+    _embedding_fails.clear()
+
+
+@pytest.fixture
+def gated(gates):
+    order = []
+
+    def lock(**kwargs):
+        order.append("lock")
+        person_lock(**kwargs)
+        _lock_taken.set()
+
+    real_started = storing.embed_started
+
+    def started(provider, texts):
+        order.append("embedding started")
+        return real_started(provider, texts)
+
+    with (
+        mock.patch("episodic.services.storing._person_lock", lock),
+        mock.patch("episodic.services.storing.embed_started", started),
+    ):
+        yield order
+
+
+def test_by_rule_one_add_embeds_on_the_local_model_while_the_lock_is_taken(setup, gated):
+    """The embedding runs beside the lock and the second exact check (it waits for the lock
+    here, so run in turn the add would fail), and the vector is stored and compared."""
+    agent, person = setup["agent"], setup["person"]
+    (result,) = entries_create(
+        agent=agent,
+        memory_user=person,
+        items=[{"content": "Ada booked a flight to Lisbon."}],
+        actor="test",
+        provider=_GatedLocal(),
+    )
+    assert result.created and gated == ["embedding started", "lock"]
+    vector = EntryEmbedding.objects.get(entry=result.entry)
+    assert vector.model == result.entry.embedding_model == _GatedLocal().model_name
+    assert list(vector.embedding) == pytest.approx(
+        bag_of_words_vectors(["Ada booked a flight to Lisbon."])[0]
+    )
+    (again,) = entries_create(
+        agent=agent,
+        memory_user=person,
+        items=[{"content": "Ada booked a flight to Lisbon!"}],
+        actor="test",
+        provider=_GatedLocal(),
+    )
+    assert not again.created and again.reason == "duplicate_similar" and again.entry.pk == result.entry.pk
+
+
+def test_a_failed_background_embedding_stores_the_entry_for_the_task(setup, gated):
+    _embedding_fails.set()
+    with mock.patch("episodic.tasks.entry_embed_task.delay_on_commit") as later:
+        (result,) = entries_create(
+            agent=setup["agent"],
+            memory_user=setup["person"],
+            items=[{"content": "Ada paints on Sundays."}],
+            actor="test",
+            provider=_GatedLocal(),
+        )
+    assert result.created and result.entry.embedding_model == ""
+    assert not EntryEmbedding.objects.filter(entry=result.entry).exists()
+    later.assert_called_once_with([str(result.entry.pk)])
+
+
+def test_a_batch_and_a_chat_model_embed_before_the_lock(setup, gates):
+    """A batch's embedding takes far longer than the work before the vectors are needed, and
+    a model's consolidation compares before the lock: neither starts one in the background."""
+    _lock_taken.set()
+    with mock.patch("episodic.services.storing.embed_started") as started:
+        results = entries_create(
+            agent=setup["agent"],
+            memory_user=setup["person"],
+            items=[{"content": "Bo grows basil."}, {"content": "Cy plays chess."}],
+            actor="test",
+            provider=_GatedLocal(),
+        )
+        assert all(r.created for r in results)
+        use_test_chat(setup["server"], setup["workspace"])
+        setup["server"].chat_replies.append(json.dumps({"decision": "add", "reason": "New."}))
+        (result,) = entries_create(
+            agent=setup["agent"],
+            memory_user=setup["person"],
+            items=[{"content": "Di swims daily."}],
+            actor="test",
+            provider=_GatedLocal(),
+        )
+    assert result.created and EntryEmbedding.objects.filter(entry=result.entry).exists()
+    started.assert_not_called()
