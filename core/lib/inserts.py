@@ -3,7 +3,7 @@
 `bulk_create` makes one round trip per model. A write that stores rows of three tables at
 once (an episodic entry, its vector and its audit event) then waits on three, each
 0.5-0.8 ms as the later statements of a request, and compiles each through a QuerySet
-(docs/speed.md, "One INSERT for the entry, its vector and its event"). `rows_insert` compiles
+(docs/speed.md, "The embedding beside the lock, and one INSERT for three tables"). `rows_insert` compiles
 each table's INSERT as `bulk_create` would and sends them as one statement: every INSERT but
 the last becomes a data-modifying WITH, which PostgreSQL runs to completion whether or not
 the main statement reads it.

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from core.embeddings import EmbeddingError, LocalEmbeddingProvider
 from core.memory_settings import memory_settings_for
+from core.models import AuditEvent
 from core.services import agent_get_or_create, api_key_create, workspace_create
 from core.testing_openai import OpenAITestServer
 from episodic.apis import EntryOutputSerializer, _entry_output
@@ -569,3 +570,27 @@ def test_a_batch_and_a_chat_model_embed_before_the_lock(setup, gates):
         )
     assert result.created and EntryEmbedding.objects.filter(entry=result.entry).exists()
     started.assert_not_called()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_supersede_commits_its_close_and_the_new_row_together():
+    """The stored entry is closed, pointing at the new one, before the new row, its vector
+    and its event are inserted (one statement): the deferred foreign keys hold at a real
+    commit, which a test's rolled-back transaction never reaches."""
+    workspace = workspace_create(name="Acme")
+    agent = agent_get_or_create(workspace=workspace, slug="assistant")
+    person = memory_user_factory(workspace)
+    with OpenAITestServer() as server:
+        use_test_embeddings(server, workspace)
+        lisbon = entry_factory(agent=agent, memory_user=person, content="Ada lives in Lisbon.")
+        (result,) = entries_create(
+            agent=agent, memory_user=person, items=[{"content": "Ada now lives in Porto."}], actor="test"
+        )
+    assert result.created and result.entry.consolidation["decision"] == "supersede"
+    lisbon.refresh_from_db()
+    assert lisbon.status == "superseded" and lisbon.superseded_by_id == result.entry.pk
+    stored = EpisodicEntry.objects.get(pk=result.entry.pk)
+    assert stored.consolidation == result.entry.consolidation
+    assert EntryEmbedding.objects.filter(entry=stored, model=stored.embedding_model).count() == 1
+    created = AuditEvent.objects.get(entity_id=str(stored.pk), action="create")
+    assert created.changes["decision"] == "supersede" and created.txid is not None
