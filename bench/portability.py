@@ -154,18 +154,7 @@ def seed(n_threads: int, seed_value: int = 7):
             )
     EpisodicEntry.objects.bulk_create(entries, batch_size=1000)
     EntryEmbedding.objects.bulk_create(
-        (
-            EntryEmbedding(
-                entry=e,
-                workspace=workspace,
-                agent=agent,
-                memory_user=e.memory_user,
-                model=LOCAL_MODEL_NAME,
-                dimensions=LOCAL_MODEL_DIMENSIONS,
-                embedding=vector(),
-            )
-            for e in entries
-        ),
+        (EntryEmbedding.of(e, vector(), model=LOCAL_MODEL_NAME) for e in entries),
         batch_size=1000,
     )
     StoreItem.objects.bulk_create(

@@ -160,3 +160,16 @@ class EntryEmbedding(models.Model):
 
     def __str__(self):
         return f"{self.entry_id} ({self.model})"
+
+    @classmethod
+    def of(cls, entry: EpisodicEntry, vector, *, model: str) -> "EntryEmbedding":
+        """`entry`'s `vector` under `model`, unsaved, the scope columns copied from the entry."""
+        return cls(
+            entry=entry,
+            workspace_id=entry.workspace_id,
+            agent_id=entry.agent_id,
+            memory_user_id=entry.memory_user_id,
+            model=model,
+            dimensions=len(vector),
+            embedding=vector,
+        )

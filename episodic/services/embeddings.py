@@ -53,15 +53,7 @@ def _entry_vectors_store(*, entries, vectors, model: str) -> int:
             .values_list("pk", "content")
         )
         rows = [
-            EntryEmbedding(
-                entry=entry,
-                workspace_id=entry.workspace_id,
-                agent_id=entry.agent_id,
-                memory_user_id=entry.memory_user_id,
-                model=model,
-                dimensions=len(vector),
-                embedding=vector,
-            )
+            EntryEmbedding.of(entry, vector, model=model)
             for entry, vector in zip(entries, vectors, strict=True)
             if entry.pk in current and current[entry.pk] == entry_embedding_text(entry)
         ]

@@ -588,15 +588,7 @@ def _entries_insert(
             item["decision"] = decision
         entry.consolidation = decision.record(new=entry.pk) if decision is not None else {}
     vectors = [
-        EntryEmbedding(
-            entry=entry,
-            workspace_id=entry.workspace_id,
-            agent_id=entry.agent_id,
-            memory_user_id=entry.memory_user_id,
-            model=model,
-            dimensions=len(item["vector"]),
-            embedding=item["vector"],
-        )
+        EntryEmbedding.of(entry, item["vector"], model=model)
         for entry, item in zip(entries, kept, strict=True)
         if "vector" in item
     ]
