@@ -30,6 +30,7 @@ import logging
 import math
 import re
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -727,7 +728,11 @@ class Corpus:
       2.4 ms for a pool of 200), similarities under `%(qvec)s` and `%(model)s` (NULL
       without a vector), and who said it and the group it belongs to (NULL when the corpus
       has neither, and the speaker and session terms do nothing), saving a round trip per
-      search.
+      search;
+    - `speaker_names_sql`, when set, makes `describe_sql`'s speaker a reference (a UUID
+      text) rather than a name: it returns `ref, name` for the references `%(refs)s` (a
+      `uuid[]`), read only when the pool holds any. References that are not UUIDs, and those
+      it does not return, leave their rows without a speaker.
     """
 
     lexical_scope_sql: str
@@ -738,9 +743,7 @@ class Corpus:
     describe_sql: str
     params: dict
     has_context: bool = False
-    # The distinct speakers of the rows `%(ids)s` (empty: the corpus has none), read before
-    # the pool is described, to search a query that names one of them in their words.
-    speakers_sql: str = ""
+    speaker_names_sql: str = ""
     # True when `lexical_scope_sql` is costly to run more than once (see bm25_sql).
     lexical_materialized: bool = False
     # (column of `vector_table`, name in `params`) pairs naming the rows that a search on the
@@ -780,7 +783,28 @@ def _describe(cursor, corpus: Corpus, params: dict, pool_ids: list, vector: dict
             vector.setdefault(row_id, float(sim))
         if ctx_sim is not None:
             context.setdefault(row_id, float(ctx_sim))
+    if corpus.speaker_names_sql:
+        features = _speakers_named(cursor, corpus, params, features)
     return described, features
+
+
+def _speakers_named(cursor, corpus: Corpus, params: dict, features: dict) -> dict:
+    """`features` with each speaker reference replaced by its name (None when it has none)."""
+    refs = {row_id: _uuid_text(ref) for row_id, (ref, _group) in features.items()}
+    wanted = sorted({ref for ref in refs.values() if ref is not None})
+    names = {}
+    if wanted:
+        cursor.execute(corpus.speaker_names_sql, {**params, "refs": wanted})
+        names = dict(cursor.fetchall())
+    return {row_id: (names.get(refs[row_id]), group) for row_id, (_ref, group) in features.items()}
+
+
+def _uuid_text(value) -> str | None:
+    """`value` as a UUID's canonical text, or None when it is not one."""
+    try:
+        return str(uuid.UUID(value))
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def hybrid_search(
@@ -871,11 +895,14 @@ def hybrid_search(
         vector, context, pool_ids = _vector_pool(named, lexical_pool)
         if not pool_ids:
             return SearchOutcome(ranked=[], plan=plan, scope_size=scope_size)
-        if use_vectors and embed_query is not None and weights.speaker > 0 and corpus.speakers_sql:
+        describe = {**params, "qvec": qvec, "model": model if use_vectors else ""}
+        described, features = _describe(cursor, corpus, describe, pool_ids, vector, context)
+        if use_vectors and embed_query is not None and weights.speaker > 0:
             # The speaker term finds the named speaker's rows; the vectors look for what
-            # they said, in their own words (`first_person`).
-            cursor.execute(corpus.speakers_sql, {**params, "ids": pool_ids})
-            named_now = named_speakers(query, (row[0] for row in cursor.fetchall()))
+            # they said, in their own words (`first_person`): searched again, and the new
+            # pool described under the new vector. A query naming no speaker of the pool
+            # (or a corpus without speakers) costs nothing more.
+            named_now = named_speakers(query, (speaker for speaker, _group in features.values()))
             rewritten = first_person(query, named_now) if named_now else query
             rewritten_vector = embed_query(rewritten) if rewritten != query else None
             if rewritten_vector is not None and len(rewritten_vector) == len(query_vector):
@@ -887,8 +914,8 @@ def hybrid_search(
                 vector, context, pool_ids = _vector_pool(
                     {name: rows[index] for name, index in again.items()}, lexical_pool
                 )
-        describe = {**params, "qvec": qvec, "model": model if use_vectors else ""}
-        described, features = _describe(cursor, corpus, describe, pool_ids, vector, context)
+                describe["qvec"] = qvec
+                described, features = _describe(cursor, corpus, describe, pool_ids, vector, context)
         neighbour_ids = []
         if weights.neighbor > 0:
             for _created_at, *neighbours in described.values():

@@ -20,6 +20,7 @@ from core.ranking import (
     hybrid_search,
     mode_weights,
     query_clean,
+    query_embedder,
     query_vector_for,
     recency_term,
 )
@@ -99,6 +100,16 @@ def episodic_memory_required(agent) -> None:
         raise ApplicationError(EPISODIC_DISABLED, code="episodic_disabled", status_code=409)
 
 
+# The speaker of an entry is the name of the message it was taken from (its first source
+# message), looked up among the searched pair's messages only: ids recorded from a client's
+# transcript may be anything, and another person's message never lends an entry its name.
+_ENTRY_SPEAKER_NAMES_SQL = (
+    "SELECT m.id::text, m.name FROM threads_message m JOIN threads_thread t ON t.id = m.thread_id "
+    "WHERE m.id = ANY(%(refs)s::uuid[]) AND t.agent_id = %(agent)s "
+    "AND t.memory_user_id = %(memory_user)s AND m.name <> ''"
+)
+
+
 # Every column of the hits but the tsvector (deferred, as `defer("search_vector")` does).
 _HITS = ModelRows(EpisodicEntry, deferred=("search_vector",))
 
@@ -154,21 +165,28 @@ def entry_search_hybrid(
         vector_scope_where="agent_id = %(agent)s AND memory_user_id = %(memory_user)s",
         graph_scope=(("agent_id", "agent"), ("memory_user_id", "memory_user")),
         describe_sql=(
-            # Entries have no speaker; their group (for the session and diversity terms) is
-            # the thread they were extracted from.
+            # An entry's speaker is its source message's (the speaker term and a query in
+            # the speaker's words); its group (the session term) the thread it was taken from.
             "SELECT e.id, extract(epoch FROM e.created_at)::float8, NULL, NULL, NULL, NULL, "
-            "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL::text, e.source_thread_id "
+            "1 - (v.embedding <=> %(qvec)s::vector), NULL, e.source_message_ids ->> 0, e.source_thread_id "
             "FROM episodes_episodicentry e LEFT JOIN episodes_entryembedding v "
             "ON v.entry_id = e.id AND v.model = %(model)s "
             "WHERE e.id = ANY(%(ids)s) AND e.status = %(active)s AND e.review = %(approved)s"
         ),
         params=params,
         has_context=False,
+        speaker_names_sql=_ENTRY_SPEAKER_NAMES_SQL,
     )
     # One clock for the fusion and for the recency part reported with each hit.
     now = now or timezone.now()
     outcome = hybrid_search(
-        corpus=corpus, query=query, query_vector=query_vector, model=model or "", weights=weights, now=now
+        corpus=corpus,
+        query=query,
+        query_vector=query_vector,
+        model=model or "",
+        weights=weights,
+        now=now,
+        embed_query=query_embedder(workspace=agent.workspace, provider=provider, model=model or ""),
     )
     top = outcome.ranked[:top_k]
     # A statement built once: the ORM compiling this query cost about as much as running it.

@@ -1,9 +1,12 @@
+import uuid
+from dataclasses import replace
 from datetime import timedelta
 from unittest import mock
 
 import numpy as np
 from django.db import connection
 from django.test import TransactionTestCase, override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.embeddings import LOCAL_MODEL_NAME
@@ -12,8 +15,9 @@ from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector
 from core.testing import MemoryTestCase, hnsw_above
 from core.testing_openai import OpenAITestServer
 from episodic.models import EntryEmbedding, EpisodicEntry
-from episodic.selectors import entry_search_hybrid
+from episodic.selectors import ENTRY_WEIGHTS, entry_search_hybrid
 from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
+from threads.services import thread_append_messages, thread_create
 
 
 class EntrySearchTests(MemoryTestCase):
@@ -125,6 +129,116 @@ class EntrySearchTests(MemoryTestCase):
             self.search("marathon", mode="magic")
         except ApplicationError as exc:
             assert "mode" in exc.fields
+
+
+class EntrySpeakerTests(MemoryTestCase):
+    """An entry taken from a message speaks with its message's speaker: a query naming that
+    speaker lifts their entries and is searched by the vectors in their words."""
+
+    QUERY = "What do Melanie's kids like?"
+
+    def setUp(self):
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        use_test_embeddings(self.server, self.workspace)
+        self.person = memory_user_factory(self.workspace, display_name="Caroline")
+        self.thread = thread_create(
+            workspace=self.workspace, agent=self.agent, memory_user=self.person, channel_chat_id="s1"
+        )
+        turns = thread_append_messages(
+            thread=self.thread,
+            messages=[
+                {"role": "user", "name": "Caroline", "content": "Melanie, do Melanie's kids like museums?"},
+                {"role": "assistant", "name": "Melanie", "content": "My kids love the dinosaur bones."},
+            ],
+        )
+        self.asked, self.answered = (
+            entry_factory(
+                agent=self.agent,
+                memory_user=self.person,
+                content=turn.content,
+                source_thread=self.thread,
+                source_message_ids=[str(turn.pk)],
+            )
+            for turn in turns
+        )
+
+    def search(self, query=QUERY, **kwargs):
+        return entry_search_hybrid(agent=self.agent, memory_user=self.person, query=query, **kwargs)
+
+    def embedded_texts(self):
+        return [body["input"] for path, body in self.server.requests if path.endswith("/embeddings")]
+
+    def test_the_source_messages_speaker_is_searched_in_their_words(self):
+        """Caroline's question holds Melanie's name twice; Melanie's own entry says "my kids"."""
+        before = len(self.embedded_texts())
+        result = self.search(mode="vector")
+        assert self.embedded_texts()[before:] == [[self.QUERY], ["What do my kids like?"]]
+        assert result.hits[0].entry == self.answered
+        assert self.search().hits[0].entry == self.answered
+
+    def test_entries_without_a_source_have_no_speaker(self):
+        EpisodicEntry.objects.update(source_message_ids=[])
+        before = len(self.embedded_texts())
+        result = self.search()
+        assert self.embedded_texts()[before:] == [[self.QUERY]]
+        assert {h.entry for h in result.hits} == {self.asked, self.answered}
+
+    def test_entries_without_a_source_cost_no_statement_more(self):
+        """Names are looked up only for a pool that holds source messages."""
+        EpisodicEntry.objects.update(source_message_ids=[])
+
+        def statements(**kwargs):
+            self.search(**kwargs)  # the scope's counts are cached
+            with CaptureQueriesContext(connection) as captured:
+                self.search(**kwargs)
+            return len(captured)
+
+        assert statements() == statements(weights=replace(ENTRY_WEIGHTS, speaker=0.0))
+
+    def test_source_ids_that_are_not_this_pairs_messages_lend_no_speaker(self):
+        """Ids recorded from a client's transcript may be anything, and a message of another
+        person or agent may be named Melanie too: none of them gives an entry a speaker, and
+        none makes the search fail."""
+        other = memory_user_factory(self.workspace, canonical_id="telegram:9", display_name="Bo")
+        foreign = []
+        for agent, person in ((self.agent, other), (self.other_agent, self.person)):
+            thread = thread_create(
+                workspace=self.workspace, agent=agent, memory_user=person, channel_chat_id=f"x{agent.pk}"
+            )
+            (message,) = thread_append_messages(
+                thread=thread, messages=[{"role": "assistant", "name": "Melanie", "content": "Hi."}]
+            )
+            foreign.append(str(message.pk))
+        hostile = [
+            *foreign,
+            str(uuid.uuid4()),
+            "not-a-uuid",
+            "'; DROP TABLE threads_message; --",
+            str(self.answered.pk).upper() + "0",
+            12,
+            None,
+            {"id": foreign[0]},
+            [foreign[0]],
+        ]
+        for value in hostile:
+            with self.subTest(value=value):
+                EpisodicEntry.objects.filter(pk=self.answered.pk).update(source_message_ids=[value])
+                before = len(self.embedded_texts())
+                result = self.search()
+                assert self.embedded_texts()[before:] == [[self.QUERY]]
+                assert {h.entry for h in result.hits} == {self.asked, self.answered}
+
+    def test_the_search_api_answers_whatever_the_stored_ids(self):
+        EpisodicEntry.objects.filter(pk=self.answered.pk).update(source_message_ids=["x", 1, {"a": None}])
+        response = self.api().post(
+            "/api/v1/episodic-entries/search/",
+            {"agent": self.agent.slug, "memory_user": str(self.person.pk), "query": self.QUERY},
+            format="json",
+        )
+        assert response.status_code == 200, response.content
+        found = {hit["entry"]["id"] for hit in response.json()["results"]}
+        assert found == {str(self.asked.pk), str(self.answered.pk)}
 
 
 class Bm25StatisticsTests(MemoryTestCase):

@@ -187,6 +187,24 @@ class FirstPersonQueryTests(MemoryTestCase):
         self.search("Which lake was painted?")
         assert self.embedded_texts()[before:] == [["Which lake was painted?"]]
 
+    def test_a_query_naming_no_speaker_costs_no_statement_more(self):
+        """The speakers are read with the pool's rows: a search whose query names none of
+        them makes the statements it makes with the speaker term off."""
+        from dataclasses import replace
+
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        from threads.selectors import MESSAGE_WEIGHTS
+
+        def statements(**kwargs):
+            self.search("Which lake was painted?", **kwargs)  # the scope's counts are cached
+            with CaptureQueriesContext(connection) as captured:
+                self.search("Which lake was painted?", **kwargs)
+            return len(captured)
+
+        assert statements() == statements(weights=replace(MESSAGE_WEIGHTS, speaker=0.0))
+
     def test_another_persons_speakers_are_not_read(self):
         """Only the speakers of this person's pool count: Melanie speaks in Caroline's
         threads, not in Bo's, so Bo's search is embedded once and finds nothing of hers."""

@@ -184,9 +184,6 @@ def message_search_related(
         """,
         params=params,
         has_context=True,
-        speakers_sql=(
-            "SELECT DISTINCT m.name FROM threads_message m WHERE m.id = ANY(%(ids)s) AND m.name <> ''"
-        ),
         # The scope is a join: read once (measured 54 vs 69 ms p50 at 10,000 messages).
         lexical_materialized=True,
     )

@@ -17,6 +17,9 @@ With `--corpus entries` every turn is instead an episodic entry of that memory u
 the search of POST /api/v1/episodic-entries/search/. The rows are written directly, not
 through `entries_create`: its dedupe and consolidation would fold or close conversation
 turns ("Thanks!", a changed number), and what is measured here is the ranking.
+`--corpus extracted` stores the same entries as extraction would take them from the
+conversation: the turns are also threads and messages, and each entry records the message
+and thread it came from (its speaker and session in the search).
 """
 
 import json
@@ -100,11 +103,23 @@ def _messages_ingest(conv: dict, sessions: list[int], *, sample_id: str, agent, 
     return dia_of
 
 
-def _entries_ingest(conv: dict, sessions: list[int], *, sample_id: str, agent, person) -> dict:
-    """Every turn of `conv` as an active, approved entry of `person`; {entry id: dia_id}."""
+def _entries_ingest(
+    conv: dict, sessions: list[int], *, sample_id: str, agent, person, sourced: bool = False
+) -> dict:
+    """Every turn of `conv` as an active, approved entry of `person`; {entry id: dia_id}.
+
+    `sourced`: each entry is taken from its turn, as extraction stores one: the turns are
+    also a thread per session, and each entry records its message and thread (which give it
+    its speaker and session in the search). Otherwise entries are written directly, as an
+    agent's own notes are, with no source."""
     from episodic.models import EpisodicEntry
     from episodic.services.normalize import entry_content_hash
+    from threads.models import Message
 
+    messages = {}
+    if sourced:
+        message_ids = _messages_ingest(conv, sessions, sample_id=sample_id, agent=agent, person=person)
+        messages = {m.metadata["dia_id"]: m for m in Message.objects.filter(pk__in=list(message_ids))}
     rows = []
     for number in sessions:
         date_text = conv.get(f"session_{number}_date_time", "")
@@ -112,6 +127,7 @@ def _entries_ingest(conv: dict, sessions: list[int], *, sample_id: str, agent, p
         for index, turn in enumerate(conv[f"session_{number}"]):
             content = f"{turn['speaker']}: {turn_text(turn)}"
             at = when + timedelta(seconds=index)
+            message = messages.get(turn["dia_id"])
             rows.append(
                 EpisodicEntry(
                     workspace=agent.workspace,
@@ -123,6 +139,8 @@ def _entries_ingest(conv: dict, sessions: list[int], *, sample_id: str, agent, p
                     metadata={"dia_id": turn["dia_id"], "session_date": date_text},
                     created_at=at,
                     valid_from=at,
+                    source_thread_id=message.thread_id if message else None,
+                    source_message_ids=[str(message.pk)] if message else [],
                 )
             )
     EpisodicEntry.objects.bulk_create(rows)
@@ -146,10 +164,11 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--corpus",
-            choices=["messages", "entries"],
+            choices=["messages", "entries", "extracted"],
             default="messages",
-            help="Search the turns as thread messages (semantic recall) or as episodic entries "
-            "(the episodic search API).",
+            help="Search the turns as thread messages (semantic recall), as episodic entries "
+            "written directly (the episodic search API), or as entries taken from their "
+            "messages (extracted: each records its source message and thread).",
         )
         parser.add_argument(
             "--split",
@@ -166,7 +185,7 @@ class Command(BaseCommand):
         from threads.selectors import MESSAGE_WEIGHTS, message_search_related
         from threads.services import message_embed_batch
 
-        entries = options["corpus"] == "entries"
+        entries = options["corpus"] in ("entries", "extracted")
         # Each corpus ranks with the weights its search uses by default.
         base_weights = ENTRY_WEIGHTS if entries else MESSAGE_WEIGHTS
 
@@ -210,7 +229,10 @@ class Command(BaseCommand):
                     int(m.group(1)) for key in conv for m in [re.fullmatch(r"session_(\d+)", key)] if m
                 )
                 started = time.perf_counter()
-                ingest = _entries_ingest if entries else _messages_ingest
+                if entries:
+                    ingest = partial(_entries_ingest, sourced=options["corpus"] == "extracted")
+                else:
+                    ingest = _messages_ingest
                 dia_of = ingest(conv, sessions, sample_id=sample["sample_id"], agent=agent, person=person)
                 timings["ingest_s"] += time.perf_counter() - started
                 started = time.perf_counter()
