@@ -1,9 +1,14 @@
+from dataclasses import replace
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from core.testing import MemoryTestCase, hnsw_above
 from core.testing_openai import OpenAITestServer
 from episodic.tests.factories import memory_user_factory, use_test_embeddings
 from runtime.tasks import embeddings_sweep_task
 from threads.models import MessageEmbedding
-from threads.selectors import message_search_related
+from threads.selectors import MESSAGE_WEIGHTS, message_search_related
 from threads.services import message_embed_batch, message_embed_sweep, thread_append_messages, thread_create
 
 
@@ -190,12 +195,6 @@ class FirstPersonQueryTests(MemoryTestCase):
     def test_a_query_naming_no_speaker_costs_no_statement_more(self):
         """The speakers are read with the pool's rows: a search whose query names none of
         them makes the statements it makes with the speaker term off."""
-        from dataclasses import replace
-
-        from django.db import connection
-        from django.test.utils import CaptureQueriesContext
-
-        from threads.selectors import MESSAGE_WEIGHTS
 
         def statements(**kwargs):
             self.search("Which lake was painted?", **kwargs)  # the scope's counts are cached
