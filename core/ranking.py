@@ -767,7 +767,7 @@ def _vector_pool(results: dict, lexical_pool: list) -> tuple[dict, dict, list]:
     return vector, context, list(dict.fromkeys(pool_ids))
 
 
-def _describe(cursor, corpus: Corpus, params: dict, pool_ids: list, vector: dict, context: dict):
+def _describe(cursor, corpus: Corpus, params: dict, pool_ids: list, vector: dict, context: dict, names: dict):
     """The pool's rows: ({id: (created_at, *neighbour ids)}, {id: (speaker, group)}); the
     similarities of rows that no vector statement returned are added to `vector` and
     `context`."""
@@ -784,18 +784,21 @@ def _describe(cursor, corpus: Corpus, params: dict, pool_ids: list, vector: dict
         if ctx_sim is not None:
             context.setdefault(row_id, float(ctx_sim))
     if corpus.speaker_names_sql:
-        features = _speakers_named(cursor, corpus, params, features)
+        features = _speakers_named(cursor, corpus, params, features, names)
     return described, features
 
 
-def _speakers_named(cursor, corpus: Corpus, params: dict, features: dict) -> dict:
-    """`features` with each speaker reference replaced by its name (None when it has none)."""
+def _speakers_named(cursor, corpus: Corpus, params: dict, features: dict, names: dict) -> dict:
+    """`features` with each speaker reference replaced by its name (None when it has none).
+
+    `names` ({reference: name or None}) holds what an earlier description of the same search
+    looked up, and is given what this one looks up."""
     refs = {row_id: _uuid_text(ref) for row_id, (ref, _group) in features.items()}
-    wanted = sorted({ref for ref in refs.values() if ref is not None})
-    names = {}
+    wanted = sorted({ref for ref in refs.values() if ref is not None and ref not in names})
     if wanted:
         cursor.execute(corpus.speaker_names_sql, {**params, "refs": wanted})
-        names = dict(cursor.fetchall())
+        names.update(dict.fromkeys(wanted))
+        names.update(cursor.fetchall())
     return {row_id: (names.get(refs[row_id]), group) for row_id, (_ref, group) in features.items()}
 
 
@@ -896,7 +899,8 @@ def hybrid_search(
         if not pool_ids:
             return SearchOutcome(ranked=[], plan=plan, scope_size=scope_size)
         describe = {**params, "qvec": qvec, "model": model if use_vectors else ""}
-        described, features = _describe(cursor, corpus, describe, pool_ids, vector, context)
+        names: dict = {}
+        described, features = _describe(cursor, corpus, describe, pool_ids, vector, context, names)
         if use_vectors and embed_query is not None and weights.speaker > 0:
             # The speaker term finds the named speaker's rows; the vectors look for what
             # they said, in their own words (`first_person`): searched again, and the new
@@ -915,7 +919,7 @@ def hybrid_search(
                     {name: rows[index] for name, index in again.items()}, lexical_pool
                 )
                 describe["qvec"] = qvec
-                described, features = _describe(cursor, corpus, describe, pool_ids, vector, context)
+                described, features = _describe(cursor, corpus, describe, pool_ids, vector, context, names)
         neighbour_ids = []
         if weights.neighbor > 0:
             for _created_at, *neighbours in described.values():

@@ -177,6 +177,13 @@ class EntrySpeakerTests(MemoryTestCase):
         assert result.hits[0].entry == self.answered
         assert self.search().hits[0].entry == self.answered
 
+    def test_the_speakers_names_are_looked_up_once_a_search(self):
+        """The pool described again under the rewritten vector reuses the names it has."""
+        with CaptureQueriesContext(connection) as captured:
+            self.search()
+        lookups = [q["sql"] for q in captured if "FROM threads_message m JOIN threads_thread" in q["sql"]]
+        assert len(lookups) == 1
+
     def test_entries_without_a_source_have_no_speaker(self):
         EpisodicEntry.objects.update(source_message_ids=[])
         before = len(self.embedded_texts())
