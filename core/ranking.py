@@ -729,10 +729,12 @@ class Corpus:
       without a vector), and who said it and the group it belongs to (NULL when the corpus
       has neither, and the speaker and session terms do nothing), saving a round trip per
       search;
-    - `speaker_names_sql`, when set, makes `describe_sql`'s speaker a reference (a UUID
-      text) rather than a name: it returns `ref, name` for the references `%(refs)s` (a
-      `uuid[]`), read only when the pool holds any. References that are not UUIDs, and those
-      it does not return, leave their rows without a speaker.
+    - `sources_sql`, when set, makes `describe_sql`'s speaker a reference (a UUID text: the
+      row's source) rather than a name: it returns `ref, name, prev_id, next_id, prev2_id,
+      next2_id` for the references `%(refs)s` (a `uuid[]`), the speaker of the rows taken
+      from that source and the rows taken from the sources around it (NULL for none). It is
+      read only when the pool holds references; those that are not UUIDs, and those it does
+      not return, leave their rows without a speaker, and with `describe_sql`'s neighbours.
     """
 
     lexical_scope_sql: str
@@ -743,7 +745,7 @@ class Corpus:
     describe_sql: str
     params: dict
     has_context: bool = False
-    speaker_names_sql: str = ""
+    sources_sql: str = ""
     # True when `lexical_scope_sql` is costly to run more than once (see bm25_sql).
     lexical_materialized: bool = False
     # (column of `vector_table`, name in `params`) pairs naming the rows that a search on the
@@ -767,7 +769,9 @@ def _vector_pool(results: dict, lexical_pool: list) -> tuple[dict, dict, list]:
     return vector, context, list(dict.fromkeys(pool_ids))
 
 
-def _describe(cursor, corpus: Corpus, params: dict, pool_ids: list, vector: dict, context: dict, names: dict):
+def _describe(
+    cursor, corpus: Corpus, params: dict, pool_ids: list, vector: dict, context: dict, sources: dict
+):
     """The pool's rows: ({id: (created_at, *neighbour ids)}, {id: (speaker, group)}); the
     similarities of rows that no vector statement returned are added to `vector` and
     `context`."""
@@ -783,23 +787,36 @@ def _describe(cursor, corpus: Corpus, params: dict, pool_ids: list, vector: dict
             vector.setdefault(row_id, float(sim))
         if ctx_sim is not None:
             context.setdefault(row_id, float(ctx_sim))
-    if corpus.speaker_names_sql:
-        features = _speakers_named(cursor, corpus, params, features, names)
+    if corpus.sources_sql:
+        features = _sources_read(cursor, corpus, params, described, features, sources)
     return described, features
 
 
-def _speakers_named(cursor, corpus: Corpus, params: dict, features: dict, names: dict) -> dict:
-    """`features` with each speaker reference replaced by its name (None when it has none).
+_NO_SOURCE = (None, None, None, None, None)
 
-    `names` ({reference: name or None}) holds what an earlier description of the same search
-    looked up, and is given what this one looks up."""
+
+def _sources_read(
+    cursor, corpus: Corpus, params: dict, described: dict, features: dict, sources: dict
+) -> dict:
+    """`features` with each speaker reference replaced by its source's speaker (None when it
+    has none); the rows taken from the sources around it become the row's neighbours in
+    `described`.
+
+    `sources` ({reference: (name, *neighbour ids)}) holds what an earlier description of the
+    same search looked up, and is given what this one looks up."""
     refs = {row_id: _uuid_text(ref) for row_id, (ref, _group) in features.items()}
-    wanted = sorted({ref for ref in refs.values() if ref is not None and ref not in names})
+    wanted = sorted({ref for ref in refs.values() if ref is not None and ref not in sources})
     if wanted:
-        cursor.execute(corpus.speaker_names_sql, {**params, "refs": wanted})
-        names.update(dict.fromkeys(wanted))
-        names.update(cursor.fetchall())
-    return {row_id: (names.get(refs[row_id]), group) for row_id, (_ref, group) in features.items()}
+        cursor.execute(corpus.sources_sql, {**params, "refs": wanted})
+        sources.update(dict.fromkeys(wanted, _NO_SOURCE))
+        sources.update((ref, tuple(rest)) for ref, *rest in cursor.fetchall())
+    named = {}
+    for row_id, (_ref, group) in features.items():
+        name, *neighbours = sources.get(refs[row_id]) or _NO_SOURCE
+        named[row_id] = (name, group)
+        if any(neighbours):
+            described[row_id] = (described[row_id][0], *neighbours)
+    return named
 
 
 def _uuid_text(value) -> str | None:
@@ -899,8 +916,8 @@ def hybrid_search(
         if not pool_ids:
             return SearchOutcome(ranked=[], plan=plan, scope_size=scope_size)
         describe = {**params, "qvec": qvec, "model": model if use_vectors else ""}
-        names: dict = {}
-        described, features = _describe(cursor, corpus, describe, pool_ids, vector, context, names)
+        sources: dict = {}
+        described, features = _describe(cursor, corpus, describe, pool_ids, vector, context, sources)
         if use_vectors and embed_query is not None and weights.speaker > 0:
             # The speaker term finds the named speaker's rows; the vectors look for what
             # they said, in their own words (`first_person`): searched again, and the new
@@ -919,7 +936,7 @@ def hybrid_search(
                     {name: rows[index] for name, index in again.items()}, lexical_pool
                 )
                 describe["qvec"] = qvec
-                described, features = _describe(cursor, corpus, describe, pool_ids, vector, context, names)
+                described, features = _describe(cursor, corpus, describe, pool_ids, vector, context, sources)
         neighbour_ids = []
         if weights.neighbor > 0:
             for _created_at, *neighbours in described.values():

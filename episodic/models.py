@@ -3,6 +3,8 @@
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.lookups import IsNull
 from django.utils import timezone
 from pgvector.django import VectorField
 
@@ -120,6 +122,14 @@ class EpisodicEntry(TimeStampedModel):
                 fields=["agent", "memory_user"],
                 condition=~models.Q(status="active", review="approved"),
                 name="episodes_entry_closed",
+            ),
+            # The entries taken from a message, by their first source message (the search's
+            # neighbour term finds the entries of the turns around a hit's message). Partial:
+            # entries written without a source, most of a large table, cost an add nothing.
+            models.Index(
+                KeyTextTransform("0", "source_message_ids"),
+                condition=models.Q(IsNull(KeyTextTransform("0", "source_message_ids"), False)),
+                name="episodes_entry_first_source",
             ),
         ]
 

@@ -9,6 +9,7 @@ from django.test import TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from core import ranking
 from core.embeddings import LOCAL_MODEL_NAME
 from core.errors import ApplicationError
 from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector_sql
@@ -17,6 +18,7 @@ from core.testing_openai import OpenAITestServer
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.selectors import ENTRY_WEIGHTS, entry_search_hybrid
 from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
+from threads.models import Message
 from threads.services import thread_append_messages, thread_create
 
 
@@ -246,6 +248,112 @@ class EntrySpeakerTests(MemoryTestCase):
         assert response.status_code == 200, response.content
         found = {hit["entry"]["id"] for hit in response.json()["results"]}
         assert found == {str(self.asked.pk), str(self.answered.pk)}
+
+
+class EntryNeighbourTests(MemoryTestCase):
+    """An entry taken from a message has the entries of the turns around it as neighbours: a
+    well-ranked neighbour lifts it, as a message's neighbours lift a message."""
+
+    def setUp(self):
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        use_test_embeddings(self.server, self.workspace)
+        self.person = memory_user_factory(self.workspace, display_name="Ada")
+        self.thread = thread_create(
+            workspace=self.workspace, agent=self.agent, memory_user=self.person, channel_chat_id="s1"
+        )
+        self.turns = thread_append_messages(
+            thread=self.thread,
+            messages=[
+                {"role": "assistant", "content": "Do you have any pets at home?"},
+                {"role": "user", "content": "A puppy called Max."},
+                {"role": "assistant", "content": "Lovely, tell me about the garden."},
+            ],
+        )
+        self.asked, self.answered, self.after = (
+            self.taken_from(turn, content=turn.content) for turn in self.turns
+        )
+        # The same words as the answer, from no conversation, and newer: recency favours it.
+        self.alone = entry_factory(agent=self.agent, memory_user=self.person, content="A puppy called Max.")
+        EpisodicEntry.objects.exclude(pk=self.alone.pk).update(created_at=timezone.now() - timedelta(days=30))
+
+    def taken_from(self, message, **kwargs):
+        kwargs.setdefault("agent", self.agent)
+        kwargs.setdefault("memory_user", self.person)
+        return entry_factory(source_thread=self.thread, source_message_ids=[str(message.pk)], **kwargs)
+
+    def ranked(self, query="pets at home, a puppy", **kwargs):
+        result = entry_search_hybrid(
+            agent=self.agent, memory_user=self.person, query=query, mode="lexical", **kwargs
+        )
+        return [hit.entry for hit in result.hits]
+
+    # The session term lifts the answer too (its thread's other entry matches): off, to see
+    # the neighbour term alone.
+    WITHOUT_SESSION = replace(ENTRY_WEIGHTS, session=0.0)
+
+    def test_the_entry_after_a_matching_turn_ranks_above_its_twin(self):
+        """The answer's previous turn asked about pets: the answer goes above the same words
+        said out of any conversation, which recency alone put first."""
+        self.after.delete()
+        ranked = self.ranked(weights=self.WITHOUT_SESSION)
+        assert ranked.index(self.answered) < ranked.index(self.alone)
+        alone_first = self.ranked(weights=replace(self.WITHOUT_SESSION, neighbor=0.0, neighbor2=0.0))
+        assert alone_first.index(self.alone) < alone_first.index(self.answered)
+
+    def test_neighbours_are_the_entries_of_the_turns_before_and_after(self):
+        captured = {}
+        real = ranking.fuse
+
+        def fuse(candidates, **kwargs):
+            captured.update({c.id: c for c in candidates})
+            return real(candidates, **kwargs)
+
+        with mock.patch.object(ranking, "fuse", fuse):
+            self.ranked(query="puppy garden pets")
+        answered = captured[self.answered.pk]
+        assert (answered.prev_id, answered.next_id) == (self.asked.pk, self.after.pk)
+        assert (answered.prev2_id, answered.next2_id) == (None, None)
+        assert (captured[self.asked.pk].prev_id, captured[self.asked.pk].next_id) == (None, self.answered.pk)
+        assert (captured[self.alone.pk].prev_id, captured[self.alone.pk].next_id) == (None, None)
+
+    def test_only_the_pairs_searchable_entries_are_neighbours(self):
+        """Entries of the previous turn that another person or agent recorded, or that are
+        held, rejected or superseded, never lift the answer, nor show up through it."""
+        EpisodicEntry.objects.filter(pk=self.asked.pk).delete()
+        other = memory_user_factory(self.workspace, canonical_id="telegram:9", display_name="Bo")
+        strangers = [
+            self.taken_from(self.turns[0], content="Do you have any pets at home?", memory_user=other),
+            self.taken_from(self.turns[0], content="Do you have any pets at home?", agent=self.other_agent),
+            self.taken_from(self.turns[0], content="Do you have pets?", review=EpisodicEntry.Review.HELD),
+            self.taken_from(self.turns[0], content="Any pets at home?", review=EpisodicEntry.Review.REJECTED),
+            self.taken_from(self.turns[0], content="Pets at home?", status=EpisodicEntry.Status.SUPERSEDED),
+        ]
+        ranked = self.ranked(weights=self.WITHOUT_SESSION)
+        assert not set(ranked) & set(strangers)
+        assert ranked.index(self.alone) < ranked.index(self.answered)
+
+    def test_a_turn_with_several_entries_lends_its_earliest(self):
+        later = self.taken_from(self.turns[0], content="Ada was asked about her pets.")
+        EpisodicEntry.objects.filter(pk=later.pk).update(
+            created_at=self.asked.created_at + timedelta(seconds=1)
+        )
+        captured = {}
+        real = ranking.fuse
+
+        def fuse(candidates, **kwargs):
+            captured.update({c.id: c for c in candidates})
+            return real(candidates, **kwargs)
+
+        with mock.patch.object(ranking, "fuse", fuse):
+            self.ranked()
+        assert captured[self.answered.pk].prev_id == self.asked.pk
+
+    def test_turns_of_another_branch_are_not_neighbours(self):
+        """A message edited into a new branch has its own turns around it (`node_id`)."""
+        Message.objects.filter(pk=self.turns[0].pk).update(node_id="other-branch")
+        ranked = self.ranked(weights=self.WITHOUT_SESSION)
+        assert ranked.index(self.alone) < ranked.index(self.answered)
 
 
 class Bm25StatisticsTests(MemoryTestCase):

@@ -12,6 +12,7 @@ from threads.selectors.plans import (
     thread_plan_versions,
 )
 from threads.selectors.recall import (
+    MESSAGE_NEIGHBOURS_SQL,
     MESSAGE_WEIGHTS,
     RECALLED_CLOSE,
     RECALLED_HEADER,
@@ -51,6 +52,7 @@ __all__ = [
     "FILES_MODES",
     "LEAF_UNKNOWN",
     "MEMORY_MODE_INVALID",
+    "MESSAGE_NEIGHBOURS_SQL",
     "MESSAGE_NOT_FOUND",
     "MESSAGE_WEIGHTS",
     "RECALLED_CLOSE",

@@ -96,6 +96,13 @@ _NEIGHBOUR = (
     "ORDER BY p.seq {order} LIMIT 1 OFFSET {offset}"
 )
 
+# Scalar subqueries of the turns around a message aliased `m`, in the order of the ranking's
+# neighbour columns: the previous, the next, the one before the previous, the one after the next.
+MESSAGE_NEIGHBOURS_SQL = tuple(
+    f"({_NEIGHBOUR.format(op=op, order=order, offset=offset)})"
+    for op, order, offset in (("<", "DESC", 0), (">", "ASC", 0), ("<", "DESC", 1), (">", "ASC", 1))
+)
+
 
 @dataclass
 class MessageHit:
@@ -171,10 +178,7 @@ def message_search_related(
         graph_scope=(("agent_id", "agent"), ("memory_user_id", "memory_user")),
         describe_sql=f"""
             SELECT m.id, extract(epoch FROM m.created_at)::float8,
-                ({_NEIGHBOUR.format(op="<", order="DESC", offset=0)}),
-                ({_NEIGHBOUR.format(op=">", order="ASC", offset=0)}),
-                ({_NEIGHBOUR.format(op="<", order="DESC", offset=1)}),
-                ({_NEIGHBOUR.format(op=">", order="ASC", offset=1)}),
+                {", ".join(MESSAGE_NEIGHBOURS_SQL)},
                 1 - (v.embedding <=> %(qvec)s::vector), 1 - (v.context_embedding <=> %(qvec)s::vector),
                 -- Speaker and session of each candidate, for the re-rank terms (core.ranking).
                 m.name, m.thread_id
