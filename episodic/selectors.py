@@ -26,7 +26,7 @@ from core.ranking import (
 )
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
-from threads.selectors import MESSAGE_NEIGHBOURS_SQL
+from threads.selectors import MESSAGE_NEIGHBOURS_SQL, MESSAGE_SPEAKER_SQL
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def episodic_memory_required(agent) -> None:
 # An entry's source is its first source message, looked up among the searched pair's
 # messages only: ids recorded from a client's transcript may be anything, and another
 # person's message never lends an entry its name or its neighbours. The entry speaks with
-# the message's speaker (its `name`), and its neighbours are the active, approved entries
+# the message's speaker (MESSAGE_SPEAKER_SQL), and its neighbours are the active, approved entries
 # of the same pair taken from the turns around that message (the earliest, when a turn
 # gave several), found by the episodes_entry_first_source index. The entries of the message
 # are read first and the scope checked on them (OFFSET 0 keeps the planner from merging the
@@ -117,7 +117,7 @@ _ENTRY_FROM_MESSAGE = (
     "AND n.status = %(active)s AND n.review = %(approved)s ORDER BY n.created_at, n.id LIMIT 1)"
 )
 _ENTRY_SOURCES_SQL = (
-    "SELECT m.id::text, NULLIF(m.name, ''), "
+    f"SELECT m.id::text, {MESSAGE_SPEAKER_SQL}, "
     # The turn before and the turn after: the two further ones ranked alike (docs/episodic.md)
     # at twice the cost.
     + ", ".join(_ENTRY_FROM_MESSAGE.format(message=sql) for sql in MESSAGE_NEIGHBOURS_SQL[:2])
@@ -163,6 +163,7 @@ def entry_search_hybrid(
         "memory_user": memory_user.pk,
         "active": EpisodicEntry.Status.ACTIVE,
         "approved": EpisodicEntry.Review.APPROVED,
+        "person_name": memory_user.display_name or None,
     }
     corpus = Corpus(
         lexical_scope_sql=(

@@ -238,6 +238,27 @@ class EntrySpeakerTests(MemoryTestCase):
                 assert self.embedded_texts()[before:] == [[self.QUERY]]
                 assert {h.entry for h in result.hits} == {self.asked, self.answered}
 
+    def test_an_entry_taken_from_an_unnamed_user_message_speaks_as_the_person(self):
+        """The person's own turn sent without a name (as most chat clients send it) is theirs:
+        "Caroline" in a query is searched as "I" and lifts it."""
+        (turn,) = thread_append_messages(
+            thread=self.thread, messages=[{"role": "user", "content": "My class painted a lake at sunrise."}]
+        )
+        painted = entry_factory(
+            agent=self.agent,
+            memory_user=self.person,
+            content=turn.content,
+            source_thread=self.thread,
+            source_message_ids=[str(turn.pk)],
+        )
+        before = len(self.embedded_texts())
+        result = self.search("What did Caroline's class paint?")
+        assert self.embedded_texts()[before:] == [
+            ["What did Caroline's class paint?"],
+            ["What did my class paint?"],
+        ]
+        assert result.hits[0].entry == painted
+
     def test_the_search_api_answers_whatever_the_stored_ids(self):
         EpisodicEntry.objects.filter(pk=self.answered.pk).update(source_message_ids=["x", 1, {"a": None}])
         response = self.api().post(

@@ -1,8 +1,10 @@
 from dataclasses import replace
+from unittest import mock
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from core import ranking
 from core.testing import MemoryTestCase, hnsw_above
 from core.testing_openai import OpenAITestServer
 from episodic.tests.factories import memory_user_factory, use_test_embeddings
@@ -242,3 +244,80 @@ class FirstPersonQueryTests(MemoryTestCase):
         before = len(self.server.requests)
         self.search("What do Melanie's kids like?", query_vector=[0.1] * 64, model="another-model")
         assert len(self.server.requests) == before
+
+
+class UnnamedUserTests(MemoryTestCase):
+    """Most chat clients send the user's turns without a name: in the person's own threads, a
+    user message without one is the person's (their display name), for the speaker term and
+    the first-person query alike."""
+
+    def setUp(self):
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        use_test_embeddings(self.server, self.workspace)
+        self.person = memory_user_factory(self.workspace, display_name="Caroline")
+        thread = thread_create(
+            workspace=self.workspace, agent=self.agent, memory_user=self.person, channel_chat_id="s1"
+        )
+        self.turns = thread_append_messages(
+            thread=thread,
+            messages=[
+                {"role": "assistant", "content": "Caroline, what did Caroline's class paint?"},
+                {"role": "user", "content": "My class painted a lake at sunrise."},
+                {"role": "user", "name": "Bo", "content": "My class painted a boat."},
+            ],
+        )
+        message_embed_batch(message_ids=[m.pk for m in self.turns])
+
+    def search(self, query, **kwargs):
+        return message_search_related(
+            workspace=self.workspace, agent=self.agent, memory_user=self.person, query=query, **kwargs
+        )
+
+    def embedded_texts(self):
+        return [body["input"] for path, body in self.server.requests if path.endswith("/embeddings")]
+
+    def speakers(self, query):
+        captured = {}
+        real = ranking.fuse
+
+        def fuse(candidates, **kwargs):
+            captured.update({c.id: c.speaker for c in candidates})
+            return real(candidates, **kwargs)
+
+        with mock.patch.object(ranking, "fuse", fuse):
+            self.search(query)
+        return [captured.get(m.pk) for m in self.turns]
+
+    def test_the_persons_unnamed_turn_speaks_in_the_first_person(self):
+        before = len(self.embedded_texts())
+        result = self.search("What did Caroline's class paint?")
+        assert self.embedded_texts()[before:] == [
+            ["What did Caroline's class paint?"],
+            ["What did my class paint?"],
+        ]
+        assert result.hits[0].message.pk == self.turns[1].pk
+
+    def test_only_an_unnamed_user_message_is_the_persons(self):
+        """The agent's turns are not the person's, and a user message that names its speaker
+        (a group chat) keeps that name."""
+        assert self.speakers("What did Caroline paint?") == [None, "Caroline", "Bo"]
+
+    def test_a_person_without_a_display_name_names_no_speaker(self):
+        self.person.display_name = ""
+        self.person.save(update_fields=["display_name"])
+        before = len(self.embedded_texts())
+        self.search("What did Caroline's class paint?")
+        assert self.embedded_texts()[before:] == [["What did Caroline's class paint?"]]
+        assert self.speakers("What did Caroline paint?") == [None, None, "Bo"]
+
+    def test_any_display_name_is_only_a_name(self):
+        """A display name is the person's own text: quotes, SQL and pattern characters in it
+        are matched as a name and nothing else."""
+        for name in ("Ro'); DROP TABLE threads_message; --", "C++ (dev) [x]*", "Zoë \\d+ %(agent)s"):
+            with self.subTest(name=name):
+                self.person.display_name = name
+                self.person.save(update_fields=["display_name"])
+                result = self.search(f"What did {name}'s class paint?")
+                assert result.hits[0].message.pk == self.turns[1].pk
+                assert self.speakers("paint") == [None, name, "Bo"]

@@ -13,6 +13,7 @@ from threads.selectors.plans import (
 )
 from threads.selectors.recall import (
     MESSAGE_NEIGHBOURS_SQL,
+    MESSAGE_SPEAKER_SQL,
     MESSAGE_WEIGHTS,
     RECALLED_CLOSE,
     RECALLED_HEADER,
@@ -54,6 +55,7 @@ __all__ = [
     "MEMORY_MODE_INVALID",
     "MESSAGE_NEIGHBOURS_SQL",
     "MESSAGE_NOT_FOUND",
+    "MESSAGE_SPEAKER_SQL",
     "MESSAGE_WEIGHTS",
     "RECALLED_CLOSE",
     "RECALLED_HEADER",

@@ -96,6 +96,12 @@ _NEIGHBOUR = (
     "ORDER BY p.seq {order} LIMIT 1 OFFSET {offset}"
 )
 
+# Who said a message aliased `m`: its `name`, or for a user message without one the person
+# the thread is with (`%(person_name)s`, their display name): most chat clients send the
+# user's turns without a name, and the speaker term and the first-person query should not
+# depend on it (docs/episodic.md, "Issue 19: the person's own words without a name").
+MESSAGE_SPEAKER_SQL = "COALESCE(NULLIF(m.name, ''), CASE WHEN m.role = 'user' THEN %(person_name)s END)"
+
 # Scalar subqueries of the turns around a message aliased `m`, in the order of the ranking's
 # neighbour columns: the previous, the next, the one before the previous, the one after the next.
 MESSAGE_NEIGHBOURS_SQL = tuple(
@@ -153,6 +159,7 @@ def message_search_related(
         "agent": agent.pk,
         "memory_user": memory_user.pk,
         "exclude": [str(i) for i in exclude_message_ids],
+        "person_name": memory_user.display_name or None,
     }
     corpus = Corpus(
         # search_tsv: stored by PostgreSQL (threads migration 0003) for user and assistant
@@ -181,7 +188,7 @@ def message_search_related(
                 {", ".join(MESSAGE_NEIGHBOURS_SQL)},
                 1 - (v.embedding <=> %(qvec)s::vector), 1 - (v.context_embedding <=> %(qvec)s::vector),
                 -- Speaker and session of each candidate, for the re-rank terms (core.ranking).
-                m.name, m.thread_id
+                {MESSAGE_SPEAKER_SQL}, m.thread_id
             FROM threads_message m
             LEFT JOIN episodes_messageembedding v ON v.message_id = m.id AND v.model = %(model)s
             WHERE m.id = ANY(%(ids)s) AND NOT (m.id = ANY(%(exclude)s::uuid[]))

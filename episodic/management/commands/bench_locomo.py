@@ -72,8 +72,13 @@ def turn_text(turn: dict) -> str:
     return text
 
 
-def _messages_ingest(conv: dict, sessions: list[int], *, sample_id: str, agent, person) -> dict:
-    """Every session of `conv` as a thread of `person`, every turn a message; {message id: dia_id}."""
+def _messages_ingest(
+    conv: dict, sessions: list[int], *, sample_id: str, agent, person, unnamed_user: bool = False
+) -> dict:
+    """Every session of `conv` as a thread of `person`, every turn a message; {message id: dia_id}.
+
+    `unnamed_user`: the user's turns (speaker A's, `person`'s) carry no `name`, as most chat
+    clients send them; speaker B's keep theirs."""
     from threads.services import thread_append_messages, thread_create
 
     roles = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
@@ -91,7 +96,11 @@ def _messages_ingest(conv: dict, sessions: list[int], *, sample_id: str, agent, 
         batch = [
             {
                 "role": roles.get(turn["speaker"], "user"),
-                "name": turn["speaker"][:100],
+                **(
+                    {}
+                    if unnamed_user and turn["speaker"] == conv["speaker_a"]
+                    else {"name": turn["speaker"][:100]}
+                ),
                 "content": turn_text(turn),
                 "metadata": {"dia_id": turn["dia_id"], "session_date": date_text},
                 "created_at": (when + timedelta(seconds=index)).isoformat(),
@@ -104,7 +113,14 @@ def _messages_ingest(conv: dict, sessions: list[int], *, sample_id: str, agent, 
 
 
 def _entries_ingest(
-    conv: dict, sessions: list[int], *, sample_id: str, agent, person, sourced: bool = False
+    conv: dict,
+    sessions: list[int],
+    *,
+    sample_id: str,
+    agent,
+    person,
+    sourced: bool = False,
+    unnamed_user: bool = False,
 ) -> dict:
     """Every turn of `conv` as an active, approved entry of `person`; {entry id: dia_id}.
 
@@ -118,7 +134,9 @@ def _entries_ingest(
 
     messages = {}
     if sourced:
-        message_ids = _messages_ingest(conv, sessions, sample_id=sample_id, agent=agent, person=person)
+        message_ids = _messages_ingest(
+            conv, sessions, sample_id=sample_id, agent=agent, person=person, unnamed_user=unnamed_user
+        )
         messages = {m.metadata["dia_id"]: m for m in Message.objects.filter(pk__in=list(message_ids))}
     rows = []
     for number in sessions:
@@ -169,6 +187,12 @@ class Command(BaseCommand):
             help="Search the turns as thread messages (semantic recall), as episodic entries "
             "written directly (the episodic search API), or as entries taken from their "
             "messages (extracted: each records its source message and thread).",
+        )
+        parser.add_argument(
+            "--unnamed-user",
+            action="store_true",
+            help="Store the person's turns (speaker A's, the user's) without a message name, as "
+            "most chat clients send them (messages and the extracted corpus).",
         )
         parser.add_argument(
             "--split",
@@ -229,10 +253,13 @@ class Command(BaseCommand):
                     int(m.group(1)) for key in conv for m in [re.fullmatch(r"session_(\d+)", key)] if m
                 )
                 started = time.perf_counter()
+                unnamed_user = options["unnamed_user"]
                 if entries:
-                    ingest = partial(_entries_ingest, sourced=options["corpus"] == "extracted")
+                    ingest = partial(
+                        _entries_ingest, sourced=options["corpus"] == "extracted", unnamed_user=unnamed_user
+                    )
                 else:
-                    ingest = _messages_ingest
+                    ingest = partial(_messages_ingest, unnamed_user=unnamed_user)
                 dia_of = ingest(conv, sessions, sample_id=sample["sample_id"], agent=agent, person=person)
                 timings["ingest_s"] += time.perf_counter() - started
                 started = time.perf_counter()
@@ -296,6 +323,7 @@ class Command(BaseCommand):
             "variants": {name: weights.as_dict() for name, weights in variants.items()},
             "settings": {
                 "corpus": options["corpus"],
+                "unnamed_user": options["unnamed_user"],
                 "embedding_model": provider.model_name,
                 "weights": base_weights.as_dict(),
                 "bm25": {"k1": 1.2, "b": 0.75, "text_search_config": "english"},
