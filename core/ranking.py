@@ -17,7 +17,8 @@ A search runs in two steps.
    thread, and `neighbor2` times those two steps away (answers often sit next to the
    turn the question matches); a recency
    term `recency * 2^(-age / half_life)` is added; finally the issue 19 re-rank terms: a
-   bonus when the query names the candidate's speaker, the best score of the other
+   bonus when the query names the candidate's speaker (or when nothing says who the
+   candidate's speaker is, so that only other speakers' rows fall behind), the best score of the other
    candidates of its session (group), and a bonus when the query names the year/month it
    was written in (docs/episodic.md, "Issue 19 experiments").
 
@@ -70,7 +71,8 @@ class RankingWeights:
     # threads.selectors.MESSAGE_WEIGHTS, episodic.selectors.ENTRY_WEIGHTS).
     pool: int = 100
     # Issue 19 re-rank terms, added after the neighbour term (0 switches one off):
-    # `speaker` when the query names the candidate's speaker (a message's `name`);
+    # `speaker` when the query names the candidate's speaker (a message's `name`), or the
+    # candidate's speaker is unknown (an entry without a source);
     # `coverage` times the z-scored share of the query's lexemes the candidate holds;
     # `diversity` subtracted per better-ranked hit of the same group (thread) when the
     # top `diversity_depth` are re-ordered greedily.
@@ -136,7 +138,8 @@ class Candidate:
     # Share of the query's distinct lexemes the row holds (from the BM25 query).
     coverage: float | None = None
     # Who said it (a message's name) and the group it belongs to (a message's thread), read
-    # with the rest of its row (`Corpus.describe_sql`).
+    # with the rest of its row (`Corpus.describe_sql`). "" is a speaker known to have no name
+    # (an agent's message without one); None, a row nothing says the speaker of.
     speaker: str | None = None
     group: object | None = None
     extra: dict = field(default_factory=dict)
@@ -311,8 +314,10 @@ def fuse(
     if weights.speaker > 0 and query:
         named = named_speakers(query, (c.speaker for c in candidates))
         if named:
+            # A row of no known speaker (None: an entry written without a source) may hold
+            # what the named speaker said: the term sets apart the rows of the others.
             bonus = [
-                b + (weights.speaker if c.speaker and c.speaker.casefold() in named else 0.0)
+                b + (weights.speaker if c.speaker is None or c.speaker.casefold() in named else 0.0)
                 for b, c in zip(bonus, candidates, strict=True)
             ]
     ranked = []

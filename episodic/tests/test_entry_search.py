@@ -259,6 +259,21 @@ class EntrySpeakerTests(MemoryTestCase):
         ]
         assert result.hits[0].entry == painted
 
+    def test_a_note_without_a_source_is_not_buried_under_the_speakers_turns(self):
+        """An agent's note about Melanie, written without a source, answers better than her
+        own turn: the speaker term lifts both (nothing says the note is not hers), so the
+        note stays first."""
+        note = entry_factory(
+            agent=self.agent,
+            memory_user=self.person,
+            content="Melanie's kids love the dinosaur bones at museums.",
+        )
+        ranked = [
+            hit.entry for hit in self.search("Do Melanie's kids love the dinosaur bones at museums?").hits
+        ]
+        assert ranked[0] == note
+        assert ranked.index(self.answered) < ranked.index(self.asked)
+
     def test_the_search_api_answers_whatever_the_stored_ids(self):
         EpisodicEntry.objects.filter(pk=self.answered.pk).update(source_message_ids=["x", 1, {"a": None}])
         response = self.api().post(

@@ -299,9 +299,9 @@ class UnnamedUserTests(MemoryTestCase):
         assert result.hits[0].message.pk == self.turns[1].pk
 
     def test_only_an_unnamed_user_message_is_the_persons(self):
-        """The agent's turns are not the person's, and a user message that names its speaker
-        (a group chat) keeps that name."""
-        assert self.speakers("What did Caroline paint?") == [None, "Caroline", "Bo"]
+        """The agent's turns are not the person's (a speaker no query names: ""), and a user
+        message that names its speaker (a group chat) keeps that name."""
+        assert self.speakers("What did Caroline paint?") == ["", "Caroline", "Bo"]
 
     def test_a_person_without_a_display_name_names_no_speaker(self):
         self.person.display_name = ""
@@ -309,7 +309,7 @@ class UnnamedUserTests(MemoryTestCase):
         before = len(self.embedded_texts())
         self.search("What did Caroline's class paint?")
         assert self.embedded_texts()[before:] == [["What did Caroline's class paint?"]]
-        assert self.speakers("What did Caroline paint?") == [None, None, "Bo"]
+        assert self.speakers("What did Caroline paint?") == ["", "", "Bo"]
 
     def test_any_display_name_is_only_a_name(self):
         """A display name is the person's own text: quotes, SQL and pattern characters in it
@@ -320,4 +320,4 @@ class UnnamedUserTests(MemoryTestCase):
                 self.person.save(update_fields=["display_name"])
                 result = self.search(f"What did {name}'s class paint?")
                 assert result.hits[0].message.pk == self.turns[1].pk
-                assert self.speakers("paint") == [None, name, "Bo"]
+                assert self.speakers("paint") == ["", name, "Bo"]

@@ -103,6 +103,20 @@ class RerankTermTests(SimpleTestCase):
         plain = fuse(candidates, weights=weights, query="What do the Melanies' kids like?")
         assert [c.id for c, _ in plain][0] == "other"
 
+    def test_a_row_of_no_known_speaker_is_not_taken_for_another_speakers(self):
+        """An entry written without a source (an agent's note) may be about what the named
+        speaker said: the term demotes the turns of other speakers, and of speakers known to
+        be nameless (""), not the rows nothing is known of (None). In a pool holding both
+        kinds the bonus for the named speaker's sourced entries alone buried the notes."""
+        candidates = [
+            Candidate(id="note", lexical=1.6, speaker=None),
+            Candidate(id="named", lexical=1.5, speaker="Melanie"),
+            Candidate(id="other", lexical=1.9, speaker="Caroline"),
+            Candidate(id="nameless", lexical=1.8, speaker=""),
+        ]
+        ranked = fuse(candidates, weights=self.weights(speaker=1.5), query="What do Melanie's kids like?")
+        assert [c.id for c, _ in ranked] == ["note", "named", "other", "nameless"]
+
     def test_dated_term_needs_every_named_part_to_match(self):
         candidates = [
             Candidate(id="july", lexical=1.0, created_at=datetime(2023, 7, 9)),

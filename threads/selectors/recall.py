@@ -100,7 +100,8 @@ _NEIGHBOUR = (
 # the thread is with (`%(person_name)s`, their display name): most chat clients send the
 # user's turns without a name, and the speaker term and the first-person query should not
 # depend on it (docs/episodic.md, "Issue 19: the person's own words without a name").
-MESSAGE_SPEAKER_SQL = "COALESCE(NULLIF(m.name, ''), CASE WHEN m.role = 'user' THEN %(person_name)s END)"
+# Otherwise '': a speaker known to be someone else, whom no query can name (core.ranking).
+MESSAGE_SPEAKER_SQL = "COALESCE(NULLIF(m.name, ''), CASE WHEN m.role = 'user' THEN %(person_name)s END, '')"
 
 # Scalar subqueries of the turns around a message aliased `m`, in the order of the ranking's
 # neighbour columns: the previous, the next, the one before the previous, the one after the next.

@@ -120,6 +120,7 @@ def _entries_ingest(
     agent,
     person,
     sourced: bool = False,
+    mixed: bool = False,
     unnamed_user: bool = False,
 ) -> dict:
     """Every turn of `conv` as an active, approved entry of `person`; {entry id: dia_id}.
@@ -127,13 +128,14 @@ def _entries_ingest(
     `sourced`: each entry is taken from its turn, as extraction stores one: the turns are
     also a thread per session, and each entry records its message and thread (which give it
     its speaker and session in the search). Otherwise entries are written directly, as an
-    agent's own notes are, with no source."""
+    agent's own notes are, with no source. `mixed`: every other turn of a session is taken
+    from its message, the rest written directly."""
     from episodic.models import EpisodicEntry
     from episodic.services.normalize import entry_content_hash
     from threads.models import Message
 
     messages = {}
-    if sourced:
+    if sourced or mixed:
         message_ids = _messages_ingest(
             conv, sessions, sample_id=sample_id, agent=agent, person=person, unnamed_user=unnamed_user
         )
@@ -145,7 +147,7 @@ def _entries_ingest(
         for index, turn in enumerate(conv[f"session_{number}"]):
             content = f"{turn['speaker']}: {turn_text(turn)}"
             at = when + timedelta(seconds=index)
-            message = messages.get(turn["dia_id"])
+            message = None if mixed and index % 2 else messages.get(turn["dia_id"])
             rows.append(
                 EpisodicEntry(
                     workspace=agent.workspace,
@@ -182,11 +184,12 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--corpus",
-            choices=["messages", "entries", "extracted"],
+            choices=["messages", "entries", "extracted", "mixed"],
             default="messages",
             help="Search the turns as thread messages (semantic recall), as episodic entries "
-            "written directly (the episodic search API), or as entries taken from their "
-            "messages (extracted: each records its source message and thread).",
+            "written directly (the episodic search API), as entries taken from their "
+            "messages (extracted: each records its source message and thread), or half of "
+            "each (mixed: every other turn of a session taken from its message).",
         )
         parser.add_argument(
             "--unnamed-user",
@@ -209,7 +212,7 @@ class Command(BaseCommand):
         from threads.selectors import MESSAGE_WEIGHTS, message_search_related
         from threads.services import message_embed_batch
 
-        entries = options["corpus"] in ("entries", "extracted")
+        entries = options["corpus"] in ("entries", "extracted", "mixed")
         # Each corpus ranks with the weights its search uses by default.
         base_weights = ENTRY_WEIGHTS if entries else MESSAGE_WEIGHTS
 
@@ -256,7 +259,10 @@ class Command(BaseCommand):
                 unnamed_user = options["unnamed_user"]
                 if entries:
                     ingest = partial(
-                        _entries_ingest, sourced=options["corpus"] == "extracted", unnamed_user=unnamed_user
+                        _entries_ingest,
+                        sourced=options["corpus"] == "extracted",
+                        mixed=options["corpus"] == "mixed",
+                        unnamed_user=unnamed_user,
                     )
                 else:
                     ingest = partial(_messages_ingest, unnamed_user=unnamed_user)
