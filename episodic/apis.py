@@ -167,7 +167,9 @@ class EntryCreateItemSerializer(StrictSerializer):
         required=False,
         allow_null=True,
         help_text="The message the note comes from (of this agent's conversation with this person); "
-        "the entry's `source_thread` becomes its thread.",
+        "the entry's `source_thread` becomes its thread. Search then ranks the entry as that "
+        "message: with its speaker (a user message without a `name` is the person's) and with "
+        "the entries of the turns around it.",
     )
     metadata = serializers.DictField(
         required=False, help_text="Free JSON object stored with the entry; `origin` is set to `direct`."

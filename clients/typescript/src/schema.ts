@@ -2031,7 +2031,7 @@ export interface components {
             evidence?: string;
             /**
              * Format: uuid
-             * @description The message the note comes from (of this agent's conversation with this person); the entry's `source_thread` becomes its thread.
+             * @description The message the note comes from (of this agent's conversation with this person); the entry's `source_thread` becomes its thread. Search then ranks the entry as that message: with its speaker (a user message without a `name` is the person's) and with the entries of the turns around it.
              */
             source_message?: string | null;
             /** @description Free JSON object stored with the entry; `origin` is set to `direct`. */
@@ -2203,7 +2203,7 @@ export interface components {
             evidence?: string;
             /**
              * Format: uuid
-             * @description The message the note comes from (of this agent's conversation with this person); the entry's `source_thread` becomes its thread.
+             * @description The message the note comes from (of this agent's conversation with this person); the entry's `source_thread` becomes its thread. Search then ranks the entry as that message: with its speaker (a user message without a `name` is the person's) and with the entries of the turns around it.
              */
             source_message?: string | null;
             /** @description Free JSON object stored with the entry; `origin` is set to `direct`. */
