@@ -17,10 +17,10 @@ A search runs in two steps.
    thread, and `neighbor2` times those two steps away (answers often sit next to the
    turn the question matches); a recency
    term `recency * 2^(-age / half_life)` is added; finally the issue 19 re-rank terms: a
-   bonus when the query names the candidate's speaker (or when nothing says who the
-   candidate's speaker is, so that only other speakers' rows fall behind), the best score of the other
-   candidates of its session (group), and a bonus when the query names the year/month it
-   was written in (docs/episodic.md, "Issue 19 experiments").
+   bonus when the query names the candidate's speaker (or when nothing says who its
+   speaker is, so that only other speakers' rows fall behind), the best score of the
+   other candidates of its session (group), and a bonus when the query names the
+   year/month it was written in (docs/episodic.md, "Issue 19 experiments").
 
 Score fusion is used instead of reciprocal rank fusion: on LoCoMo, rank fusion discards
 how far ahead the best lexical match is, and scored 0.607 recall@10 against 0.69 for

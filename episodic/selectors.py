@@ -104,12 +104,12 @@ def episodic_memory_required(agent) -> None:
 # An entry's source is its first source message, looked up among the searched pair's
 # messages only: ids recorded from a client's transcript may be anything, and another
 # person's message never lends an entry its name or its neighbours. The entry speaks with
-# the message's speaker (MESSAGE_SPEAKER_SQL), and its neighbours are the active, approved entries
-# of the same pair taken from the turns around that message (the earliest, when a turn
-# gave several), found by the episodes_entry_first_source index. The entries of the message
-# are read first and the scope checked on them (OFFSET 0 keeps the planner from merging the
-# two): merged, a table not yet analyzed was walked through the scope's newest-first index
-# instead, 0.08 against 0.004 ms a lookup (docs/episodic.md).
+# the message's speaker (MESSAGE_SPEAKER_SQL), and its neighbours are the active, approved
+# entries of the same pair taken from the turns around that message (the earliest, when a
+# turn gave several), found by the episodes_entry_first_source index. The entries of the
+# message are read first and the scope checked on them (OFFSET 0 keeps the planner from
+# merging the two): merged, a table not yet analyzed was walked through the scope's
+# newest-first index instead, 0.08 against 0.01 ms a lookup (docs/episodic.md).
 _ENTRY_FROM_MESSAGE = (
     "(SELECT n.id FROM (SELECT id, created_at, workspace_id, agent_id, memory_user_id, status, review "
     "FROM episodes_episodicentry WHERE (source_message_ids ->> 0) = ({message})::text OFFSET 0) n "
