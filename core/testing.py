@@ -3,9 +3,13 @@
 Every tier's tests subclass `MemoryTestCase` so isolation is checked the same way everywhere.
 """
 
+from contextlib import contextmanager
+from unittest import mock
+
 from django.test import TestCase, override_settings
 from rest_framework.test import APIClient
 
+from core import ranking
 from core.models import Membership
 from core.services import agent_get_or_create, api_key_create, operator_create, workspace_create
 
@@ -18,6 +22,21 @@ def hnsw_above(scope_size: int):
     return override_settings(
         EPISODIC_EXACT_SCOPE_MAX=scope_size, EPISODIC_HNSW_FIXED_COST_ROWS=0, EPISODIC_HNSW_RATIO_COST_ROWS=0
     )
+
+
+@contextmanager
+def fused_candidates():
+    """{id: Candidate} of every candidate `core.ranking.fuse` ranks while the block runs: what
+    a search read of each row (speaker, neighbours, channel scores)."""
+    captured: dict = {}
+    fuse = ranking.fuse
+
+    def capture(candidates, **kwargs):
+        captured.update({c.id: c for c in candidates})
+        return fuse(candidates, **kwargs)
+
+    with mock.patch.object(ranking, "fuse", capture):
+        yield captured
 
 
 class MemoryTestCase(TestCase):

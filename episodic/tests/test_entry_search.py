@@ -9,11 +9,10 @@ from django.test import TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from core import ranking
 from core.embeddings import LOCAL_MODEL_NAME
 from core.errors import ApplicationError
 from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector_sql
-from core.testing import MemoryTestCase, hnsw_above
+from core.testing import MemoryTestCase, fused_candidates, hnsw_above
 from core.testing_openai import OpenAITestServer
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.selectors import ENTRY_WEIGHTS, entry_search_hybrid
@@ -338,14 +337,7 @@ class EntryNeighbourTests(MemoryTestCase):
         assert alone_first.index(self.alone) < alone_first.index(self.answered)
 
     def test_neighbours_are_the_entries_of_the_turns_before_and_after(self):
-        captured = {}
-        real = ranking.fuse
-
-        def fuse(candidates, **kwargs):
-            captured.update({c.id: c for c in candidates})
-            return real(candidates, **kwargs)
-
-        with mock.patch.object(ranking, "fuse", fuse):
+        with fused_candidates() as captured:
             self.ranked(query="puppy garden pets")
         answered = captured[self.answered.pk]
         assert (answered.prev_id, answered.next_id) == (self.asked.pk, self.after.pk)
@@ -374,14 +366,7 @@ class EntryNeighbourTests(MemoryTestCase):
         EpisodicEntry.objects.filter(pk=later.pk).update(
             created_at=self.asked.created_at + timedelta(seconds=1)
         )
-        captured = {}
-        real = ranking.fuse
-
-        def fuse(candidates, **kwargs):
-            captured.update({c.id: c for c in candidates})
-            return real(candidates, **kwargs)
-
-        with mock.patch.object(ranking, "fuse", fuse):
+        with fused_candidates() as captured:
             self.ranked()
         assert captured[self.answered.pk].prev_id == self.asked.pk
 

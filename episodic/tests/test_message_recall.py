@@ -1,11 +1,9 @@
 from dataclasses import replace
-from unittest import mock
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from core import ranking
-from core.testing import MemoryTestCase, hnsw_above
+from core.testing import MemoryTestCase, fused_candidates, hnsw_above
 from core.testing_openai import OpenAITestServer
 from episodic.tests.factories import memory_user_factory, use_test_embeddings
 from runtime.tasks import embeddings_sweep_task
@@ -278,16 +276,9 @@ class UnnamedUserTests(MemoryTestCase):
         return [body["input"] for path, body in self.server.requests if path.endswith("/embeddings")]
 
     def speakers(self, query):
-        captured = {}
-        real = ranking.fuse
-
-        def fuse(candidates, **kwargs):
-            captured.update({c.id: c.speaker for c in candidates})
-            return real(candidates, **kwargs)
-
-        with mock.patch.object(ranking, "fuse", fuse):
+        with fused_candidates() as captured:
             self.search(query)
-        return [captured.get(m.pk) for m in self.turns]
+        return [captured[m.pk].speaker for m in self.turns]
 
     def test_the_persons_unnamed_turn_speaks_in_the_first_person(self):
         before = len(self.embedded_texts())
