@@ -150,8 +150,11 @@ class MessageGraphTests(MemoryTestCase):
         assert graph.count() == 3
 
 
-class FirstPersonQueryTests(MemoryTestCase):
-    """A query naming a speaker is searched by the vectors as that speaker would say it."""
+class SpeakerSearchCase(MemoryTestCase):
+    """Caroline's thread of `TURNS`, embedded by the local test endpoint, which records what
+    it embeds."""
+
+    TURNS: list[dict] = []
 
     def setUp(self):
         self.server = OpenAITestServer().__enter__()
@@ -161,14 +164,7 @@ class FirstPersonQueryTests(MemoryTestCase):
         thread = thread_create(
             workspace=self.workspace, agent=self.agent, memory_user=self.person, channel_chat_id="s1"
         )
-        self.turns = thread_append_messages(
-            thread=thread,
-            messages=[
-                {"role": "user", "name": "Caroline", "content": "Melanie, do Melanie's kids like museums?"},
-                {"role": "assistant", "name": "Melanie", "content": "My kids love the dinosaur bones."},
-                {"role": "user", "name": "Caroline", "content": "I painted a lake at sunrise."},
-            ],
-        )
+        self.turns = thread_append_messages(thread=thread, messages=self.TURNS)
         message_embed_batch(message_ids=[m.pk for m in self.turns])
 
     def search(self, query, **kwargs):
@@ -178,6 +174,16 @@ class FirstPersonQueryTests(MemoryTestCase):
 
     def embedded_texts(self):
         return [body["input"] for path, body in self.server.requests if path.endswith("/embeddings")]
+
+
+class FirstPersonQueryTests(SpeakerSearchCase):
+    """A query naming a speaker is searched by the vectors as that speaker would say it."""
+
+    TURNS = [
+        {"role": "user", "name": "Caroline", "content": "Melanie, do Melanie's kids like museums?"},
+        {"role": "assistant", "name": "Melanie", "content": "My kids love the dinosaur bones."},
+        {"role": "user", "name": "Caroline", "content": "I painted a lake at sunrise."},
+    ]
 
     def test_the_named_speaker_becomes_the_first_person(self):
         """The vectors search with "my kids", the words of Melanie's own turn, not with her
@@ -244,36 +250,16 @@ class FirstPersonQueryTests(MemoryTestCase):
         assert len(self.server.requests) == before
 
 
-class UnnamedUserTests(MemoryTestCase):
+class UnnamedUserTests(SpeakerSearchCase):
     """Most chat clients send the user's turns without a name: in the person's own threads, a
     user message without one is the person's (their display name), for the speaker term and
     the first-person query alike."""
 
-    def setUp(self):
-        self.server = OpenAITestServer().__enter__()
-        self.addCleanup(self.server.__exit__, None, None, None)
-        use_test_embeddings(self.server, self.workspace)
-        self.person = memory_user_factory(self.workspace, display_name="Caroline")
-        thread = thread_create(
-            workspace=self.workspace, agent=self.agent, memory_user=self.person, channel_chat_id="s1"
-        )
-        self.turns = thread_append_messages(
-            thread=thread,
-            messages=[
-                {"role": "assistant", "content": "Caroline, what did Caroline's class paint?"},
-                {"role": "user", "content": "My class painted a lake at sunrise."},
-                {"role": "user", "name": "Bo", "content": "My class painted a boat."},
-            ],
-        )
-        message_embed_batch(message_ids=[m.pk for m in self.turns])
-
-    def search(self, query, **kwargs):
-        return message_search_related(
-            workspace=self.workspace, agent=self.agent, memory_user=self.person, query=query, **kwargs
-        )
-
-    def embedded_texts(self):
-        return [body["input"] for path, body in self.server.requests if path.endswith("/embeddings")]
+    TURNS = [
+        {"role": "assistant", "content": "Caroline, what did Caroline's class paint?"},
+        {"role": "user", "content": "My class painted a lake at sunrise."},
+        {"role": "user", "name": "Bo", "content": "My class painted a boat."},
+    ]
 
     def speakers(self, query):
         with fused_candidates() as captured:
