@@ -95,6 +95,9 @@ class Servers:
         from core.lib.embedded import EmbeddedValkey, postgres_server
 
         self.root = root
+        # `kill PID` ends a run as Ctrl-C does, so the caller's `finally` and the exit handlers
+        # stop what it started; Python's default for SIGTERM ends at once and leaves them running.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
         # As serve starts it (sized for the machine); cleanup_mode="delete": stopped and
         # removed when this process exits.
         self.postgres = postgres_server(root / "pgdata", cleanup_mode="delete")
@@ -207,6 +210,10 @@ class Gunicorn:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
         self.log.close()
+
+
+def _exit_on_signal(signum, _frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _cpu_seconds(pids: list[int]) -> float:
