@@ -6,6 +6,8 @@ Every tier's tests subclass `MemoryTestCase` so isolation is checked the same wa
 from contextlib import contextmanager
 from unittest import mock
 
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import TestCase, override_settings
 from rest_framework.test import APIClient
 
@@ -22,6 +24,14 @@ def hnsw_above(scope_size: int):
     return override_settings(
         EPISODIC_EXACT_SCOPE_MAX=scope_size, EPISODIC_HNSW_FIXED_COST_ROWS=0, EPISODIC_HNSW_RATIO_COST_ROWS=0
     )
+
+
+def migrate_to(targets=None) -> None:
+    """Migrate the test database to `targets` ([(app, migration)]), or to the latest state;
+    migration tests go back to a release's state, store rows there, and come forward."""
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets or executor.loader.graph.leaf_nodes())
 
 
 @contextmanager

@@ -8,6 +8,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import TransactionTestCase
 
 from core.services import agent_register, workspace_create
+from core.testing import migrate_to
 from episodic.models import EpisodicEntry
 from episodic.tests.factories import entry_factory, memory_user_factory
 
@@ -27,12 +28,6 @@ STORED = [
 ]
 
 
-def _migrate(targets=None):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets or executor.loader.graph.leaf_nodes())
-
-
 def _index_definition():
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'episodes_entry_first_source'")
@@ -42,13 +37,13 @@ def _index_definition():
 
 class FirstSourceIndexMigrationTests(TransactionTestCase):
     def setUp(self):
-        self.addCleanup(_migrate)
+        self.addCleanup(migrate_to)
 
     def test_every_stored_value_is_indexed_or_left_out_and_no_row_is_lost(self):
         workspace = workspace_create(name="Before the first source index")
         agent = agent_register(workspace=workspace, slug="support")
         person = memory_user_factory(workspace)
-        _migrate(BEFORE)
+        migrate_to(BEFORE)
         assert _index_definition() is None
         old = (
             MigrationExecutor(connection)
@@ -60,7 +55,7 @@ class FirstSourceIndexMigrationTests(TransactionTestCase):
             old.objects.filter(pk=entry.pk).update(source_message_ids=value)
         before = dict(old.objects.values_list("pk", "source_message_ids"))
 
-        _migrate()
+        migrate_to()
 
         assert "((source_message_ids ->> 0))" in _index_definition()
         assert "IS NOT NULL" in _index_definition()
@@ -72,6 +67,6 @@ class FirstSourceIndexMigrationTests(TransactionTestCase):
             )
             assert cursor.fetchone()[0] == 1
 
-        _migrate(BEFORE)
+        migrate_to(BEFORE)
         assert _index_definition() is None
         assert dict(old.objects.values_list("pk", "source_message_ids")) == before

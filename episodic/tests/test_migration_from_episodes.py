@@ -7,6 +7,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import TransactionTestCase
 
 from core.services import agent_register, workspace_create
+from core.testing import migrate_to
 from episodic.models import EntryEmbedding, EpisodicEntry
 from identities.services import memory_user_create
 from threads.models import MessageEmbedding
@@ -54,9 +55,7 @@ class MigrationFromEpisodesLayoutTests(TransactionTestCase):
         self.addCleanup(self._migrate, None)
 
     def _migrate(self, targets):
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(targets or executor.loader.graph.leaf_nodes())
+        migrate_to(targets)
 
     def test_rows_indexes_and_content_types_survive_the_move(self):
         workspace = workspace_create(name="Old layout")

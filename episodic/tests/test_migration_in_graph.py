@@ -6,28 +6,23 @@ from django.test import TransactionTestCase
 
 from core.embeddings import LOCAL_MODEL_NAME
 from core.services import agent_register, workspace_create
+from core.testing import migrate_to
 from episodic.models import EntryEmbedding
 from episodic.tests.factories import entry_factory, memory_user_factory
 
 BEFORE = [("episodic", "0007_gin_indexes_without_pending_list")]
 
 
-def _migrate(targets=None):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets or executor.loader.graph.leaf_nodes())
-
-
 class InGraphMigrationTests(TransactionTestCase):
     def setUp(self):
-        self.addCleanup(_migrate)
+        self.addCleanup(migrate_to)
 
     def test_vectors_stored_before_stay_in_the_graph_and_none_is_lost(self):
         workspace = workspace_create(name="Before the graph flag")
         agent = agent_register(workspace=workspace, slug="support")
         person = memory_user_factory(workspace)
         entries = [entry_factory(agent=agent, memory_user=person, content=f"note {i}") for i in range(3)]
-        _migrate(BEFORE)
+        migrate_to(BEFORE)
         old = (
             MigrationExecutor(connection)
             .loader.project_state(BEFORE)
@@ -45,7 +40,7 @@ class InGraphMigrationTests(TransactionTestCase):
             )
         stored = old.objects.count()
         assert stored >= 3
-        _migrate()
+        migrate_to()
         assert list(EntryEmbedding.objects.values_list("in_graph", flat=True)) == [True] * stored
         new = entry_factory(agent=agent, memory_user=person, content="stored after")
         EntryEmbedding.objects.create(
@@ -66,5 +61,5 @@ class InGraphMigrationTests(TransactionTestCase):
                 "SELECT count(*) FROM pg_indexes WHERE indexname = 'episodes_entry_embedding_hnsw'"
             )
             assert cursor.fetchone()[0] == 0
-        _migrate(BEFORE)
+        migrate_to(BEFORE)
         assert old.objects.count() == total

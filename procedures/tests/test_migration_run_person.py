@@ -9,6 +9,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import TransactionTestCase
 
 from core.services import agent_register, workspace_create
+from core.testing import migrate_to
 from episodes.services import episode_create
 from identities.services import memory_user_create
 from procedures.models import ProcedureRun
@@ -18,15 +19,9 @@ BEFORE = [("procedures", "0006_learning")]
 FILL = importlib.import_module("procedures.migrations.0008_procedurerun_memory_user_fill")
 
 
-def _migrate(targets=None):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets or executor.loader.graph.leaf_nodes())
-
-
 class RunPersonMigrationTests(TransactionTestCase):
     def setUp(self):
-        self.addCleanup(_migrate)
+        self.addCleanup(migrate_to)
 
     def test_existing_runs_get_their_episodes_person_and_none_is_lost(self):
         workspace = workspace_create(name="Before runs had people")
@@ -38,7 +33,7 @@ class RunPersonMigrationTests(TransactionTestCase):
             episode_create(workspace=workspace, agent=agent, memory_user=person, trigger_type="chat")
             for person in (ada, bob, ada, None, bob)
         ]
-        _migrate(BEFORE)
+        migrate_to(BEFORE)
         old_run = (
             MigrationExecutor(connection)
             .loader.project_state(BEFORE)
@@ -49,10 +44,10 @@ class RunPersonMigrationTests(TransactionTestCase):
                 workspace_id=workspace.pk, procedure_id=procedure.pk, episode_id=episode.pk, success=True
             )
         with mock.patch.object(FILL, "BATCH", 2):  # three batches of primary keys
-            _migrate()
+            migrate_to()
         owners = dict(ProcedureRun.objects.values_list("episode_id", "memory_user_id"))
         assert owners == {episode.pk: episode.memory_user_id for episode in episodes}
-        _migrate(BEFORE)
+        migrate_to(BEFORE)
         assert old_run.objects.count() == len(episodes)
-        _migrate()
+        migrate_to()
         assert ProcedureRun.objects.filter(memory_user__isnull=False).count() == 4
