@@ -65,6 +65,13 @@ def summarize_run(rows: list[dict]) -> dict:
     }
 
 
+def user_question(question: str, name: str) -> str:
+    """`question` as an agent asks it of the person it serves: `name` (the person's) said
+    "the user" ("What do Melanie's kids like?" -> "What do the user's kids like?")."""
+    text = re.sub(r"(?<!\w)" + re.escape(name) + r"(?!\w)", "the user", question)
+    return text[:1].upper() + text[1:] if text.startswith("the user") else text
+
+
 def turn_text(turn: dict) -> str:
     text = turn["text"]
     if turn.get("blip_caption"):
@@ -198,6 +205,18 @@ class Command(BaseCommand):
             "most chat clients send them (messages and the extracted corpus).",
         )
         parser.add_argument(
+            "--nameless-person",
+            action="store_true",
+            help="Create each conversation's person without a display name, as a chat channel "
+            "often knows them only by an id (with --unnamed-user, nothing names their turns).",
+        )
+        parser.add_argument(
+            "--user-questions",
+            action="store_true",
+            help="Ask the questions that name the person (speaker A) as an agent asks them of "
+            'the person it serves: "the user" for the name.',
+        )
+        parser.add_argument(
             "--split",
             help="Comma-separated sample ids of the tuning half: every run is also summarized "
             "per half (these, and the rest).",
@@ -250,7 +269,7 @@ class Command(BaseCommand):
                 person = memory_user_create(
                     workspace=workspace,
                     canonical_id=f"locomo:{sample['sample_id']}",
-                    display_name=conv["speaker_a"],
+                    display_name="" if options["nameless_person"] else conv["speaker_a"],
                 )
                 sessions = sorted(
                     int(m.group(1)) for key in conv for m in [re.fullmatch(r"session_(\d+)", key)] if m
@@ -282,7 +301,10 @@ class Command(BaseCommand):
                         continue
                     evidence = clean_evidence(qa.get("evidence"), turn_ids)
                     if evidence:
-                        questions.append((qa["question"], evidence, qa["category"]))
+                        question = qa["question"]
+                        if options["user_questions"]:
+                            question = user_question(question, conv["speaker_a"])
+                        questions.append((question, evidence, qa["category"]))
                 # Each question as the search API embeds a query (`embed_query`: the int8 graph
                 # for the default model, docs/speed.md).
                 vectors = [provider.embed_query(q) for q, _, _ in questions]
@@ -330,6 +352,8 @@ class Command(BaseCommand):
             "settings": {
                 "corpus": options["corpus"],
                 "unnamed_user": options["unnamed_user"],
+                "nameless_person": options["nameless_person"],
+                "user_questions": options["user_questions"],
                 "embedding_model": provider.model_name,
                 "weights": base_weights.as_dict(),
                 "bm25": {"k1": 1.2, "b": 0.75, "text_search_config": "english"},
