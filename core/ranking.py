@@ -219,6 +219,30 @@ def first_person(query: str, named: set[str]) -> str:
     return text
 
 
+# How an agent speaks of the person it serves: "the user", "user's", "this user"; not "users",
+# "username", "user-facing", nor the compounds that name no one ("user interface", "user id").
+# A search scoped to one person reads it as that person (`person_mentioned`).
+USER_MENTION = re.compile(
+    r"(?<![\w-])(?:(?:the|this|that|our)\s+)?user(?![\w-])"
+    r"(?!\s+(?:interfaces?|experiences?|agents?|ids?|names?|base|research|stor(?:y|ies)|testing"
+    r"|manuals?|guides?|groups?|space|mode|land)\b)",
+    re.IGNORECASE,
+)
+
+
+def person_mentioned(query: str, person: str | None) -> str:
+    """`query` with "the user" as the searched `person`, by the name their rows speak with.
+
+    "What are the user's hobbies?" ranks as "What are Caroline's hobbies?" would: the
+    speaker term lifts Caroline's rows, and the vectors look for "my hobbies" when the pool
+    holds her own words (`first_person`; docs/episodic.md, "Issue 19: the person as "the
+    user""). `person` None: the corpus is not one person's, and the query stays as it is.
+    """
+    if not person:
+        return query
+    return USER_MENTION.sub(lambda _match: person, query)
+
+
 def date_match(created_at: datetime | None, years: set[int], months: set[int]) -> float:
     """1 when the row's date matches every part the query names (year, month), else 0."""
     if created_at is None or not (years or months):
@@ -751,6 +775,9 @@ class Corpus:
     params: dict
     has_context: bool = False
     sources_sql: str = ""
+    # The name the searched person's own rows speak with, when the corpus is one person's
+    # memory (`person_mentioned`); None when it is not.
+    person: str | None = None
     # True when `lexical_scope_sql` is costly to run more than once (see bm25_sql).
     lexical_materialized: bool = False
     # (column of `vector_table`, name in `params`) pairs naming the rows that a search on the
@@ -850,6 +877,8 @@ def hybrid_search(
     """
     from django.db import connection
 
+    # "the user" is the searched person: ranked from here on as if the query named them.
+    query = person_mentioned(query, corpus.person)
     params = dict(corpus.params)
     pool = weights.pool
     lexical: dict = {}

@@ -775,7 +775,12 @@ class EntrySearchApi(APIView):
     read_replica = True
 
     class InputSerializer(ContextInputSerializer):
-        query = serializers.CharField(allow_blank=True, trim_whitespace=False)
+        query = serializers.CharField(
+            allow_blank=True,
+            trim_whitespace=False,
+            help_text='What to recall. "The user" is the searched person: "the user\'s hobbies" '
+            "ranks as their name would.",
+        )
         top_k = serializers.IntegerField(required=False, min_value=1, max_value=100)
         mode = serializers.ChoiceField(choices=["hybrid", "lexical", "vector"], default="hybrid")
         render = serializers.BooleanField(default=False, help_text="Also return the <memory> block.")

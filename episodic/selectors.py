@@ -26,7 +26,7 @@ from core.ranking import (
 )
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
-from threads.selectors import MESSAGE_NEIGHBOURS_SQL, MESSAGE_SPEAKER_SQL
+from threads.selectors import MESSAGE_NEIGHBOURS_SQL, MESSAGE_SPEAKER_SQL, person_speaker
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ def entry_search_hybrid(
         "memory_user": memory_user.pk,
         "active": EpisodicEntry.Status.ACTIVE,
         "approved": EpisodicEntry.Review.APPROVED,
-        "person_name": memory_user.display_name or None,
+        "person_name": person_speaker(memory_user),
     }
     corpus = Corpus(
         lexical_scope_sql=(
@@ -193,6 +193,7 @@ def entry_search_hybrid(
             "WHERE e.id = ANY(%(ids)s) AND e.status = %(active)s AND e.review = %(approved)s"
         ),
         params=params,
+        person=params["person_name"],
         has_context=False,
         sources_sql=_ENTRY_SOURCES_SQL,
     )

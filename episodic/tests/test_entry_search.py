@@ -258,6 +258,41 @@ class EntrySpeakerTests(MemoryTestCase):
         ]
         assert result.hits[0].entry == painted
 
+    def test_the_user_is_the_person_through_the_api(self):
+        """`recall_memory("What did the user's class paint?")` finds the person's own entry
+        as their name would, for a person known by name or only by an id."""
+        (turn,) = thread_append_messages(
+            thread=self.thread, messages=[{"role": "user", "content": "My class painted a lake at sunrise."}]
+        )
+        painted = entry_factory(
+            agent=self.agent,
+            memory_user=self.person,
+            content=turn.content,
+            source_thread=self.thread,
+            source_message_ids=[str(turn.pk)],
+        )
+        for display_name in ("Caroline", ""):
+            with self.subTest(display_name=display_name):
+                self.person.display_name = display_name
+                self.person.save(update_fields=["display_name"])
+                before = len(self.embedded_texts())
+                response = self.api().post(
+                    "/api/v1/episodic-entries/search/",
+                    {
+                        "agent": self.agent.slug,
+                        "memory_user": str(self.person.pk),
+                        "query": "What did the user's class paint?",
+                        "mode": "vector",
+                    },
+                    format="json",
+                )
+                assert response.status_code == 200, response.content
+                assert self.embedded_texts()[before:] == [
+                    ["What did the user's class paint?"],
+                    ["What did my class paint?"],
+                ]
+                assert response.json()["results"][0]["entry"]["id"] == str(painted.pk)
+
     def test_a_note_without_a_source_is_not_buried_under_the_speakers_turns(self):
         """An agent's note about Melanie, written without a source, answers better than her
         own turn: the speaker term lifts both (nothing says the note is not hers), so the

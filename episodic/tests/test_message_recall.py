@@ -280,13 +280,15 @@ class UnnamedUserTests(SpeakerSearchCase):
         message that names its speaker (a group chat) keeps that name."""
         assert self.speakers("What did Caroline paint?") == ["", "Caroline", "Bo"]
 
-    def test_a_person_without_a_display_name_names_no_speaker(self):
-        self.person.display_name = ""
+    def test_a_person_without_a_display_name_speaks_as_the_user(self):
+        """Nothing names them: their unnamed turns speak as "user", the role they are
+        indexed under, and a query naming someone else is not rewritten for them."""
+        self.person.display_name = " "
         self.person.save(update_fields=["display_name"])
         before = len(self.embedded_texts())
         self.search("What did Caroline's class paint?")
         assert self.embedded_texts()[before:] == [["What did Caroline's class paint?"]]
-        assert self.speakers("What did Caroline paint?") == ["", "", "Bo"]
+        assert self.speakers("What did Caroline paint?") == ["", "user", "Bo"]
 
     def test_any_display_name_is_only_a_name(self):
         """A display name is the person's own text: quotes, SQL and pattern characters in it
@@ -298,3 +300,44 @@ class UnnamedUserTests(SpeakerSearchCase):
                 result = self.search(f"What did {name}'s class paint?")
                 assert result.hits[0].message.pk == self.turns[1].pk
                 assert self.speakers("paint") == ["", name, "Bo"]
+
+
+class UserMentionTests(SpeakerSearchCase):
+    """Agents ask about the person they serve as "the user": in that person's memory it ranks
+    as their name would (core.ranking.person_mentioned)."""
+
+    TURNS = UnnamedUserTests.TURNS
+
+    def ranked(self, query, **kwargs):
+        return [(h.message.pk, round(h.score, 6)) for h in self.search(query, **kwargs).hits]
+
+    def test_the_user_is_searched_in_the_persons_own_words(self):
+        before = len(self.embedded_texts())
+        result = self.search("What did the user's class paint?", mode="vector")
+        assert self.embedded_texts()[before:] == [
+            ["What did the user's class paint?"],
+            ["What did my class paint?"],
+        ]
+        assert result.hits[0].message.pk == self.turns[1].pk
+
+    def test_the_user_ranks_as_the_persons_name(self):
+        """Lexically "the user" is the name: the same rows, the same scores."""
+        assert self.ranked("What did the user's class paint?", mode="lexical") == self.ranked(
+            "What did Caroline's class paint?", mode="lexical"
+        )
+
+    def test_a_person_without_a_display_name_is_the_user(self):
+        self.person.display_name = ""
+        self.person.save(update_fields=["display_name"])
+        before = len(self.embedded_texts())
+        result = self.search("What did the user's class paint?")
+        assert self.embedded_texts()[before:] == [
+            ["What did the user's class paint?"],
+            ["What did my class paint?"],
+        ]
+        assert result.hits[0].message.pk == self.turns[1].pk
+
+    def test_users_in_general_are_no_one(self):
+        before = len(self.embedded_texts())
+        self.search("What did users paint?")
+        assert self.embedded_texts()[before:] == [["What did users paint?"]]

@@ -11,6 +11,7 @@ from core.ranking import (
     fuse,
     mode_weights,
     named_dates,
+    person_mentioned,
     weights_for_mode,
 )
 
@@ -168,6 +169,39 @@ class FirstPersonTests(SimpleTestCase):
         # A name is text, never a pattern.
         assert first_person("Is a.b (x) here?", {"a.b (x)"}) == "Is I here?"
         assert first_person("Is axb (x) here?", {"a.b (x)"}) == "Is axb (x) here?"
+
+
+class PersonMentionedTests(SimpleTestCase):
+    """In a search of one person's memory, "the user" is that person."""
+
+    def test_the_user_is_the_searched_person(self):
+        assert person_mentioned("What are the user's hobbies?", "Ada") == "What are Ada's hobbies?"
+        assert person_mentioned("Where did The User go?", "Ada") == "Where did Ada go?"
+        assert person_mentioned("Is this user\u2019s dog Luna?", "Ada") == "Is Ada\u2019s dog Luna?"
+        assert person_mentioned("user likes tea; our user said so", "Ada") == "Ada likes tea; Ada said so"
+        assert person_mentioned("the user's user id", "Ada") == "Ada's user id"
+
+    def test_other_words_holding_user_are_left_alone(self):
+        for query in (
+            "Which users like tea?",
+            "What is the username?",
+            "Is the superuser here?",
+            "Is the user-facing page done?",
+            "Did the user_id change?",
+            "Is the user interface in dark mode?",
+            "Which user agent sent it?",
+        ):
+            with self.subTest(query=query):
+                assert person_mentioned(query, "Ada") == query
+
+    def test_a_corpus_of_no_one_person_keeps_the_query(self):
+        assert person_mentioned("What are the user's hobbies?", None) == "What are the user's hobbies?"
+        assert person_mentioned("What are the user's hobbies?", "") == "What are the user's hobbies?"
+
+    def test_a_name_is_text_never_a_replacement_pattern(self):
+        for name in (r"Zo\1 \g<0>", "%(agent)s", "Ro'); DROP TABLE x; --"):
+            with self.subTest(name=name):
+                assert person_mentioned("Did the user call?", name) == f"Did {name} call?"
 
 
 class ModeWeightsTests(SimpleTestCase):

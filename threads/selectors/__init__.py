@@ -21,6 +21,7 @@ from threads.selectors.recall import (
     MessageHit,
     MessageSearchResult,
     message_search_related,
+    person_speaker,
 )
 from threads.selectors.threads import (
     MESSAGE_NOT_FOUND,
@@ -83,6 +84,7 @@ __all__ = [
     "message_history_window",
     "message_list",
     "message_search_related",
+    "person_speaker",
     "run_snapshot_get",
     "system_as_clean",
     "thread_get",

@@ -97,11 +97,19 @@ _NEIGHBOUR = (
 )
 
 # Who said a message aliased `m`: its `name`, or for a user message without one the person
-# the thread is with (`%(person_name)s`, their display name): most chat clients send the
+# the thread is with (`%(person_name)s`, `person_speaker`): most chat clients send the
 # user's turns without a name, and the speaker term and the first-person query should not
 # depend on it (docs/episodic.md, "Issue 19: the person's own words without a name").
 # Otherwise '': a speaker known to be someone else, whom no query can name (core.ranking).
 MESSAGE_SPEAKER_SQL = "COALESCE(NULLIF(m.name, ''), CASE WHEN m.role = 'user' THEN %(person_name)s END, '')"
+
+
+def person_speaker(memory_user) -> str:
+    """The name `memory_user`'s own unnamed messages speak with: their display name, or
+    "user", the role their messages are indexed under, when they have none. A query that
+    says "the user" names them by it (`core.ranking.person_mentioned`)."""
+    return memory_user.display_name.strip() or "user"
+
 
 # Scalar subqueries of the turns around a message aliased `m`, in the order of the ranking's
 # neighbour columns: the previous, the next, the one before the previous, the one after the next.
@@ -160,7 +168,7 @@ def message_search_related(
         "agent": agent.pk,
         "memory_user": memory_user.pk,
         "exclude": [str(i) for i in exclude_message_ids],
-        "person_name": memory_user.display_name or None,
+        "person_name": person_speaker(memory_user),
     }
     corpus = Corpus(
         # search_tsv: stored by PostgreSQL (threads migration 0003) for user and assistant
@@ -195,6 +203,7 @@ def message_search_related(
             WHERE m.id = ANY(%(ids)s) AND NOT (m.id = ANY(%(exclude)s::uuid[]))
         """,
         params=params,
+        person=params["person_name"],
         has_context=True,
         # The scope is a join: read once (measured 54 vs 69 ms p50 at 10,000 messages).
         lexical_materialized=True,

@@ -2275,6 +2275,7 @@ export interface components {
             memory_user?: string | null;
             /** Format: uuid */
             thread?: string | null;
+            /** @description What to recall. "The user" is the searched person: "the user's hobbies" ranks as their name would. */
             query: string;
             top_k?: number;
             /** @default hybrid */
