@@ -222,6 +222,9 @@ def first_person(query: str, named: set[str]) -> str:
 # How an agent speaks of the person it serves: "the user", "user's", "this user"; not "users",
 # "username", "user-facing", nor the compounds that name no one ("user interface", "user id").
 # A search scoped to one person reads it as that person (`person_mentioned`).
+# What a person without a display name is called in their own memory: the role their
+# unnamed turns are indexed under (threads.selectors.person_speaker).
+UNNAMED_PERSON = "user"
 USER_MENTION = re.compile(
     r"(?<![\w-])(?:(?:the|this|that|our)\s+)?user(?![\w-])"
     r"(?!\s+(?:interfaces?|experiences?|agents?|ids?|names?|base|research|stor(?:y|ies)|testing"
@@ -241,6 +244,25 @@ def person_mentioned(query: str, person: str | None) -> str:
     if not person:
         return query
     return USER_MENTION.sub(lambda _match: person, query)
+
+
+def person_unsaid(query: str, person: str | None) -> str:
+    """`query` (as asked, before `person_mentioned`) without the searched `person`: their
+    name and "the user", for the lexical channel.
+
+    In one person's memory their name is not what a row is about: their own turns say "I",
+    and the turns that hold the name are mostly the other side's ("Caroline, how was it?").
+    The speaker term lifts the person's rows; BM25 on the name only pulled the mentions up
+    (docs/episodic.md, "Issue 19: the person as "the user""). A query that is only the person
+    keeps it, and with `person` None the query is unchanged.
+    """
+    if not person:
+        return query
+    possessive = r"(?:['\u2019]s(?!\w))?"
+    rest = re.sub(USER_MENTION.pattern + possessive, " ", query, flags=re.IGNORECASE)
+    if person.casefold() != UNNAMED_PERSON:
+        rest = re.sub(r"(?<!\w)" + re.escape(person) + r"(?!\w)" + possessive, " ", rest, flags=re.IGNORECASE)
+    return rest if re.search(r"\w", rest) else query
 
 
 def date_match(created_at: datetime | None, years: set[int], months: set[int]) -> float:
@@ -877,7 +899,9 @@ def hybrid_search(
     """
     from django.db import connection
 
-    # "the user" is the searched person: ranked from here on as if the query named them.
+    # "the user" is the searched person: ranked from here on as if the query named them
+    # (their name then lifts their rows by the speaker term, not lexically: person_unsaid).
+    lexical_query = person_unsaid(query, corpus.person)
     query = person_mentioned(query, corpus.person)
     params = dict(corpus.params)
     pool = weights.pool
@@ -892,10 +916,10 @@ def hybrid_search(
         batch: list[tuple[str, dict]] = []
         slots: dict = {}
         bm25_stats = None
-        if weights.lexical > 0 and query.strip():
+        if weights.lexical > 0 and lexical_query.strip():
             # Scores beyond the pool are kept so vector candidates get their exact BM25.
             slots["lexical"] = len(batch)
-            lexical_params = {**params, "query": query, "limit": pool * 10}
+            lexical_params = {**params, "query": lexical_query, "limit": pool * 10}
             bm25_stats = _bm25_stats_known(corpus)
             if bm25_stats is not None:
                 lexical_params.update(bm25_n=bm25_stats[0], bm25_avgdl=bm25_stats[1])

@@ -337,6 +337,20 @@ class UserMentionTests(SpeakerSearchCase):
         ]
         assert result.hits[0].message.pk == self.turns[1].pk
 
+    def test_the_persons_name_is_not_searched_lexically(self):
+        """Their name is in the agent's turn ("Caroline, what did ..."), not in their own: BM25
+        scores the turns as if the query did not name her, and the speaker term lifts hers."""
+
+        def lexical(query):
+            with fused_candidates() as captured:
+                hits = self.search(query, mode="lexical").hits
+            return hits, {pk: captured[pk].lexical for pk in captured}
+
+        named_hits, named = lexical("What did Caroline's class paint?")
+        _, unnamed = lexical("What did the class paint?")
+        assert named == unnamed
+        assert named_hits[0].message.pk == self.turns[1].pk
+
     def test_users_in_general_are_no_one(self):
         before = len(self.embedded_texts())
         self.search("What did users paint?")

@@ -12,6 +12,7 @@ from core.ranking import (
     mode_weights,
     named_dates,
     person_mentioned,
+    person_unsaid,
     weights_for_mode,
 )
 
@@ -202,6 +203,34 @@ class PersonMentionedTests(SimpleTestCase):
         for name in (r"Zo\1 \g<0>", "%(agent)s", "Ro'); DROP TABLE x; --"):
             with self.subTest(name=name):
                 assert person_mentioned("Did the user call?", name) == f"Did {name} call?"
+
+
+class PersonUnsaidTests(SimpleTestCase):
+    """The lexical channel does not search the searched person's own name."""
+
+    def test_the_persons_name_and_the_user_are_left_out(self):
+        assert person_unsaid("What are Ada's hobbies?", "Ada").split() == ["What", "are", "hobbies?"]
+        assert person_unsaid("Did ADA\u2019s user tell the user?", "Ada").split() == ["Did", "tell", "?"]
+        assert person_unsaid("Did Adam call Ada?", "Ada").split() == ["Did", "Adam", "call", "?"]
+
+    def test_a_person_without_a_name_is_only_the_user(self):
+        """Their name is "user": "user interface" still names no one."""
+        assert person_unsaid("Did the user's user interface break?", "user").split() == [
+            "Did",
+            "user",
+            "interface",
+            "break?",
+        ]
+
+    def test_a_query_of_only_the_person_keeps_it(self):
+        assert person_unsaid("Ada's?", "Ada") == "Ada's?"
+        assert person_unsaid("the user", "Ada") == "the user"
+
+    def test_a_corpus_of_no_one_person_keeps_the_query(self):
+        assert person_unsaid("What are Ada's hobbies?", None) == "What are Ada's hobbies?"
+
+    def test_a_name_is_text_never_a_pattern(self):
+        assert person_unsaid("Is a.b (x) here? axb (x)", "a.b (x)").split() == ["Is", "here?", "axb", "(x)"]
 
 
 class ModeWeightsTests(SimpleTestCase):

@@ -8,6 +8,7 @@ from django.utils import timezone
 from core.lib.escaping import strip_invisible
 from core.ranking import (
     DEFAULT_WEIGHTS,
+    UNNAMED_PERSON,
     Corpus,
     RankingWeights,
     hybrid_search,
@@ -108,7 +109,7 @@ def person_speaker(memory_user) -> str:
     """The name `memory_user`'s own unnamed messages speak with: their display name, or
     "user", the role their messages are indexed under, when they have none. A query that
     says "the user" names them by it (`core.ranking.person_mentioned`)."""
-    return memory_user.display_name.strip() or "user"
+    return memory_user.display_name.strip() or UNNAMED_PERSON
 
 
 # Scalar subqueries of the turns around a message aliased `m`, in the order of the ranking's
