@@ -1,6 +1,6 @@
 from django.test import SimpleTestCase
 
-from episodic.management.commands.bench_locomo import user_question
+from episodic.management.commands.bench_locomo import person_display_name, user_question
 
 
 class UserQuestionTests(SimpleTestCase):
@@ -15,3 +15,13 @@ class UserQuestionTests(SimpleTestCase):
         assert user_question("Do the Melanies paint?", "Melanie") == "Do the Melanies paint?"
         assert user_question("Is a.b here?", "axb") == "Is a.b here?"
         assert user_question("Is axb here?", "a.b") == "Is axb here?"
+
+
+class PersonDisplayNameTests(SimpleTestCase):
+    def test_the_options_name_the_person(self):
+        def name(**options):
+            return person_display_name("Caroline", {"nameless_person": False, "full_name": False, **options})
+
+        assert name() == "Caroline"
+        assert name(full_name=True) == "Caroline Rivera"
+        assert name(nameless_person=True, full_name=True) == ""

@@ -72,6 +72,13 @@ def user_question(question: str, name: str) -> str:
     return text[:1].upper() + text[1:] if text.startswith("the user") else text
 
 
+def person_display_name(speaker: str, options: dict) -> str:
+    """The display name of the person (`speaker`, speaker A) as the run's options have it."""
+    if options["nameless_person"]:
+        return ""
+    return f"{speaker} Rivera" if options["full_name"] else speaker
+
+
 def turn_text(turn: dict) -> str:
     text = turn["text"]
     if turn.get("blip_caption"):
@@ -211,6 +218,12 @@ class Command(BaseCommand):
             "often knows them only by an id (with --unnamed-user, nothing names their turns).",
         )
         parser.add_argument(
+            "--full-name",
+            action="store_true",
+            help="Create each conversation's person with a surname after speaker A's name (\"Caroline "
+            'Rivera"), as a channel\'s profile gives the full name; the questions still say "Caroline".',
+        )
+        parser.add_argument(
             "--user-questions",
             action="store_true",
             help="Ask the questions that name the person (speaker A) as an agent asks them of "
@@ -269,7 +282,7 @@ class Command(BaseCommand):
                 person = memory_user_create(
                     workspace=workspace,
                     canonical_id=f"locomo:{sample['sample_id']}",
-                    display_name="" if options["nameless_person"] else conv["speaker_a"],
+                    display_name=person_display_name(conv["speaker_a"], options),
                 )
                 sessions = sorted(
                     int(m.group(1)) for key in conv for m in [re.fullmatch(r"session_(\d+)", key)] if m
@@ -353,6 +366,7 @@ class Command(BaseCommand):
                 "corpus": options["corpus"],
                 "unnamed_user": options["unnamed_user"],
                 "nameless_person": options["nameless_person"],
+                "full_name": options["full_name"],
                 "user_questions": options["user_questions"],
                 "embedding_model": provider.model_name,
                 "weights": base_weights.as_dict(),
