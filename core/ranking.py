@@ -219,22 +219,48 @@ def first_person(query: str, named: set[str]) -> str:
     return text
 
 
-# How an agent speaks of the person it serves: "the user", "user's", "this user"; not "users",
-# "username", "user-facing", nor the compounds that name no one ("user interface", "user id").
-# A search scoped to one person reads it as that person (`person_mentioned`).
 # What a person without a display name is called in their own memory: the role their
 # unnamed turns are indexed under (threads.selectors.person_speaker).
 UNNAMED_PERSON = "user"
+# How an agent speaks of the person it serves: "the user", "user's", "this user"; not "users",
+# "username", "user-facing", nor the compounds that name no one ("user interface", "user id").
+# A search scoped to one person reads it as that person (`person_mentioned`).
 USER_MENTION = re.compile(
     r"(?<![\w-])(?:(?:the|this|that|our)\s+)?user(?![\w-])"
     r"(?!\s+(?:interfaces?|experiences?|agents?|ids?|names?|base|research|stor(?:y|ies)|testing"
     r"|manuals?|guides?|groups?|space|mode|land)\b)",
     re.IGNORECASE,
 )
+# The first words of a display name that are not the person's given name.
+NAME_TITLES = frozenset({"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir", "dame", "lady", "lord"})
+
+
+def _given_name_as_person(query: str, person: str) -> str:
+    """`query` with the given name of a `person` of several words as their whole name:
+    "Where did Ada go?" -> "Where did Ada Lovelace go?" for "Ada Lovelace".
+
+    A channel's profile gives the full name, and agents say the first. The given name counts
+    as written in the display name (capitalised; "will" is not "Will Smith"), and at the start
+    of a sentence only as a possessive ("Will's car", not "Will the user come?").
+    """
+    words = person.split()
+    given = words[0] if len(words) > 1 else ""
+    if len(given) < 2 or not given.isalpha() or given.casefold() in NAME_TITLES:
+        return query
+    rest = r"\s+".join(re.escape(word) for word in words[1:])
+    pattern = r"(?<!\w)" + re.escape(given) + r"(?!\w)(?!\s+" + rest + r"(?!\w))"
+
+    def whole(match: re.Match) -> str:
+        before = query[: match.start()].rstrip()
+        possessive = query.startswith(("'s", "\u2019s"), match.end())
+        return person if possessive or (before and before[-1] not in ".!?") else match.group(0)
+
+    return re.sub(pattern, whole, query)
 
 
 def person_mentioned(query: str, person: str | None) -> str:
-    """`query` with "the user" as the searched `person`, by the name their rows speak with.
+    """`query` with "the user" (and a person's given name alone) as the searched `person`,
+    by the name their rows speak with.
 
     "What are the user's hobbies?" ranks as "What are Caroline's hobbies?" would: the
     speaker term lifts Caroline's rows, and the vectors look for "my hobbies" when the pool
@@ -243,7 +269,22 @@ def person_mentioned(query: str, person: str | None) -> str:
     """
     if not person:
         return query
-    return USER_MENTION.sub(lambda _match: person, query)
+    return _given_name_as_person(USER_MENTION.sub(lambda _match: person, query), person)
+
+
+def person_named_whole(named: set[str], query: str, person: str | None) -> set[str]:
+    """{the searched `person`} when `query` names them whole and one of the `named` speakers
+    is a part of that name, else {}: their turns may speak as "Caroline" while their display
+    name is "Caroline Rivera", and the first-person rewrite must take the whole name for the
+    speaker ("Caroline Rivera's class" -> "my class", not "I Rivera's class")."""
+    if not person or not named:
+        return set()
+    if not re.search(r"(?<!\w)" + re.escape(person) + r"(?!\w)", query, flags=re.IGNORECASE):
+        return set()
+    parts = [
+        name for name in named if re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", person, re.IGNORECASE)
+    ]
+    return {person.casefold()} if parts else set()
 
 
 def person_unsaid(query: str, person: str | None) -> str:
@@ -261,6 +302,7 @@ def person_unsaid(query: str, person: str | None) -> str:
     possessive = r"(?:['\u2019]s(?!\w))?"
     rest = re.sub(USER_MENTION.pattern + possessive, " ", query, flags=re.IGNORECASE)
     if person.casefold() != UNNAMED_PERSON:
+        rest = _given_name_as_person(rest, person)
         rest = re.sub(r"(?<!\w)" + re.escape(person) + r"(?!\w)" + possessive, " ", rest, flags=re.IGNORECASE)
     return rest if re.search(r"\w", rest) else query
 
@@ -982,6 +1024,7 @@ def hybrid_search(
             # pool described under the new vector. A query naming no speaker of the pool
             # (or a corpus without speakers) costs nothing more.
             named_now = named_speakers(query, (speaker for speaker, _group in features.values()))
+            named_now |= person_named_whole(named_now, query, corpus.person)
             rewritten = first_person(query, named_now) if named_now else query
             rewritten_vector = embed_query(rewritten) if rewritten != query else None
             if rewritten_vector is not None and len(rewritten_vector) == len(query_vector):

@@ -7,7 +7,7 @@ from core.testing import MemoryTestCase, fused_candidates, hnsw_above
 from core.testing_openai import OpenAITestServer
 from episodic.tests.factories import memory_user_factory, use_test_embeddings
 from runtime.tasks import embeddings_sweep_task
-from threads.models import MessageEmbedding
+from threads.models import Message, MessageEmbedding
 from threads.selectors import MESSAGE_WEIGHTS, message_search_related
 from threads.services import message_embed_batch, message_embed_sweep, thread_append_messages, thread_create
 
@@ -350,6 +350,32 @@ class UserMentionTests(SpeakerSearchCase):
         _, unnamed = lexical("What did the class paint?")
         assert named == unnamed
         assert named_hits[0].message.pk == self.turns[1].pk
+
+    def test_a_full_display_name_is_named_by_its_given_name(self):
+        """The profile says "Caroline Rivera"; the agent asks about "Caroline"."""
+        self.person.display_name = "Caroline Rivera"
+        self.person.save(update_fields=["display_name"])
+        before = len(self.embedded_texts())
+        result = self.search("What did Caroline's class paint?")
+        assert self.embedded_texts()[before:] == [
+            ["What did Caroline's class paint?"],
+            ["What did my class paint?"],
+        ]
+        assert result.hits[0].message.pk == self.turns[1].pk
+
+    def test_turns_named_by_the_given_name_speak_for_the_full_name(self):
+        """The client names the person's turns "Caroline", the profile "Caroline Rivera":
+        "the user's class" is searched as "my class", not "I Rivera's class"."""
+        Message.objects.filter(pk=self.turns[1].pk).update(name="Caroline")
+        self.person.display_name = "Caroline Rivera"
+        self.person.save(update_fields=["display_name"])
+        before = len(self.embedded_texts())
+        result = self.search("What did the user's class paint?")
+        assert self.embedded_texts()[before:] == [
+            ["What did the user's class paint?"],
+            ["What did my class paint?"],
+        ]
+        assert result.hits[0].message.pk == self.turns[1].pk
 
     def test_users_in_general_are_no_one(self):
         before = len(self.embedded_texts())

@@ -12,6 +12,7 @@ from core.ranking import (
     mode_weights,
     named_dates,
     person_mentioned,
+    person_named_whole,
     person_unsaid,
     weights_for_mode,
 )
@@ -182,6 +183,33 @@ class PersonMentionedTests(SimpleTestCase):
         assert person_mentioned("user likes tea; our user said so", "Ada") == "Ada likes tea; Ada said so"
         assert person_mentioned("the user's user id", "Ada") == "Ada's user id"
 
+    def test_a_given_name_alone_is_the_person(self):
+        """A profile gives "Ada Lovelace"; an agent asks about "Ada"."""
+        person = "Ada Lovelace"
+        assert person_mentioned("Where did Ada go?", person) == "Where did Ada Lovelace go?"
+        assert (
+            person_mentioned("Ada's cat? And Ada Lovelace's?", person)
+            == "Ada Lovelace's cat? And Ada Lovelace's?"
+        )
+        assert person_mentioned("Did the user meet Ada?", person) == "Did Ada Lovelace meet Ada Lovelace?"
+        # Not another word, nor another name: "Adam", "ada" as written otherwise.
+        assert person_mentioned("Did Adam see the ada code?", person) == "Did Adam see the ada code?"
+
+    def test_a_given_name_that_is_also_a_word_starts_no_sentence(self):
+        assert (
+            person_mentioned("Will the user come? Will left.", "Will Smith")
+            == "Will Will Smith come? Will left."
+        )
+        assert (
+            person_mentioned("Will's car. Did Will drive?", "Will Smith")
+            == "Will Smith's car. Did Will Smith drive?"
+        )
+
+    def test_a_title_is_no_given_name(self):
+        assert person_mentioned("Did Dr call?", "Dr Who") == "Did Dr call?"
+        assert person_mentioned("Did Dr. call?", "Dr. Who") == "Did Dr. call?"
+        assert person_mentioned("Did A call?", "A Who") == "Did A call?"
+
     def test_other_words_holding_user_are_left_alone(self):
         for query in (
             "Which users like tea?",
@@ -213,6 +241,14 @@ class PersonUnsaidTests(SimpleTestCase):
         assert person_unsaid("Did ADA\u2019s user tell the user?", "Ada").split() == ["Did", "tell", "?"]
         assert person_unsaid("Did Adam call Ada?", "Ada").split() == ["Did", "Adam", "call", "?"]
 
+    def test_a_given_name_alone_is_left_out_too(self):
+        assert person_unsaid("Did Ada or Ada Lovelace call Adam?", "Ada Lovelace").split() == [
+            "Did",
+            "or",
+            "call",
+            "Adam?",
+        ]
+
     def test_a_person_without_a_name_is_only_the_user(self):
         """Their name is "user": "user interface" still names no one."""
         assert person_unsaid("Did the user's user interface break?", "user").split() == [
@@ -231,6 +267,21 @@ class PersonUnsaidTests(SimpleTestCase):
 
     def test_a_name_is_text_never_a_pattern(self):
         assert person_unsaid("Is a.b (x) here? axb (x)", "a.b (x)").split() == ["Is", "here?", "axb", "(x)"]
+
+
+class PersonNamedWholeTests(SimpleTestCase):
+    def test_a_speaker_named_by_part_of_the_persons_name_is_the_person(self):
+        query = "What did Caroline Rivera's class paint?"
+        assert person_named_whole({"caroline"}, query, "Caroline Rivera") == {"caroline rivera"}
+        assert first_person(query, {"caroline", "caroline rivera"}) == "What did my class paint?"
+
+    def test_otherwise_no_one_is_added(self):
+        assert (
+            person_named_whole({"melanie"}, "Did Caroline Rivera call Melanie?", "Caroline Rivera") == set()
+        )
+        assert person_named_whole({"caroline"}, "Did Caroline call?", "Caroline Rivera") == set()
+        assert person_named_whole(set(), "Did Caroline Rivera call?", "Caroline Rivera") == set()
+        assert person_named_whole({"caroline"}, "Did Caroline Rivera call?", None) == set()
 
 
 class ModeWeightsTests(SimpleTestCase):
