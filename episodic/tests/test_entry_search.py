@@ -237,19 +237,23 @@ class EntrySpeakerTests(MemoryTestCase):
                 assert self.embedded_texts()[before:] == [[self.QUERY]]
                 assert {h.entry for h in result.hits} == {self.asked, self.answered}
 
-    def test_an_entry_taken_from_an_unnamed_user_message_speaks_as_the_person(self):
-        """The person's own turn sent without a name (as most chat clients send it) is theirs:
-        "Caroline" in a query is searched as "I" and lifts it."""
+    def unnamed_user_entry(self):
+        """An entry taken from the person's own turn, sent without a name."""
         (turn,) = thread_append_messages(
             thread=self.thread, messages=[{"role": "user", "content": "My class painted a lake at sunrise."}]
         )
-        painted = entry_factory(
+        return entry_factory(
             agent=self.agent,
             memory_user=self.person,
             content=turn.content,
             source_thread=self.thread,
             source_message_ids=[str(turn.pk)],
         )
+
+    def test_an_entry_taken_from_an_unnamed_user_message_speaks_as_the_person(self):
+        """The person's own turn sent without a name (as most chat clients send it) is theirs:
+        "Caroline" in a query is searched as "I" and lifts it."""
+        painted = self.unnamed_user_entry()
         before = len(self.embedded_texts())
         result = self.search("What did Caroline's class paint?")
         assert self.embedded_texts()[before:] == [
@@ -261,16 +265,7 @@ class EntrySpeakerTests(MemoryTestCase):
     def test_the_user_is_the_person_through_the_api(self):
         """`recall_memory("What did the user's class paint?")` finds the person's own entry
         as their name would, for a person known by name or only by an id."""
-        (turn,) = thread_append_messages(
-            thread=self.thread, messages=[{"role": "user", "content": "My class painted a lake at sunrise."}]
-        )
-        painted = entry_factory(
-            agent=self.agent,
-            memory_user=self.person,
-            content=turn.content,
-            source_thread=self.thread,
-            source_message_ids=[str(turn.pk)],
-        )
+        painted = self.unnamed_user_entry()
         for display_name in ("Caroline", ""):
             with self.subTest(display_name=display_name):
                 self.person.display_name = display_name

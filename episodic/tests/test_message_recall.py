@@ -311,14 +311,19 @@ class UserMentionTests(SpeakerSearchCase):
     def ranked(self, query, **kwargs):
         return [(h.message.pk, round(h.score, 6)) for h in self.search(query, **kwargs).hits]
 
-    def test_the_user_is_searched_in_the_persons_own_words(self):
+    def assert_searched_as_mine(self, query, *, display_name=None, **kwargs):
+        """`query` about the person's class is searched by the vectors as "my class", and
+        finds the person's own turn first."""
+        if display_name is not None:
+            self.person.display_name = display_name
+            self.person.save(update_fields=["display_name"])
         before = len(self.embedded_texts())
-        result = self.search("What did the user's class paint?", mode="vector")
-        assert self.embedded_texts()[before:] == [
-            ["What did the user's class paint?"],
-            ["What did my class paint?"],
-        ]
+        result = self.search(query, **kwargs)
+        assert self.embedded_texts()[before:] == [[query], ["What did my class paint?"]]
         assert result.hits[0].message.pk == self.turns[1].pk
+
+    def test_the_user_is_searched_in_the_persons_own_words(self):
+        self.assert_searched_as_mine("What did the user's class paint?", mode="vector")
 
     def test_the_user_ranks_as_the_persons_name(self):
         """Lexically "the user" is the name: the same rows, the same scores."""
@@ -327,15 +332,7 @@ class UserMentionTests(SpeakerSearchCase):
         )
 
     def test_a_person_without_a_display_name_is_the_user(self):
-        self.person.display_name = ""
-        self.person.save(update_fields=["display_name"])
-        before = len(self.embedded_texts())
-        result = self.search("What did the user's class paint?")
-        assert self.embedded_texts()[before:] == [
-            ["What did the user's class paint?"],
-            ["What did my class paint?"],
-        ]
-        assert result.hits[0].message.pk == self.turns[1].pk
+        self.assert_searched_as_mine("What did the user's class paint?", display_name="")
 
     def test_the_persons_name_is_not_searched_lexically(self):
         """Their name is in the agent's turn ("Caroline, what did ..."), not in their own: BM25
@@ -353,29 +350,13 @@ class UserMentionTests(SpeakerSearchCase):
 
     def test_a_full_display_name_is_named_by_its_given_name(self):
         """The profile says "Caroline Rivera"; the agent asks about "Caroline"."""
-        self.person.display_name = "Caroline Rivera"
-        self.person.save(update_fields=["display_name"])
-        before = len(self.embedded_texts())
-        result = self.search("What did Caroline's class paint?")
-        assert self.embedded_texts()[before:] == [
-            ["What did Caroline's class paint?"],
-            ["What did my class paint?"],
-        ]
-        assert result.hits[0].message.pk == self.turns[1].pk
+        self.assert_searched_as_mine("What did Caroline's class paint?", display_name="Caroline Rivera")
 
     def test_turns_named_by_the_given_name_speak_for_the_full_name(self):
         """The client names the person's turns "Caroline", the profile "Caroline Rivera":
         "the user's class" is searched as "my class", not "I Rivera's class"."""
         Message.objects.filter(pk=self.turns[1].pk).update(name="Caroline")
-        self.person.display_name = "Caroline Rivera"
-        self.person.save(update_fields=["display_name"])
-        before = len(self.embedded_texts())
-        result = self.search("What did the user's class paint?")
-        assert self.embedded_texts()[before:] == [
-            ["What did the user's class paint?"],
-            ["What did my class paint?"],
-        ]
-        assert result.hits[0].message.pk == self.turns[1].pk
+        self.assert_searched_as_mine("What did the user's class paint?", display_name="Caroline Rivera")
 
     def test_users_in_general_are_no_one(self):
         before = len(self.embedded_texts())
