@@ -166,11 +166,16 @@ def recency_term(created_at: datetime | None, *, now: datetime | None, weights: 
     return weights.recency * 2 ** (-age_days / weights.half_life_days)
 
 
+def whole_word(name: str) -> str:
+    """A pattern matching `name` as text, not inside a longer word."""
+    return r"(?<!\w)" + re.escape(name) + r"(?!\w)"
+
+
 def named_speakers(query: str, speakers) -> set[str]:
     """The speakers (names, compared case-insensitively) that `query` names as a whole word."""
     found = set()
     for speaker in {s for s in speakers if s}:
-        if re.search(r"(?<!\w)" + re.escape(speaker) + r"(?!\w)", query, flags=re.IGNORECASE):
+        if re.search(whole_word(speaker), query, flags=re.IGNORECASE):
             found.add(speaker.casefold())
     return found
 
@@ -277,14 +282,9 @@ def person_named_whole(named: set[str], query: str, person: str | None) -> set[s
     is a part of that name, else {}: their turns may speak as "Caroline" while their display
     name is "Caroline Rivera", and the first-person rewrite must take the whole name for the
     speaker ("Caroline Rivera's class" -> "my class", not "I Rivera's class")."""
-    if not person or not named:
+    if not person or not named_speakers(query, [person]) or not named_speakers(person, named):
         return set()
-    if not re.search(r"(?<!\w)" + re.escape(person) + r"(?!\w)", query, flags=re.IGNORECASE):
-        return set()
-    parts = [
-        name for name in named if re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", person, re.IGNORECASE)
-    ]
-    return {person.casefold()} if parts else set()
+    return {person.casefold()}
 
 
 def person_unsaid(query: str, person: str | None) -> str:
@@ -303,7 +303,7 @@ def person_unsaid(query: str, person: str | None) -> str:
     rest = re.sub(USER_MENTION.pattern + possessive, " ", query, flags=re.IGNORECASE)
     if person.casefold() != UNNAMED_PERSON:
         rest = _given_name_as_person(rest, person)
-        rest = re.sub(r"(?<!\w)" + re.escape(person) + r"(?!\w)" + possessive, " ", rest, flags=re.IGNORECASE)
+        rest = re.sub(whole_word(person) + possessive, " ", rest, flags=re.IGNORECASE)
     return rest if re.search(r"\w", rest) else query
 
 

@@ -32,6 +32,8 @@ from functools import partial
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.ranking import whole_word
+
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20)
 
@@ -68,7 +70,7 @@ def summarize_run(rows: list[dict]) -> dict:
 def user_question(question: str, name: str) -> str:
     """`question` as an agent asks it of the person it serves: `name` (the person's) said
     "the user" ("What do Melanie's kids like?" -> "What do the user's kids like?")."""
-    text = re.sub(r"(?<!\w)" + re.escape(name) + r"(?!\w)", "the user", question)
+    text = re.sub(whole_word(name), "the user", question)
     return text[:1].upper() + text[1:] if text.startswith("the user") else text
 
 
