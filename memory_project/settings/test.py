@@ -8,12 +8,18 @@ from pathlib import Path
 
 from core.lib.embedded import start_throwaway_postgres
 
-if not os.environ.get("DATABASE_URL"):
+# Each pytest-xdist worker runs on a server of its own. PostgreSQL's transaction horizon
+# belongs to the whole server, so one worker's open test transaction would hold back what
+# another worker's webhook dispatch may deliver. The servers a worker's tests start inherit
+# both variables and use that worker's server.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if not os.environ.get("DATABASE_URL") or os.environ.get("MEMORY_TEST_POSTGRES_FOR", _worker) != _worker:
     os.environ["DATABASE_URL"] = start_throwaway_postgres(tempfile.mkdtemp(prefix="memory-test-pg-"))
+    os.environ["MEMORY_TEST_POSTGRES_FOR"] = _worker
     # No replica can stream from a server started a moment ago; core/tests/replica starts one.
     os.environ.pop("DATABASE_REPLICA_URL", None)
 
-from .base import *  # noqa: F403
+from .base import *  # noqa: E402, F403
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
