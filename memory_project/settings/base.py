@@ -6,6 +6,7 @@ from pathlib import Path
 from celery.schedules import crontab
 from kombu import Queue
 
+from memory_project.broker import broker_transport_options
 from memory_project.env import (
     database_from_url,
     env_bool,
@@ -343,19 +344,14 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # A worker reserves one message per pool process: prefetched messages of a worker that
 # dies wait for the visibility timeout below, and more of them would only wait longer.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Redis/Valkey has no acknowledgement protocol: a message delivered and not acknowledged
-# within this many seconds is delivered again. It must exceed the longest a worker holds a
-# message: a retry's countdown (retry_backoff_max 600 s in the embedding and compaction
-# tasks) plus the hard time limit, or a slow task runs twice. It is also how long the
-# messages of a worker whose main process was killed (-9, power loss) wait before another
-# worker takes them (a warm shutdown hands them back at once); transport default: 1 hour.
-CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 600 + CELERY_TASK_TIME_LIMIT + 60),
-    # Seconds between a worker's scans for expired messages (kombu scans on every 10th
-    # tick by default, so the first scan after the timeout could come 100 s late).
-    "unacked_restore_interval": env_int("CELERY_BROKER_RESTORE_INTERVAL", 30),
-    "unacked_restore_throttle": 1,
-}
+# The visibility timeout must exceed the longest a worker holds a message: a retry's
+# countdown (retry_backoff_max 600 s in the embedding and compaction tasks) plus the hard
+# time limit, or a slow task runs twice (transport default: 1 hour). memory_project.broker
+# says what both timings do.
+CELERY_BROKER_TRANSPORT_OPTIONS = broker_transport_options(
+    visibility_timeout=env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 600 + CELERY_TASK_TIME_LIMIT + 60),
+    restore_interval=env_int("CELERY_BROKER_RESTORE_INTERVAL", 30),
+)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = False
 # Beat sends only while it holds a PostgreSQL advisory lock (core/lib/beat.py): a second beat

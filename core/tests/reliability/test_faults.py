@@ -20,8 +20,10 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+import redis
 from django.db import connection
 from django.test import SimpleTestCase, TransactionTestCase
+from kombu.transport.redis import Channel as KombuRedisChannel
 
 from core.lib.embedded import EmbeddedValkey, postgres_start_again
 from core.lib.supervisor import ChildSpec, Supervisor
@@ -30,6 +32,7 @@ from core.testing_embeddings import hashed_vectors
 from core.testing_openai import OpenAITestServer
 from facts.models import Fact, FactEmbedding
 from facts.services import fact_remember
+from memory_project.broker import broker_transport_options
 from memory_project.celery import app
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -118,8 +121,9 @@ class KilledWorkerTests(TransactionTestCase):
         self.endpoint.embedding_handler = handler
         self.endpoint.delay_seconds = 0.05
 
-    def _start_worker(self) -> subprocess.Popen:
-        env = {
+    @property
+    def worker_env(self) -> dict:
+        return {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "memory_project.settings.development",
             "DATABASE_URL": _database_url(),
@@ -130,6 +134,9 @@ class KilledWorkerTests(TransactionTestCase):
             "CELERY_BROKER_RESTORE_INTERVAL": "1",
             "PROVIDER_CACHE_SECONDS": "0",
         }
+
+    def _start_worker(self) -> subprocess.Popen:
+        env = self.worker_env
         worker = subprocess.Popen(
             [
                 sys.executable,
@@ -228,6 +235,43 @@ class KilledWorkerTests(TransactionTestCase):
         for text in held_before_main_kill:
             assert self.seen.count(text) >= 2, text
         assert "WorkerLostError('Worker exited prematurely: signal 9 (SIGKILL)" in self._output(tail=None)
+
+    def test_a_worker_killed_during_its_restore_scan_holds_up_no_message_for_long(self):
+        """A worker killed while it scans for expired messages leaves the scan's lock in the
+        broker, and no worker restores anything until it expires. The lock's expiry follows
+        the restore interval: the message comes back in seconds, not kombu's 5 minutes."""
+        workspace = workspace_create(name="Faults")
+        provider_credential_set(
+            workspace=workspace, purpose="embedding", base_url=self.endpoint.url, model="faults", api_key="k"
+        )
+        self.holding.set()
+        fact = fact_remember(workspace=workspace, key="held", value="held", scope=Fact.Scope.GLOBAL).fact
+        worker = self._start_worker()
+        wait_for(lambda: self.in_flight, what="the task in flight", output=self._output)
+        pool = _children(worker.pid)
+        kill9(worker.pid)
+        worker.wait(timeout=30)
+        wait_for(lambda: not any(psutil.pid_exists(pid) for pid in pool), what="the pool to exit")
+        # The lock as the dead worker took it, with the options it ran with (_start_worker's).
+        options = broker_transport_options(
+            visibility_timeout=int(self.worker_env["CELERY_BROKER_VISIBILITY_TIMEOUT"]),
+            restore_interval=int(self.worker_env["CELERY_BROKER_RESTORE_INTERVAL"]),
+        )
+        broker = redis.Redis(unix_socket_path=str(self.valkey.socket_path))
+        self.addCleanup(broker.close)
+        expire = options.get("unacked_mutex_expire", KombuRedisChannel.unacked_mutex_expire)
+        key = options.get("unacked_mutex_key", KombuRedisChannel.unacked_mutex_key)
+        assert broker.lock(key, timeout=expire).acquire(blocking=False)
+        self.holding.clear()
+        self.released.set()
+
+        self._start_worker()
+        wait_for(
+            lambda: FactEmbedding.objects.filter(fact=fact).exists(),
+            what="the held fact embedded",
+            output=self._output,
+        )
+        assert FactEmbedding.objects.filter(fact=fact).count() == 1
 
 
 def _children(pid: int) -> list[int]:
