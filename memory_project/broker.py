@@ -1,8 +1,5 @@
 """The Redis/Valkey transport's options, derived from the two timings the settings read."""
 
-# kombu's redis transport holds this lock while a worker scans for expired messages.
-RESTORE_LOCK_KEY = "unacked_mutex"
-
 
 def broker_transport_options(*, visibility_timeout: int, restore_interval: int) -> dict:
     """Options for `CELERY_BROKER_TRANSPORT_OPTIONS`.
@@ -24,6 +21,5 @@ def broker_transport_options(*, visibility_timeout: int, restore_interval: int) 
         "visibility_timeout": visibility_timeout,
         "unacked_restore_interval": restore_interval,
         "unacked_restore_throttle": 1,
-        "unacked_mutex_key": RESTORE_LOCK_KEY,
         "unacked_mutex_expire": max(5, 3 * restore_interval),
     }

@@ -259,9 +259,8 @@ class KilledWorkerTests(TransactionTestCase):
         )
         broker = redis.Redis(unix_socket_path=str(self.valkey.socket_path))
         self.addCleanup(broker.close)
-        expire = options.get("unacked_mutex_expire", KombuRedisChannel.unacked_mutex_expire)
-        key = options.get("unacked_mutex_key", KombuRedisChannel.unacked_mutex_key)
-        assert broker.lock(key, timeout=expire).acquire(blocking=False)
+        lock = broker.lock(KombuRedisChannel.unacked_mutex_key, timeout=options["unacked_mutex_expire"])
+        assert lock.acquire(blocking=False)
         self.holding.clear()
         self.released.set()
 
