@@ -253,7 +253,7 @@ def _given_name_as_person(query: str, person: str) -> str:
     if len(given) < 2 or not given.isalpha() or given.casefold() in NAME_TITLES:
         return query
     rest = r"\s+".join(re.escape(word) for word in words[1:])
-    pattern = r"(?<!\w)" + re.escape(given) + r"(?!\w)(?!\s+" + rest + r"(?!\w))"
+    pattern = whole_word(given) + r"(?!\s+" + rest + r"(?!\w))"
 
     def whole(match: re.Match) -> str:
         before = query[: match.start()].rstrip()
