@@ -17,7 +17,8 @@ EMBEDDING_RUNTIME=onnx, a model measured for it (`LocalModel.int8_queries`) embe
 with its int8 graph, whose vectors rank fp32's stored vectors as fp32 queries do, in half
 the time (EMBEDDING_QUERY_RUNTIME overrides; docs/speed.md "int8 queries against
 fp32 vectors"). Stored vectors, and the near-duplicate checks that compare them, are always
-the stored runtime's.
+the stored runtime's. A search's query is embedded on a background thread
+(`embed_query_started`) while the search sends what does not need its vector.
 """
 
 import logging
@@ -188,6 +189,12 @@ class QueryVectorCache:
             self.hits += 1
             return vector
 
+    def peek(self, key):
+        """The vector under `key`, or None, counted as neither a hit nor a miss: the lookup
+        that follows (`get`) counts."""
+        with self._lock:
+            return self._vectors.get(key)
+
     def put(self, key, vector) -> None:
         if self.max_size <= 0:
             return
@@ -295,6 +302,19 @@ class LocalEmbeddingProvider:
                 cache.put(key, vector)
         return vector.tolist()
 
+    def embed_query_cached(self, text: str) -> list[float] | None:
+        """The vector `embed_query(text)` would take from the cache, or None: nothing is
+        computed."""
+        if settings.EMBEDDING_QUERY_CACHE_SIZE <= 0:
+            return None
+        runtime = self.query_runtime_in_use()
+        if runtime == self.runtime:
+            key = (self.model_name, self.cache_scope, text)
+        else:
+            key = (self.model_name, runtime, self.cache_scope, text)
+        vector = query_cache().peek(key)
+        return None if vector is None else vector.tolist()
+
     def query_runtime_in_use(self) -> str:
         """`query_runtime`, or the stored texts' runtime once the former failed to load."""
         if (self.local, self.query_runtime) in _query_runtimes_failed:
@@ -357,6 +377,16 @@ _started_pool_pid = 0
 _started_pool_lock = threading.Lock()
 
 
+def _started_pool_get() -> ThreadPoolExecutor:
+    global _started_pool, _started_pool_pid
+    with _started_pool_lock:
+        # A pool inherited through fork has no threads.
+        if _started_pool is None or _started_pool_pid != os.getpid():
+            _started_pool = ThreadPoolExecutor(STARTED_THREADS, thread_name_prefix="embed-started")
+            _started_pool_pid = os.getpid()
+        return _started_pool
+
+
 def embed_started(provider, texts: list[str]) -> Future | None:
     """`provider.embed(texts)` running on a background thread, for the local model: its few
     milliseconds of CPU may then overlap the caller's database round trips, and the caller
@@ -364,16 +394,22 @@ def embed_started(provider, texts: list[str]) -> Future | None:
 
     None for an endpoint: its call may take seconds, and a caller that awaits the vectors
     under a lock must not hold the lock for it."""
-    global _started_pool, _started_pool_pid
     if not isinstance(provider, LocalEmbeddingProvider):
         return None
-    with _started_pool_lock:
-        # A pool inherited through fork has no threads.
-        if _started_pool is None or _started_pool_pid != os.getpid():
-            _started_pool = ThreadPoolExecutor(STARTED_THREADS, thread_name_prefix="embed-started")
-            _started_pool_pid = os.getpid()
-        pool = _started_pool
-    return pool.submit(provider.embed, list(texts))
+    return _started_pool_get().submit(provider.embed, list(texts))
+
+
+def embed_query_started(provider, text: str) -> list[float] | Future:
+    """`provider.embed_query(text)`: at once when the vector is at hand (in the cache) or
+    the provider is not the local model; else a Future of it, computed on a background
+    thread (`embed_started`'s) while the caller sends the statements that do not need it.
+    The Future's `.result()` raises what `embed_query` raises."""
+    if not isinstance(provider, LocalEmbeddingProvider):
+        return provider.embed_query(text)
+    vector = provider.embed_query_cached(text)
+    if vector is not None:
+        return provider.embed_query(text)  # Counted as the cache hit it is.
+    return _started_pool_get().submit(provider.embed_query, text)
 
 
 def embedding_provider_for(workspace=None):

@@ -33,12 +33,18 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from django.conf import settings
 
-from core.embeddings import EmbeddingError, embedding_provider_for
+from core.embeddings import (
+    EmbeddingError,
+    LocalEmbeddingProvider,
+    embed_query_started,
+    embedding_provider_for,
+)
 from core.errors import ApplicationError
 from core.lib.local_models import LOCAL_MODELS
 
@@ -927,13 +933,17 @@ def hybrid_search(
     *,
     corpus: Corpus,
     query: str,
-    query_vector: list[float] | None,
+    query_vector: list[float] | Future | None,
     model: str,
     weights: RankingWeights = DEFAULT_WEIGHTS,
     now: datetime | None = None,
     embed_query: Callable[[str], list[float] | None] | None = None,
 ) -> SearchOutcome:
     """Candidates from each channel, their neighbours, every channel scored exactly, fused.
+
+    `query_vector` may be a Future (`query_vector_for`): while it is computed, BM25 is sent
+    on its own, and the vector statements follow once it is there; a failed one searches
+    lexically.
 
     `embed_query` (text -> vector under `model`, or None) lets the vector channels search
     again with the query as the speakers it names would say it (`first_person`); without
@@ -951,12 +961,12 @@ def hybrid_search(
     coverage: dict = {}
     plan = scope_size = None
     vparams: dict = {}
-    use_vectors = query_vector is not None and (weights.vector > 0 or weights.context > 0)
     with connection.cursor() as cursor:
         # First round trip: the scope count (when the plan needs it), the BM25 and the
         # vector candidates (run_batch); second: the pool's rows and re-rank features.
         batch: list[tuple[str, dict]] = []
         slots: dict = {}
+        sent: list[list] = []
         bm25_stats = None
         if weights.lexical > 0 and lexical_query.strip():
             # Scores beyond the pool are kept so vector candidates get their exact BM25.
@@ -971,6 +981,12 @@ def hybrid_search(
                 stats_given=bm25_stats is not None,
             )
             batch.append((sql, lexical_params))
+        if isinstance(query_vector, Future):
+            if batch and not query_vector.done():
+                # The query is still being embedded (on another core): its BM25 goes now.
+                sent = run_batch(cursor, batch)
+            query_vector = query_vector_awaited(query_vector)
+        use_vectors = query_vector is not None and (weights.vector > 0 or weights.context > 0)
         qvec = vector_literal(query_vector) if use_vectors else None
         if use_vectors:
             dimensions = len(query_vector)
@@ -988,7 +1004,7 @@ def hybrid_search(
                 batch.append((corpus.scope_size_sql, vparams))
             plan = vector_plan(scope_size=scope_size, model=model, dimensions=dimensions, exact_max=exact_max)
             batch.extend(_vector_statements(corpus, plan, vparams, weights, pool, slots, start=len(batch)))
-        results = run_batch(cursor, batch) if batch else []
+        results = sent + run_batch(cursor, batch[len(sent) :]) if len(batch) > len(sent) else sent
         named = {name: results[index] for name, index in slots.items()}
         if "count" in named:
             scope_size = named.pop("count")[0][0]
@@ -1114,15 +1130,43 @@ def mode_weights(mode: str, weights: RankingWeights | None, *, top_k: int = 0) -
 
 
 def query_vector_for(*, workspace, query, weights, provider):
+    """(vector, model) of `query` for `weights`' vector channels, or (None, "") when they
+    are off or the embedding fails. The vector of the local model may still be being computed
+    (a Future, `embed_query_started`): `hybrid_search` sends what does not need it meanwhile."""
     if weights.vector <= 0 and weights.context <= 0:
         return None, ""
     provider = provider or embedding_provider_for(workspace)
     try:
-        return provider.embed_query(query), provider.model_name
+        return embed_query_started(provider, query), provider.model_name
     except EmbeddingError as exc:
         # A search must not fail with the embedding endpoint: it degrades to lexical ranking.
         logger.warning("search: query embedding failed, lexical only: %s", exc)
         return None, ""
+
+
+def query_vector_started(*, workspace, query, weights):
+    """`query_vector_for`'s answer when the local model embeds `query` (started now, on its
+    thread), else (None, ""): a caller with work to do before its search (an API resolving
+    the agent and the person) lets the vector be computed meanwhile, and passes it to the
+    search. An endpoint is left to the search: its call may take seconds, and its failure
+    must be met once, by the search."""
+    if weights.vector <= 0 and weights.context <= 0:
+        return None, ""
+    provider = embedding_provider_for(workspace)
+    if not isinstance(provider, LocalEmbeddingProvider):
+        return None, ""
+    return query_vector_for(workspace=workspace, query=query, weights=weights, provider=provider)
+
+
+def query_vector_awaited(query_vector: list[float] | Future | None) -> list[float] | None:
+    """The vector of `query_vector_for`, waited for; None when its embedding failed."""
+    if not isinstance(query_vector, Future):
+        return query_vector
+    try:
+        return query_vector.result()
+    except EmbeddingError as exc:
+        logger.warning("search: query embedding failed, lexical only: %s", exc)
+        return None
 
 
 def query_embedder(*, workspace, provider, model: str) -> Callable[[str], list[float] | None]:

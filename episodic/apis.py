@@ -17,6 +17,7 @@ from episodic.models import EpisodicEntry
 from episodic.selectors import (
     entry_get,
     entry_list,
+    entry_query_vector,
     entry_render_memory_block,
     entry_search_hybrid,
     episodic_memory_required,
@@ -822,6 +823,10 @@ class EntrySearchApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        # The local model embeds the query while the agent and the person are resolved.
+        query_vector, model = entry_query_vector(
+            workspace=request.user.workspace, query=data["query"], mode=data["mode"]
+        )
         context = _context(request.user, data, create_agent=False)
         _episodic_memory_required(context.agent)
         top_k = data.get("top_k") or memory_settings_for(context.agent).auto_inject_top_k
@@ -831,6 +836,8 @@ class EntrySearchApi(APIView):
             query=data["query"],
             top_k=top_k,
             mode=data["mode"],
+            query_vector=query_vector,
+            model=model,
         )
         recall_served(context=context, metric=RECALLS_SEARCH)
         body = {

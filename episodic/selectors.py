@@ -22,6 +22,7 @@ from core.ranking import (
     query_clean,
     query_embedder,
     query_vector_for,
+    query_vector_started,
     recency_term,
 )
 from episodic.filters import EpisodicEntryFilter
@@ -129,6 +130,18 @@ _ENTRY_SOURCES_SQL = (
 
 # Every column of the hits but the tsvector (deferred, as `defer("search_vector")` does).
 _HITS = ModelRows(EpisodicEntry, deferred=("search_vector",))
+
+
+def entry_query_vector(*, workspace, query: str, mode: str = "hybrid"):
+    """(vector, model) of `query` for `entry_search_hybrid(query_vector=, model=)`, started
+    now when the local model embeds it (`core.ranking.query_vector_started`), else (None, "")
+    and the search embeds it. A query or mode the search refuses is left to it to refuse."""
+    try:
+        weights = mode_weights(mode, ENTRY_WEIGHTS)
+        query = query_clean(query)
+    except ApplicationError:
+        return None, ""
+    return query_vector_started(workspace=workspace, query=query, weights=weights)
 
 
 def entry_search_hybrid(

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 from unittest import mock
 
@@ -20,6 +21,7 @@ from core.embeddings import (
     LocalEmbeddingProvider,
     OpenAIEmbeddingProvider,
     QueryVectorCache,
+    embed_query_started,
     embed_started,
     embedding_provider_for,
     query_cache,
@@ -212,6 +214,32 @@ class EmbedStartedTests(SimpleTestCase):
             embed_started(OpenAIEmbeddingProvider(base_url="http://127.0.0.1:9/v1", model_name="m"), ["x"])
             is None
         )
+
+    def test_a_query_is_embedded_on_a_pool_thread_as_embed_query_would(self):
+        provider = LocalEmbeddingProvider(cache_scope="started")
+        query_cache().clear()
+        callers = []
+        embed_query = LocalEmbeddingProvider.embed_query
+
+        def recorded(self, text):
+            callers.append(threading.current_thread().name)
+            return embed_query(self, text)
+
+        with mock.patch.object(LocalEmbeddingProvider, "embed_query", recorded):
+            started = embed_query_started(provider, "Where does Ada's sister live?")
+            assert isinstance(started, Future)
+            vector = started.result(timeout=60)
+            # The vector is in the cache now: the same query is answered at once, here.
+            again = embed_query_started(provider, "Where does Ada's sister live?")
+        assert callers[0].startswith("embed-started") and callers[1] == threading.current_thread().name
+        assert again == vector == provider.embed_query("Where does Ada's sister live?")
+        assert query_cache().stats()["hits"] == 2
+
+    def test_an_endpoints_query_is_embedded_at_once(self):
+        """No thread for a call that may take seconds: the caller waits for it as before."""
+        endpoint = OpenAIEmbeddingProvider(base_url="http://127.0.0.1:9/v1", model_name="m")
+        with mock.patch.object(OpenAIEmbeddingProvider, "embed_query", return_value=[1.0, 0.0]):
+            assert embed_query_started(endpoint, "x") == [1.0, 0.0]
 
     def test_a_forked_process_gets_a_pool_of_its_own(self):
         embed_started(LocalEmbeddingProvider(), ["before the fork"]).result(timeout=60)

@@ -1,5 +1,9 @@
+from unittest import mock
+
+from django.db import connection
 from django.urls import reverse
 
+from core import ranking
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
 from episodic.models import EpisodicEntry
@@ -210,3 +214,73 @@ class EntryApiTests(MemoryTestCase):
         response = self.api(self.outsider_key).post(EXTRACT, self.extract_body(), format="json")
         assert response.status_code == 404
         assert EpisodicEntry.objects.count() == 2
+
+
+class LocalModelSearchApiTests(MemoryTestCase):
+    """With the local model, the search API embeds the query on the embedding thread while it
+    resolves the agent and the person (`entry_query_vector`)."""
+
+    def setUp(self):
+        self.person = memory_user_factory(self.workspace)
+        self.base = {"agent": "assistant", "memory_user": str(self.person.pk)}
+        response = self.api().post(
+            reverse("api:episodic_entries:list"),
+            {**self.base, "content": "Ada is training for a marathon in Lisbon."},
+            format="json",
+        )
+        assert response.status_code == 201, response.json()
+        self.entry_id = response.json()["id"]
+
+    def started(self):
+        """Records, at each start of a query's embedding, the statements sent until then."""
+        calls: list = []
+        statements: list = []
+        embed_query_started = ranking.embed_query_started
+
+        def recorded(provider, text):
+            calls.append((text, list(statements)))
+            return embed_query_started(provider, text)
+
+        def wrapper(execute, sql, params, many, context):
+            statements.append(sql)
+            return execute(sql, params, many, context)
+
+        patch = mock.patch.object(ranking, "embed_query_started", recorded)
+        return calls, patch, connection.execute_wrapper(wrapper)
+
+    def test_the_query_is_embedded_before_the_person_is_resolved_and_ranks_as_before(self):
+        calls, patch, wrapper = self.started()
+        with patch, wrapper:
+            response = self.api().post(SEARCH, {**self.base, "query": "marathon training"}, format="json")
+        assert response.status_code == 200
+        body = response.json()
+        assert [r["entry"]["id"] for r in body["results"]] == [self.entry_id]
+        assert body["plan"] == "exact"
+        # Started once, before the memory user's or the agent's row was read.
+        ((text, before),) = calls
+        assert text == "marathon training"
+        assert not [
+            sql for sql in before if 'FROM "identities_memoryuser"' in sql or 'FROM "core_agent"' in sql
+        ]
+        again = self.api().post(SEARCH, {**self.base, "query": "marathon training"}, format="json")
+        assert again.json() == body
+
+    def test_nothing_is_embedded_for_a_query_or_a_mode_that_needs_no_vector(self):
+        calls, patch, wrapper = self.started()
+        with patch, wrapper:
+            lexical = self.api().post(
+                SEARCH, {**self.base, "query": "marathon", "mode": "lexical"}, format="json"
+            )
+            blank = self.api().post(SEARCH, {**self.base, "query": "  "}, format="json")
+            too_long = self.api().post(SEARCH, {**self.base, "query": "x" * 5000}, format="json")
+            nobody = self.api().post(
+                SEARCH,
+                {**self.base, "memory_user": "00000000-0000-0000-0000-000000000000", "query": ""},
+                format="json",
+            )
+        assert [r["entry"]["id"] for r in lexical.json()["results"]] == [self.entry_id]
+        assert blank.status_code == too_long.status_code == 400
+        assert "query" in blank.json()["error"]["fields"] and "query" in too_long.json()["error"]["fields"]
+        # The person is resolved before the query is checked, as without the early start.
+        assert nobody.status_code == 404
+        assert calls == []

@@ -9,7 +9,7 @@ from django.test import TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from core.embeddings import LOCAL_MODEL_NAME
+from core.embeddings import LOCAL_MODEL_NAME, EmbeddingError, LocalEmbeddingProvider
 from core.errors import ApplicationError
 from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector_sql
 from core.testing import MemoryTestCase, fused_candidates, hnsw_above
@@ -62,6 +62,21 @@ class EntrySearchTests(MemoryTestCase):
         result = self.search("marathon")
         assert [h.entry for h in result.hits] == [wanted]
         assert result.plan is None
+
+    def test_a_local_query_embedding_failing_on_its_thread_degrades_to_lexical(self):
+        """The local model's query vector is computed on another thread while BM25 is sent
+        (`query_vector_for`); its failure there answers as the endpoint's does."""
+        wanted = entry_factory(
+            agent=self.agent, memory_user=self.person, content="Ada is training for a marathon."
+        )
+        failing = mock.patch.object(
+            LocalEmbeddingProvider, "embed_query", side_effect=EmbeddingError("no weights")
+        )
+        with failing, self.assertLogs("core.ranking", "WARNING") as logs:
+            result = self.search("marathon", provider=LocalEmbeddingProvider(cache_scope="failing"))
+        assert [h.entry for h in result.hits] == [wanted]
+        assert result.plan is None
+        assert "lexical only" in logs.output[0]
 
     def test_scope_is_one_agent_and_one_person(self):
         """Another person's entries and another agent's entries are never returned."""

@@ -9,9 +9,11 @@ shows up here as a different order or score.
 """
 
 import uuid
+from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+from django.db import connection
 
 from core.ranking import DEFAULT_WEIGHTS, PLAN_EXACT
 from core.testing import MemoryTestCase
@@ -218,3 +220,52 @@ class FusedOrderTests(MemoryTestCase):
         person = memory_user_factory(self.workspace)
         build(self.workspace, self.agent, person)
         assert ranked(self.agent, person) == EXPECTED
+
+
+def late(vector: list[float], sent: list) -> tuple[Future, object]:
+    """A Future of `vector`, pending when the search starts, and a statement wrapper that
+    finishes it once the search's first statement has run; each statement is recorded in
+    `sent` with whether the vector was there when it was sent."""
+    future: Future = Future()
+
+    def wrapper(execute, sql, params, many, context):
+        sent.append((sql, future.done()))
+        result = execute(sql, params, many, context)
+        if not future.done():
+            future.set_result(vector)
+        return result
+
+    return future, wrapper
+
+
+class LateQueryVectorTests(MemoryTestCase):
+    """The local model's query vector is computed on another thread (`query_vector_for`):
+    BM25 is sent meanwhile, and nothing ranks differently for it."""
+
+    def test_the_fused_order_is_the_same_when_the_vector_arrives_after_bm25(self):
+        person = memory_user_factory(self.workspace)
+        build(self.workspace, self.agent, person)
+        out = []
+        for index, query in enumerate(QUERIES):
+            sent: list = []
+            future, wrapper = late(query_vector(index), sent)
+            with connection.execute_wrapper(wrapper):
+                result = entry_search_hybrid(
+                    agent=self.agent,
+                    memory_user=person,
+                    query=query,
+                    query_vector=future,
+                    model=MODEL,
+                    top_k=15,
+                    now=NOW,
+                    weights=DEFAULT_WEIGHTS,
+                )
+            (first, vector_there), *rest = sent
+            # BM25 went alone while the vector was pending; the vector statements after it.
+            assert not vector_there and "tsv" in first and "<=>" not in first
+            assert any("<=>" in sql for sql, _ in rest) and all(there for _, there in rest)
+            assert result.plan == PLAN_EXACT
+            out.append(
+                [[int(h.entry.content.split(":")[0].split()[1]), round(h.score, 6)] for h in result.hits]
+            )
+        assert out == EXPECTED
