@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Q, QuerySet
 
 from core.errors import AGENT_REQUIRED, READ_ONLY_KEY, ApplicationError, NotFoundError
+from core.lib.rows import ModelRows
 from core.models import Agent, ApiKey, Membership, Workspace
 
 WORKSPACE_KEY_REQUIRED = (
@@ -153,6 +154,9 @@ def agent_resolve_optional(principal: Principal, slug: str | None, *, create: bo
     return agent_resolve(principal, slug, create=create)
 
 
+_AGENT_BY_SLUG = ModelRows(Agent)
+
+
 def agent_resolve(principal: Principal, slug: str | None, *, create: bool = True) -> Agent:
     """The agent a request acts for.
 
@@ -168,9 +172,11 @@ def agent_resolve(principal: Principal, slug: str | None, *, create: bool = True
         return principal.agent
     if not slug:
         raise ApplicationError(AGENT_REQUIRED, code="agent_required", fields={"agent": [AGENT_REQUIRED]})
-    agent = Agent.objects.filter(workspace=principal.workspace, slug=slug).first()
-    if agent is not None:
-        return agent
+    # A workspace-wide key names its agent in every call: a statement built once (compiled by
+    # the ORM, the lookup took 1.0-1.1 ms against 0.4; docs/speed.md).
+    rows = _AGENT_BY_SLUG.fetch("WHERE workspace_id = %s AND slug = %s", [principal.workspace.pk, slug])
+    if rows:
+        return rows[0]
     if not create or not principal.can_write:
         raise NotFoundError(f"Agent '{slug}' not found.")
     return agent_get_or_create(workspace=principal.workspace, slug=slug)

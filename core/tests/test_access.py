@@ -4,13 +4,15 @@ import uuid
 
 from core.access import (
     WORKSPACE_KEY_REQUIRED,
+    agent_resolve,
     principal_for_api_key,
     principal_for_membership,
     references_resolve,
     require_workspace_key,
 )
 from core.errors import ApplicationError, NotFoundError
-from core.models import Membership
+from core.models import Agent, Membership
+from core.services import agent_get_or_create, workspace_create
 from core.testing import MemoryTestCase
 from episodes.models import Episode
 from episodes.tests.factories import EpisodeFactory
@@ -81,3 +83,26 @@ class RequireWorkspaceKeyTests(MemoryTestCase):
         assert (caught.exception.status_code, caught.exception.code) == (403, "workspace_key_required")
         require_workspace_key(principal_for_api_key(self.owner_api_key))
         require_workspace_key(principal_for_membership(Membership.objects.get(user=self.owner)))
+
+
+class AgentResolveTests(MemoryTestCase):
+    """The agent a workspace-wide key names by slug, read through a statement built once."""
+
+    def test_the_named_agent_is_the_orms_instance_field_for_field(self):
+        principal = principal_for_api_key(self.owner_api_key)
+        agent = agent_resolve(principal, self.other_agent.slug, create=False)
+        expected = Agent.objects.get(pk=self.other_agent.pk)
+        assert type(agent) is Agent and not agent._state.adding and agent._state.db == "default"
+        assert [getattr(agent, f.attname) for f in Agent._meta.concrete_fields] == [
+            getattr(expected, f.attname) for f in Agent._meta.concrete_fields
+        ]
+
+    def test_a_slug_of_another_workspace_is_not_found_and_not_created_there(self):
+        other = workspace_create(name="Other")
+        stranger = agent_get_or_create(workspace=other, slug="stranger")
+        principal = principal_for_api_key(self.owner_api_key)
+        with self.assertRaises(NotFoundError):
+            agent_resolve(principal, "stranger", create=False)
+        created = agent_resolve(principal, "stranger")
+        assert created.workspace_id == self.workspace.pk and created.pk != stranger.pk
+        assert agent_resolve(principal, "stranger").pk == created.pk
