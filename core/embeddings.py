@@ -263,7 +263,7 @@ class LocalEmbeddingProvider:
             return []
         if len(texts) == 1 and settings.EMBEDDING_QUERY_CACHE_SIZE > 0:
             cache = query_cache()
-            key = (self.model_name, self.cache_scope, texts[0])
+            key = self._cache_key(texts[0])
             vector = cache.get(key)
             if vector is None:
                 vector = self._encode(list(texts))[0].copy()
@@ -283,7 +283,7 @@ class LocalEmbeddingProvider:
         if runtime == self.runtime:
             return self.embed([text])[0]
         cache = query_cache() if settings.EMBEDDING_QUERY_CACHE_SIZE > 0 else None
-        key = (self.model_name, runtime, self.cache_scope, text)
+        key = self._cache_key(text, runtime)
         vector = cache.get(key) if cache is not None else None
         if vector is None:
             try:
@@ -307,13 +307,15 @@ class LocalEmbeddingProvider:
         computed."""
         if settings.EMBEDDING_QUERY_CACHE_SIZE <= 0:
             return None
-        runtime = self.query_runtime_in_use()
-        if runtime == self.runtime:
-            key = (self.model_name, self.cache_scope, text)
-        else:
-            key = (self.model_name, runtime, self.cache_scope, text)
-        vector = query_cache().peek(key)
+        vector = query_cache().peek(self._cache_key(text, self.query_runtime_in_use()))
         return None if vector is None else vector.tolist()
+
+    def _cache_key(self, text: str, runtime: str = "") -> tuple:
+        """`text`'s key in the query cache, embedded on `runtime` ("" or the stored texts'
+        runtime: the key of `embed`'s single texts)."""
+        if not runtime or runtime == self.runtime:
+            return (self.model_name, self.cache_scope, text)
+        return (self.model_name, runtime, self.cache_scope, text)
 
     def query_runtime_in_use(self) -> str:
         """`query_runtime`, or the stored texts' runtime once the former failed to load."""
