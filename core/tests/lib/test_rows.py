@@ -1,10 +1,13 @@
 """Model instances from a statement built once (core.lib.rows)."""
 
 from core.lib.rows import ModelRows
+from core.models import Agent, Workspace
 from core.testing import MemoryTestCase
 from episodic.models import EpisodicEntry
 from episodic.tests.factories import entry_factory, memory_user_factory
 from identities.models import MemoryUser
+from threads.models import Thread
+from threads.services import thread_create
 
 
 class ModelRowsTests(MemoryTestCase):
@@ -45,3 +48,37 @@ class ModelRowsTests(MemoryTestCase):
         assert rows.fetch("WHERE id = %s", [self.agent.pk]) == []
         loaded = rows.fetch("WHERE workspace_id = %s ORDER BY canonical_id", [self.workspace.pk])
         assert [(u.pk, u.display_name) for u in loaded] == [(first.pk, "Ada"), (second.pk, "Bo")]
+
+
+class ModelRowsRelatedTests(MemoryTestCase):
+    """Forward foreign keys joined into the statement, cached as select_related caches them."""
+
+    def test_joined_rows_equal_select_related_and_need_no_further_query(self):
+        person = memory_user_factory(self.workspace)
+        thread = thread_create(workspace=self.workspace, agent=self.agent, memory_user=person, title="Trip")
+        rows = ModelRows(Thread, related=("agent", "memory_user", "workspace"))
+        [loaded] = rows.fetch('WHERE "threads_thread"."id" = %s', [thread.pk])
+        expected = Thread.objects.select_related("agent", "memory_user", "workspace").get(pk=thread.pk)
+        with self.assertNumQueries(0):
+            for name, model in (("agent", Agent), ("memory_user", MemoryUser), ("workspace", Workspace)):
+                related, wanted = getattr(loaded, name), getattr(expected, name)
+                assert isinstance(related, model)
+                for field in model._meta.concrete_fields:
+                    value = getattr(related, field.attname)
+                    assert value == getattr(wanted, field.attname), (name, field.name)
+                assert related._state.db == "default" and not related._state.adding
+            for field in Thread._meta.concrete_fields:
+                assert getattr(loaded, field.attname) == getattr(expected, field.attname), field.name
+
+    def test_a_null_key_is_cached_as_none(self):
+        thread = thread_create(workspace=self.workspace, agent=self.agent, title="No person")
+        rows = ModelRows(Thread, related=("memory_user",))
+        [loaded] = rows.fetch('WHERE "threads_thread"."id" = %s', [thread.pk])
+        with self.assertNumQueries(0):
+            assert loaded.memory_user is None
+            assert loaded.memory_user_id is None
+
+    def test_only_forward_keys_can_be_joined(self):
+        for name in ("title", "messages"):
+            with self.subTest(name=name), self.assertRaises(ValueError):
+                ModelRows(Thread, related=(name,))

@@ -1,10 +1,15 @@
+import threading
+
 import pytest
+from django.db import connection
+from django.test import TransactionTestCase
 
 from core.errors import ApplicationError
 from core.lib.tokens import count_tokens
+from core.services import agent_get_or_create, workspace_create
 from core.testing import MemoryTestCase
 from threads.lib.tree import ancestor_at_depth
-from threads.models import Message
+from threads.models import Message, Thread
 from threads.services import thread_append_messages
 from threads.tests.factories import append, make_thread
 
@@ -78,3 +83,39 @@ class JumpPointerShapeTests(MemoryTestCase):
             expected[message.pk] = TreeNode(message.pk, depth, jump_id, jump_depth, 0)
             assert (message.depth, message.jump_id, message.jump_depth) == (depth, jump_id, jump_depth)
             previous = message
+
+
+class ConcurrentAppendTests(TransactionTestCase):
+    def test_appends_racing_on_one_thread_chain_in_order(self):
+        """The thread's row lock serializes appends: sequence numbers stay unique and gapless,
+        every message's default parent is the one stored before it, and the counters add up."""
+        workspace = workspace_create(name="Append race")
+        agent = agent_get_or_create(workspace=workspace, slug="racer")
+        thread = make_thread(workspace=workspace, agent=agent)
+        barrier = threading.Barrier(4)
+        failures = []
+
+        def run(worker):
+            try:
+                barrier.wait()
+                for turn in range(10):
+                    message = {"role": "user", "content": f"{worker}-{turn}"}
+                    thread_append_messages(thread=thread, messages=[message])
+            except Exception as exc:  # Reported below, in the test's thread.
+                failures.append(exc)
+            finally:
+                connection.close()
+
+        workers = [threading.Thread(target=run, args=(worker,)) for worker in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert failures == []
+        stored = list(Message.objects.filter(thread=thread).order_by("seq"))
+        assert [m.seq for m in stored] == list(range(1, 41))
+        assert [m.parent_id for m in stored] == [None] + [m.pk for m in stored[:-1]]
+        assert [m.depth for m in stored] == list(range(40))
+        reloaded = Thread.objects.get(pk=thread.pk)
+        assert (reloaded.message_seq, reloaded.message_count) == (40, 40)
+        assert reloaded.last_activity_at == max(m.created_at for m in stored)

@@ -1,0 +1,51 @@
+"""`thread_get`: the thread every thread call reads, in the principal's scope only."""
+
+import uuid
+
+from django.core.exceptions import ValidationError
+
+from core.access import Principal
+from core.errors import NotFoundError
+from core.testing import MemoryTestCase
+from episodic.tests.factories import memory_user_factory
+from threads.selectors.threads import thread_get
+from threads.tests.factories import make_thread
+
+
+class ThreadGetTests(MemoryTestCase):
+    def principal(self, *, workspace=None, agent=None):
+        return Principal(workspace=workspace or self.workspace, role="editor", agent=agent)
+
+    def test_the_thread_comes_with_its_agent_person_and_workspace(self):
+        person = memory_user_factory(self.workspace)
+        thread = make_thread(workspace=self.workspace, agent=self.agent, memory_user=person)
+        with self.assertNumQueries(1):
+            loaded = thread_get(principal=self.principal(agent=self.agent), thread_id=thread.pk)
+            assert (loaded.agent.slug, loaded.memory_user.display_name, loaded.workspace.name) == (
+                "assistant",
+                "Ada",
+                "Acme",
+            )
+
+    def test_only_the_principals_workspace_and_agent_see_it(self):
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        assert thread_get(principal=self.principal(), thread_id=thread.pk) == thread
+        assert thread_get(principal=self.principal(agent=self.agent), thread_id=str(thread.pk)) == thread
+        hidden = {
+            "another agent's key": self.principal(agent=self.other_agent),
+            "another workspace": self.principal(workspace=self.other_workspace),
+            "another workspace's agent": self.principal(
+                workspace=self.other_workspace, agent=self.outsider_agent
+            ),
+        }
+        for label, principal in hidden.items():
+            for related in (True, False):
+                with self.subTest(label, related=related), self.assertRaises(NotFoundError):
+                    thread_get(principal=principal, thread_id=thread.pk, related=related)
+        with self.assertRaises(NotFoundError):
+            thread_get(principal=self.principal(), thread_id=uuid.uuid4())
+
+    def test_a_malformed_id_fails_as_the_orms_lookup_does(self):
+        for related in (True, False):
+            with self.subTest(related=related), self.assertRaises(ValidationError):
+                thread_get(principal=self.principal(), thread_id="not-a-uuid", related=related)
