@@ -16,11 +16,17 @@ from django.db import connections, router
 class _Part:
     """One model's columns in the statement: the model's own, or a joined relation's."""
 
-    def __init__(self, model, alias: str, *, deferred: tuple[str, ...] = (), relation=None):
+    def __init__(self, model, alias: str, *, deferred: tuple[str, ...] = (), only=None, relation=None):
         self.model = model
         self.alias = alias
         self.relation = relation  # The forward field of the main model; None for the main model.
-        self.fields = [f for f in model._meta.concrete_fields if f.name not in deferred]
+        for name in (*deferred, *(only or ())):
+            model._meta.get_field(name)  # FieldDoesNotExist for a misspelt name.
+        self.fields = [
+            f
+            for f in model._meta.concrete_fields
+            if f.name not in deferred and (only is None or f.primary_key or f.name in only)
+        ]
         self.attnames = [f.attname for f in self.fields]
         self.cols = [f.get_col(alias) for f in self.fields]
         self.pk_index = self.attnames.index(model._meta.pk.attname)
@@ -30,9 +36,11 @@ class _Part:
 class ModelRows:
     """`fetch(where, params)`: instances of `model` for `SELECT <columns> FROM <table> <where>`.
 
-    The columns are every concrete field's but those named in `deferred`, which stay deferred
-    on the instances (read on first access, as with `defer()`). The database is the model's
-    read database (`router.db_for_read`), chosen per call, as a RawQuerySet chooses it.
+    The columns are every concrete field's but those named in `deferred`, or only the primary
+    key and those named in `only`; the others stay deferred on the instances (read on first
+    access, as with `defer()` and `only()`). Unknown names raise FieldDoesNotExist. The
+    database is the model's read database (`router.db_for_read`), chosen per call, as a
+    RawQuerySet chooses it.
 
     `related` names forward foreign keys of `model`: each is LEFT JOINed (all its model's
     concrete columns) and set on the instance as `select_related` sets it (None when the key
@@ -40,10 +48,17 @@ class ModelRows:
     the joined tables may have columns of the same names.
     """
 
-    def __init__(self, model, *, deferred: tuple[str, ...] = (), related: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        model,
+        *,
+        deferred: tuple[str, ...] = (),
+        only: tuple[str, ...] | None = None,
+        related: tuple[str, ...] = (),
+    ):
         self.model = model
         table = model._meta.db_table
-        main = _Part(model, table, deferred=deferred)
+        main = _Part(model, table, deferred=deferred, only=only)
         self._parts = [main]
         for index, name in enumerate(related):
             relation = model._meta.get_field(name)

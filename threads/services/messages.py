@@ -183,10 +183,8 @@ def _messages_insert(messages: list[Message]) -> None:
 # The thread's row, locked by every append, and its counters after it: statements built once
 # (compiled by the ORM, the two took ~0.75 ms more; docs/speed.md, "The thread every thread
 # call reads").
-_THREAD_LOCKED_FIELDS = {"id", "message_seq", "summary_upto", "summary_covers_tokens", "summary_tokens"}
 _THREAD_LOCKED = ModelRows(
-    Thread,
-    deferred=tuple(f.name for f in Thread._meta.concrete_fields if f.name not in _THREAD_LOCKED_FIELDS),
+    Thread, only=("message_seq", "summary_upto_id", "summary_covers_tokens", "summary_tokens")
 )
 _THREAD_APPENDED = (
     "UPDATE threads_thread SET message_seq = %s, message_count = message_count + %s, last_activity_at = %s "

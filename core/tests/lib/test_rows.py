@@ -1,5 +1,7 @@
 """Model instances from a statement built once (core.lib.rows)."""
 
+from django.core.exceptions import FieldDoesNotExist
+
 from core.lib.rows import ModelRows
 from core.models import Agent, Workspace
 from core.testing import MemoryTestCase
@@ -82,3 +84,21 @@ class ModelRowsRelatedTests(MemoryTestCase):
         for name in ("title", "messages"):
             with self.subTest(name=name), self.assertRaises(ValueError):
                 ModelRows(Thread, related=(name,))
+
+    def test_only_reads_the_named_columns_and_the_key(self):
+        thread = thread_create(workspace=self.workspace, agent=self.agent, title="Trip")
+        [loaded] = ModelRows(Thread, only=("message_seq", "summary_upto_id")).fetch(
+            "WHERE id = %s", [thread.pk]
+        )
+        assert loaded.get_deferred_fields() == {
+            f.attname
+            for f in Thread._meta.concrete_fields
+            if f.name not in {"id", "message_seq", "summary_upto_id"}
+        }
+        with self.assertNumQueries(0):
+            assert (loaded.pk, loaded.message_seq, loaded.summary_upto_id) == (thread.pk, 0, None)
+
+    def test_a_misspelt_column_fails_at_once(self):
+        for options in ({"only": ("summary_upto",)}, {"deferred": ("summary_upto",)}):
+            with self.subTest(**options), self.assertRaises(FieldDoesNotExist):
+                ModelRows(Thread, **options)

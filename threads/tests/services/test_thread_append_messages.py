@@ -3,6 +3,7 @@ import threading
 import pytest
 from django.db import connection
 from django.test import TransactionTestCase
+from django.test.utils import CaptureQueriesContext
 
 from core.errors import ApplicationError
 from core.lib.tokens import count_tokens
@@ -31,6 +32,19 @@ class AppendTests(MemoryTestCase):
         for depth in (0, 1, 2, 63, 64, 150, 298, 299):
             assert ancestor_at_depth(start_id=leaf.pk, target_depth=depth) == stored[depth].pk
         assert ancestor_at_depth(start_id=stored[10].pk, target_depth=200) is None
+
+    def test_an_append_reads_and_writes_the_threads_row_once_each(self):
+        """The row is locked with every column the append uses (none read again on access)
+        and its counters are written in one statement."""
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        append(thread, ("user", "Hello"))
+        with CaptureQueriesContext(connection) as queries:
+            append(thread, ("assistant", "Hi"), ("user", "Any flights to Porto?"))
+        on_thread = [q["sql"] for q in queries if "threads_thread" in q["sql"]]
+        assert len(on_thread) == 2, on_thread
+        assert on_thread[0].endswith("FOR UPDATE") and on_thread[1].startswith("UPDATE threads_thread")
+        reloaded = Thread.objects.get(pk=thread.pk)
+        assert (reloaded.message_seq, reloaded.message_count) == (3, 3)
 
     def test_batch_is_atomic(self):
         thread = make_thread(workspace=self.workspace, agent=self.agent)
