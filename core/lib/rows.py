@@ -20,12 +20,13 @@ class _Part:
         self.model = model
         self.alias = alias
         self.relation = relation  # The forward field of the main model; None for the main model.
-        for name in (*deferred, *(only or ())):
-            model._meta.get_field(name)  # FieldDoesNotExist for a misspelt name.
+        # A field is named by its name or its column's attribute ("agent" or "agent_id").
+        deferred = {model._meta.get_field(name).name for name in deferred}  # FieldDoesNotExist
+        kept = None if only is None else {model._meta.get_field(name).name for name in only}
         self.fields = [
             f
             for f in model._meta.concrete_fields
-            if f.name not in deferred and (only is None or f.primary_key or f.name in only)
+            if f.name not in deferred and (kept is None or f.primary_key or f.name in kept)
         ]
         self.attnames = [f.attname for f in self.fields]
         self.cols = [f.get_col(alias) for f in self.fields]

@@ -102,3 +102,11 @@ class ModelRowsRelatedTests(MemoryTestCase):
         for options in ({"only": ("summary_upto",)}, {"deferred": ("summary_upto",)}):
             with self.subTest(**options), self.assertRaises(FieldDoesNotExist):
                 ModelRows(Thread, **options)
+
+    def test_a_key_is_named_by_its_field_or_its_column(self):
+        thread = thread_create(workspace=self.workspace, agent=self.agent, title="Trip")
+        for name in ("agent", "agent_id"):
+            with self.subTest(name=name):
+                [loaded] = ModelRows(Thread, only=(name,)).fetch("WHERE id = %s", [thread.pk])
+                deferred = loaded.get_deferred_fields()
+                assert "agent_id" not in deferred and "title" in deferred

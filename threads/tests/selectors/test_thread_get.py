@@ -27,6 +27,15 @@ class ThreadGetTests(MemoryTestCase):
                 "Acme",
             )
 
+    def test_the_narrow_row_holds_what_the_checkpoint_endpoints_read(self):
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        principal = self.principal(agent=self.agent)
+        with self.assertNumQueries(1):
+            loaded = thread_get(principal=principal, thread_id=thread.pk, related=False)
+            assert (loaded.workspace_id, loaded.agent_id) == (self.workspace.pk, self.agent.pk)
+            assert loaded.last_activity_at == thread.last_activity_at
+        assert "title" in loaded.get_deferred_fields()
+
     def test_only_the_principals_workspace_and_agent_see_it(self):
         thread = make_thread(workspace=self.workspace, agent=self.agent)
         assert thread_get(principal=self.principal(), thread_id=thread.pk) == thread
