@@ -43,10 +43,11 @@ class ModelRows:
     database is the model's read database (`router.db_for_read`), chosen per call, as a
     RawQuerySet chooses it.
 
-    `related` names forward foreign keys of `model`: each is LEFT JOINed (all its model's
-    concrete columns) and set on the instance as `select_related` sets it (None when the key
-    is NULL). With joins, `where` must name the model's columns with its table's name, since
-    the joined tables may have columns of the same names.
+    `related` names forward foreign keys of `model`: each is joined (all its model's concrete
+    columns; an outer join for a key that may be NULL, as the ORM joins) and set on the
+    instance as `select_related` sets it (None when the key is NULL). With joins, `where` must
+    name the model's columns with its table's name, since the joined tables may have columns
+    of the same names.
     """
 
     def __init__(
@@ -90,7 +91,8 @@ class ModelRows:
                 joined_table, joined = quote(part.model._meta.db_table), quote(part.alias)
                 target = f"{joined}.{quote(part.relation.target_field.column)}"
                 key = f"{quote(main.alias)}.{quote(part.relation.column)}"
-                sql += f" LEFT JOIN {joined_table} {joined} ON {target} = {key}"
+                join = "LEFT JOIN" if part.relation.null else "JOIN"
+                sql += f" {join} {joined_table} {joined} ON {target} = {key}"
             self._select[alias] = sql
         return sql
 

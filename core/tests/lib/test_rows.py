@@ -1,6 +1,7 @@
 """Model instances from a statement built once (core.lib.rows)."""
 
 from django.core.exceptions import FieldDoesNotExist
+from django.db import transaction
 
 from core.lib.rows import ModelRows
 from core.models import Agent, Workspace
@@ -110,3 +111,11 @@ class ModelRowsRelatedTests(MemoryTestCase):
                 [loaded] = ModelRows(Thread, only=(name,)).fetch("WHERE id = %s", [thread.pk])
                 deferred = loaded.get_deferred_fields()
                 assert "agent_id" not in deferred and "title" in deferred
+
+    def test_keys_that_cannot_be_null_are_inner_joined_so_their_rows_can_be_locked(self):
+        """PostgreSQL refuses FOR UPDATE on the nullable side of an outer join."""
+        thread = thread_create(workspace=self.workspace, agent=self.agent, title="Trip")
+        with transaction.atomic():
+            rows = ModelRows(Thread, related=("agent", "workspace"))
+            [locked] = rows.fetch('WHERE "threads_thread"."id" = %s FOR UPDATE', [thread.pk])
+        assert (locked.agent, locked.workspace) == (self.agent, self.workspace)
