@@ -75,15 +75,13 @@ def _invalid(field: str, message: str) -> ApplicationError:
 
 
 def _memory_user(principal: Principal, request: ContextRequest):
-    from identities.models import ChannelIdentity, MemoryUser
-    from identities.selectors import memory_user_resolve_merged
+    from identities.models import ChannelIdentity
+    from identities.selectors import memory_user_in_scope, memory_user_resolve_merged
 
     if request.memory_user and (request.channel or request.external_id):
         raise _invalid("memory_user", PERSON_AMBIGUOUS)
     if request.memory_user:
-        user = MemoryUser.objects.filter(workspace=principal.workspace, pk=request.memory_user).first()
-        if user is None:
-            raise NotFoundError(MEMORY_USER_NOT_FOUND, fields={"memory_user": [MEMORY_USER_NOT_FOUND]})
+        user = memory_user_in_scope(principal=principal, memory_user_id=request.memory_user)
         return memory_user_resolve_merged(memory_user=user)
     if not request.channel and not request.external_id:
         return None
@@ -144,18 +142,19 @@ def _turn_thread(principal: Principal, request: ContextRequest):
     """The named thread with its agent and person, in one query, for the usual turn (thread
     and agent named, the person by id or not at all, not merged away); None sends the
     request down the general path, which also produces the precise errors."""
-    from threads.models import Thread
+    from threads.selectors import thread_for_turn
 
     if not request.thread or request.channel or request.external_id:
         return None
-    filters = {"workspace": principal.workspace, "pk": request.thread}
     if principal.agent is not None:
-        filters["agent"] = agent_resolve(principal, request.agent)
+        agent = agent_resolve(principal, request.agent)
+        thread = thread_for_turn(workspace=principal.workspace, thread_id=request.thread, agent=agent)
     elif request.agent:
-        filters["agent__slug"] = request.agent
+        thread = thread_for_turn(
+            workspace=principal.workspace, thread_id=request.thread, agent_slug=request.agent
+        )
     else:
         return None
-    thread = Thread.objects.select_related("agent", "memory_user").filter(**filters).first()
     if thread is None:
         return None
     if request.memory_user and str(thread.memory_user_id) != str(request.memory_user):

@@ -42,6 +42,25 @@ def thread_get(*, principal: Principal, thread_id, related: bool = True) -> Thre
     return rows[0]
 
 
+def thread_for_turn(*, workspace, thread_id, agent=None, agent_slug: str = "") -> Thread | None:
+    """The thread `thread_id` of `workspace` and of `agent` (or of the agent named `agent_slug`),
+    with its agent, person and workspace; None when there is no such thread.
+
+    The context of an agent's turn that names its thread starts here (runtime.services)."""
+    params = [thread_id, workspace.pk]
+    if agent is not None:
+        where = _THREAD_OF_AGENT
+        params.append(agent.pk)
+    else:
+        where = (
+            f'{_THREAD_IN_WORKSPACE} AND "threads_thread"."agent_id" = '
+            "(SELECT id FROM core_agent WHERE workspace_id = %s AND slug = %s)"
+        )
+        params += [workspace.pk, agent_slug]
+    rows = _THREAD_RELATED.fetch(where, params)
+    return rows[0] if rows else None
+
+
 def thread_list(*, principal: Principal, filters=None):
     queryset = thread_scoped_queryset(principal=principal).select_related("agent", "memory_user")
     filterset = ThreadFilter(filters or {}, queryset=queryset, workspace=principal.workspace)

@@ -123,6 +123,9 @@ def thread_resolve_or_create(
             cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"threads:{identity}"])
         thread = Thread.objects.filter(lookup).order_by("-last_activity_at").first()
         if thread is not None:
+            # The lookup matched `agent`: callers read the thread's agent (its memory settings)
+            # without loading it again.
+            thread.agent = agent
             return thread, False
         thread = thread_create(
             workspace=workspace,

@@ -8,7 +8,7 @@ from core.access import Principal
 from core.errors import NotFoundError
 from core.testing import MemoryTestCase
 from episodic.tests.factories import memory_user_factory
-from threads.selectors.threads import thread_get
+from threads.selectors.threads import thread_for_turn, thread_get
 from threads.tests.factories import make_thread
 
 
@@ -58,3 +58,28 @@ class ThreadGetTests(MemoryTestCase):
         for related in (True, False):
             with self.subTest(related=related), self.assertRaises(ValidationError):
                 thread_get(principal=self.principal(), thread_id="not-a-uuid", related=related)
+
+
+class ThreadForTurnTests(MemoryTestCase):
+    def test_the_thread_of_the_agent_or_of_the_agent_named(self):
+        person = memory_user_factory(self.workspace)
+        thread = make_thread(workspace=self.workspace, agent=self.agent, memory_user=person)
+        with self.assertNumQueries(1):
+            found = thread_for_turn(workspace=self.workspace, thread_id=thread.pk, agent=self.agent)
+            assert (found, found.agent, found.memory_user) == (thread, self.agent, person)
+        by_slug = thread_for_turn(workspace=self.workspace, thread_id=thread.pk, agent_slug="assistant")
+        assert by_slug == thread
+
+    def test_another_agent_or_workspace_finds_nothing(self):
+        thread = make_thread(workspace=self.workspace, agent=self.agent)
+        misses = {
+            "another agent": {"workspace": self.workspace, "agent": self.other_agent},
+            "another agent's slug": {"workspace": self.workspace, "agent_slug": "researcher"},
+            "an unknown slug": {"workspace": self.workspace, "agent_slug": "nobody"},
+            # The other workspace has an agent of the same slug.
+            "another workspace": {"workspace": self.other_workspace, "agent_slug": "assistant"},
+            "another workspace's agent": {"workspace": self.other_workspace, "agent": self.outsider_agent},
+        }
+        for label, scope in misses.items():
+            with self.subTest(label):
+                assert thread_for_turn(thread_id=thread.pk, **scope) is None

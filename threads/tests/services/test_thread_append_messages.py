@@ -11,7 +11,7 @@ from core.services import agent_get_or_create, workspace_create
 from core.testing import MemoryTestCase
 from threads.lib.tree import ancestor_at_depth
 from threads.models import Message, Thread
-from threads.services import thread_append_messages
+from threads.services import thread_append_messages, thread_resolve
 from threads.tests.factories import append, make_thread
 
 
@@ -133,3 +133,13 @@ class ConcurrentAppendTests(TransactionTestCase):
         reloaded = Thread.objects.get(pk=thread.pk)
         assert (reloaded.message_seq, reloaded.message_count) == (40, 40)
         assert reloaded.last_activity_at == max(m.created_at for m in stored)
+
+
+class ThreadResolveTests(MemoryTestCase):
+    def test_a_resolved_thread_carries_the_agent_it_was_matched_on(self):
+        first = thread_resolve(workspace=self.workspace, agent=self.agent, channel_chat_id="chat-1")
+        with self.assertNumQueries(4):  # A savepoint, the advisory lock, the lookup, its release.
+            again = thread_resolve(workspace=self.workspace, agent=self.agent, channel_chat_id="chat-1")
+        assert again == first
+        with self.assertNumQueries(0):
+            assert again.agent is self.agent
