@@ -88,11 +88,11 @@ class ModelRows:
             )
             sql = f"SELECT {columns} FROM {quote(main.alias)}"
             for part in joined:
-                joined_table, joined = quote(part.model._meta.db_table), quote(part.alias)
-                target = f"{joined}.{quote(part.relation.target_field.column)}"
+                table, alias_sql = quote(part.model._meta.db_table), quote(part.alias)
+                target = f"{alias_sql}.{quote(part.relation.target_field.column)}"
                 key = f"{quote(main.alias)}.{quote(part.relation.column)}"
                 join = "LEFT JOIN" if part.relation.null else "JOIN"
-                sql += f" {join} {joined_table} {joined} ON {target} = {key}"
+                sql += f" {join} {table} {alias_sql} ON {target} = {key}"
             self._select[alias] = sql
         return sql
 
