@@ -4,6 +4,7 @@ sees only its agent's, another workspace's are not found (404)."""
 from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
 from core.filters import filterset_apply
+from core.lib.rows import ModelRows
 from reflection.filters import ReflectionProfileFilter, ReflectionRunFilter
 from reflection.models import ReflectionProfile, ReflectionRun
 
@@ -31,8 +32,14 @@ def reflection_profile_list(*, principal: Principal, filters=None):
     return filterset_apply(ReflectionProfileFilter, filters, queryset)
 
 
+# Read by every context of a known person: a statement built once (docs/speed.md, "Thread calls").
+_PROFILE = ModelRows(ReflectionProfile)
+
+
 def reflection_profile_for(*, agent, memory_user) -> ReflectionProfile | None:
     """The cached profile of `memory_user` as `agent` knows them (for the context's profile block)."""
     if agent is None or memory_user is None:
         return None
-    return ReflectionProfile.objects.filter(agent=agent, memory_user=memory_user).first()
+    # One row at most: (agent, memory user) is unique.
+    rows = _PROFILE.fetch("WHERE agent_id = %s AND memory_user_id = %s", [agent.pk, memory_user.pk])
+    return rows[0] if rows else None

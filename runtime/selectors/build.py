@@ -504,10 +504,9 @@ def _run_parts(jobs: dict, *, parallel: bool) -> tuple[dict, dict]:
 def _thread_plan(thread):
     if thread is None:
         return None
-    from threads.models import ThreadPlan
+    from threads.selectors import thread_plan_current
 
-    row = ThreadPlan.objects.filter(thread=thread).order_by("-version").values("plan").first()
-    return row["plan"] if row else None
+    return thread_plan_current(thread=thread)
 
 
 def _no_history(*, off_reason: str | None = None) -> dict:

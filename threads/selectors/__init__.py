@@ -8,6 +8,7 @@ from threads.selectors.plans import (
     iteration_log_list,
     iteration_log_recent,
     run_snapshot_get,
+    thread_plan_current,
     thread_plan_get,
     thread_plan_versions,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "thread_for_turn",
     "thread_get",
     "thread_list",
+    "thread_plan_current",
     "thread_plan_get",
     "thread_plan_versions",
     "thread_scoped_queryset",
