@@ -129,7 +129,7 @@ class ModelRows:
                     for converter in found:
                         value = converter(value, col, connection)
                     row[position] = value
-            instance = from_db(alias, model_attnames, row[:width])
+            instance = from_db(alias, model_attnames, row[:width] if joined else row)
             for part in joined:
                 values = row[part.start : part.start + len(part.fields)]
                 # A NULL key joins nothing: every column, the primary key included, is NULL.
