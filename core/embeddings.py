@@ -6,14 +6,16 @@ caller stores records `provider.model_name` and its length, and searches compare
 vectors of the same model, so switching providers never mixes vector spaces.
 
 EMBEDDING_LOCAL_MODEL picks the local model (`core.lib.local_models`: all-MiniLM-L6-v2, or
-the larger all-mpnet-base-v2). It runs on ONNX Runtime (EMBEDDING_RUNTIME=onnx, the default)
-or torch (`torch`): the same weights and the same vectors (cosine >= 0.9999), so both record
-the model's name. `onnx-int8` is the quantised graph, a different vector space under its own
-model name (`<name>-int8`). A single text goes through a per-process LRU cache of recent
+the larger all-mpnet-base-v2). It runs on ONNX Runtime (EMBEDDING_RUNTIME=onnx), OpenVINO
+(`openvino`: the same graph, in bf16 on a CPU that computes it natively) or torch (`torch`):
+the same weights and the same vectors (cosine >= 0.9999), so all three record the model's
+name. `auto`, the default, is `openvino` where the CPU has native bf16 and `onnx` elsewhere.
+`onnx-int8` is the quantised graph, a different vector space under its own model name
+(`<name>-int8`). A single text goes through a per-process LRU cache of recent
 vectors. docs/speed.md "Embedding runtime" has the measurements.
 
 Search queries (`embed_query`) may run on another runtime than stored texts: with
-EMBEDDING_RUNTIME=onnx, a model measured for it (`LocalModel.int8_queries`) embeds queries
+EMBEDDING_RUNTIME=onnx or openvino, a model measured for it (`LocalModel.int8_queries`) embeds queries
 with its int8 graph, whose vectors rank fp32's stored vectors as fp32 queries do, in half
 the time (EMBEDDING_QUERY_RUNTIME overrides; docs/speed.md "int8 queries against
 fp32 vectors"). Stored vectors, and the near-duplicate checks that compare them, are always
@@ -41,10 +43,14 @@ LOCAL_MODEL_NAME = MINILM.name
 INT8_SUFFIX = "-int8"
 LOCAL_INT8_MODEL_NAME = MINILM.name + INT8_SUFFIX
 LOCAL_MODEL_DIMENSIONS = MINILM.dimensions
+RUNTIME_AUTO = "auto"
 RUNTIME_ONNX = "onnx"
 RUNTIME_ONNX_INT8 = "onnx-int8"
+RUNTIME_OPENVINO = "openvino"
 RUNTIME_TORCH = "torch"
-RUNTIMES = (RUNTIME_ONNX, RUNTIME_ONNX_INT8, RUNTIME_TORCH)
+RUNTIMES = (RUNTIME_ONNX, RUNTIME_ONNX_INT8, RUNTIME_OPENVINO, RUNTIME_TORCH)
+# Runtimes whose vectors are fp32's (cosine >= 0.9999), recorded under the model's own name.
+FP32_RUNTIMES = (RUNTIME_ONNX, RUNTIME_OPENVINO, RUNTIME_TORCH)
 # 32 texts per forward pass: on 2 cores with one thread, 16-32 gave 80-170 texts/s and
 # 64-256 no more (short texts; bench/episodic_perf.py reports the batch/single ratio).
 LOCAL_BATCH_SIZE = 32
@@ -91,10 +97,17 @@ class _TorchEncoder:
 
 
 def local_runtime(runtime: str = "") -> str:
-    """`runtime`, or EMBEDDING_RUNTIME when empty, checked."""
+    """`runtime`, or EMBEDDING_RUNTIME when empty, checked; `auto` is OpenVINO on a CPU that
+    computes bf16 natively (3x faster batches, docs/speed.md "OpenVINO in bf16") and ONNX
+    Runtime elsewhere, where OpenVINO's f32 measured no faster."""
     runtime = runtime or settings.EMBEDDING_RUNTIME
+    if runtime == RUNTIME_AUTO:
+        from core.lib.onnx_embedding import openvino_bf16
+
+        return RUNTIME_OPENVINO if openvino_bf16() else RUNTIME_ONNX
     if runtime not in RUNTIMES:
-        raise EmbeddingError(f"EMBEDDING_RUNTIME={runtime!r} is not one of {', '.join(RUNTIMES)}.")
+        choices = ", ".join((RUNTIME_AUTO, *RUNTIMES))
+        raise EmbeddingError(f"EMBEDDING_RUNTIME={runtime!r} is not one of {choices}.")
     return runtime
 
 
@@ -110,8 +123,8 @@ def query_runtime_for(runtime: str, model: LocalModel, wanted: str = "") -> str:
     """The runtime search queries are embedded with, for texts stored on `runtime`.
 
     `wanted` (EMBEDDING_QUERY_RUNTIME when empty) overrides the default: the int8 graph for
-    a model measured for it (`int8_queries`) when texts are stored on fp32 ONNX, else
-    `runtime`. fp32 ONNX and torch give the same vectors, and int8 queries rank either's;
+    a model measured for it (`int8_queries`) when texts are stored by ONNX Runtime or OpenVINO,
+    else `runtime`. Those and torch give the same vectors, and int8 queries rank any of them;
     vectors stored by the int8 graph are another space, only its own queries search them.
     """
     wanted = wanted or settings.EMBEDDING_QUERY_RUNTIME
@@ -124,7 +137,8 @@ def query_runtime_for(runtime: str, model: LocalModel, wanted: str = "") -> str:
         return runtime
     if wanted:
         return local_runtime(wanted)
-    return RUNTIME_ONNX_INT8 if runtime == RUNTIME_ONNX and model.int8_queries else runtime
+    int8 = runtime in (RUNTIME_ONNX, RUNTIME_OPENVINO) and model.int8_queries
+    return RUNTIME_ONNX_INT8 if int8 else runtime
 
 
 def _local_encoder_get(runtime: str, model: LocalModel = MINILM):
@@ -142,7 +156,7 @@ def _local_encoder_get(runtime: str, model: LocalModel = MINILM):
                     encoder = _local_encoder_load(runtime, model)
                 except WeightsMissing as exc:
                     raise EmbeddingError(str(exc)) from exc
-                except (RuntimeError, OSError) as exc:
+                except (RuntimeError, OSError, ImportError) as exc:
                     raise EmbeddingError(f"The local ONNX model cannot be loaded: {exc}") from exc
                 _local_encoders[key] = encoder
     return encoder
@@ -151,7 +165,7 @@ def _local_encoder_get(runtime: str, model: LocalModel = MINILM):
 def _local_encoder_load(runtime: str, model: LocalModel):
     if runtime == RUNTIME_TORCH:
         return _TorchEncoder(model)
-    from core.lib.onnx_embedding import FP32, INT8, OnnxEncoder, onnx_model_ensure
+    from core.lib.onnx_embedding import FP32, INT8, OnnxEncoder, OpenVinoEncoder, onnx_model_ensure
 
     variant = INT8 if runtime == RUNTIME_ONNX_INT8 else FP32
     # Exported at install (scripts/bootstrap); a missing file is exported here once.
@@ -160,7 +174,8 @@ def _local_encoder_load(runtime: str, model: LocalModel):
     # A batch runs its chunks side by side on EMBEDDING_BATCH_THREADS cores in all: two
     # threads of one intra-op thread each in a web process, one of two in a worker.
     parallel = max(1, settings.EMBEDDING_BATCH_THREADS // threads)
-    return OnnxEncoder(model_file, model=model, threads=threads, parallel=parallel)
+    encoder = OpenVinoEncoder if runtime == RUNTIME_OPENVINO else OnnxEncoder
+    return encoder(model_file, model=model, threads=threads, parallel=parallel)
 
 
 class QueryVectorCache:

@@ -146,8 +146,9 @@ def _tokens() -> None:
 def _embeddings() -> dict | None:
     """One query embedding with the default provider; an endpoint that is down is only reported.
 
-    The local model loads in the runtime EMBEDDING_RUNTIME names (an ONNX Runtime session,
-    exported first if the file is missing, or torch), so a process on ONNX never imports torch.
+    The local model loads in the runtime EMBEDDING_RUNTIME names (an ONNX Runtime session or
+    OpenVINO's compiled graphs, exported first if the file is missing, or torch), so a process
+    on ONNX never imports torch.
     """
     from core.embeddings import embedding_warm
 

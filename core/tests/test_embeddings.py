@@ -51,6 +51,11 @@ TEXTS = [
 ]
 
 
+def stored_runtime() -> str:
+    """The runtime EMBEDDING_RUNTIME=auto resolves to on this machine (openvino or onnx)."""
+    return embeddings.local_runtime()
+
+
 def cosines(a, b) -> np.ndarray:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
@@ -114,6 +119,112 @@ class OnnxRuntimeTests(SimpleTestCase):
         assert cosines(int8, self.onnx.embed(TEXTS)).min() >= 0.95
 
 
+class OpenVinoTests(SimpleTestCase):
+    """The same graph on OpenVINO (bf16 where this CPU computes it natively): torch's vectors
+    within the bound ONNX Runtime is held to, under the same model name."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.torch = LocalEmbeddingProvider(runtime="torch")
+        cls.openvino = LocalEmbeddingProvider(runtime="openvino")
+
+    def test_batch_and_single_vectors_match_torch(self):
+        expected = self.torch.embed(TEXTS)
+        got = self.openvino.embed(TEXTS)
+        assert len(got) == len(TEXTS) and all(len(v) == 384 for v in got)
+        assert cosines(got, expected).min() >= 0.9999, cosines(got, expected)
+        with override_settings(EMBEDDING_QUERY_CACHE_SIZE=0):
+            alone = [self.openvino.embed([text])[0] for text in TEXTS]
+        assert cosines(alone, expected).min() >= 0.9999
+        assert np.allclose(np.linalg.norm(np.asarray(got), axis=1), 1.0, atol=1e-5)
+
+    def test_it_computes_in_bf16_where_the_cpu_does(self):
+        encoder = embeddings._local_encoder_get("openvino")
+        assert encoder.precision == ("bf16" if onnx_embedding.openvino_bf16() else "f32")
+
+    def test_it_stores_under_the_model_name_and_queries_on_int8(self):
+        assert self.openvino.model_name == LOCAL_MODEL_NAME == self.torch.model_name
+        assert self.openvino.query_runtime == "onnx-int8"
+
+    def test_auto_is_openvino_where_the_cpu_computes_bf16_and_onnx_elsewhere(self):
+        for native, expected in ((True, "openvino"), (False, "onnx")):
+            with (
+                mock.patch.object(onnx_embedding, "_openvino_bf16", native),
+                override_settings(EMBEDDING_RUNTIME="auto"),
+            ):
+                assert LocalEmbeddingProvider().runtime == expected
+                assert embeddings.local_runtime() == expected
+
+    def test_without_openvino_installed_auto_is_onnx(self):
+        with (
+            mock.patch.object(onnx_embedding, "_openvino_bf16", None),
+            mock.patch.dict(sys.modules, {"openvino": None}),
+        ):
+            assert embeddings.local_runtime("auto") == "onnx"
+            # Asked for by name, its absence is an embedding error, as a missing graph is.
+            with (
+                mock.patch.dict(embeddings._local_encoders, clear=True),
+                self.assertRaisesMessage(EmbeddingError, "cannot be loaded"),
+            ):
+                LocalEmbeddingProvider(runtime="openvino").embed(["x", "y"])
+
+    def test_a_batch_on_two_threads_runs_one_graph_each(self):
+        model_file = onnx_model_file(settings.EMBEDDING_ONNX_DIR, FP32)
+        encoder = onnx_embedding.OpenVinoEncoder(model_file, parallel=2)
+        assert len(encoder._graphs) == 2
+        texts = [f"{i} {text}" for i in range(12) for text in TEXTS]
+        used = []
+        graphs = encoder._graphs
+
+        class Recorded:
+            def __init__(self, index):
+                self.index = index
+
+            def create_infer_request(self):
+                used.append((threading.current_thread().name, self.index))
+                return graphs[self.index].create_infer_request()
+
+        with mock.patch.object(encoder, "_graphs", [Recorded(0), Recorded(1)]):
+            got = encoder.encode(texts)
+            encoder.encode(texts)
+        # One request per (thread, graph), made once: the two chunk threads took one graph each.
+        assert sorted(index for _, index in used) == [0, 1]
+        assert len({name for name, _ in used}) == 2
+        assert cosines(got, self.openvino.embed(texts)).min() >= 0.99999
+
+    def test_single_texts_from_many_threads_get_their_own_requests(self):
+        encoder = embeddings._local_encoder_get("openvino")
+        expected = np.asarray(encoder.encode([TEXTS[1]]))
+        results = []
+
+        def embed():
+            for _ in range(5):
+                results.append(encoder.encode([TEXTS[1]]))
+
+        threads = [threading.Thread(target=embed) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert len(results) == 20
+        assert all(np.array_equal(result, expected) for result in results)
+
+    def test_a_forked_process_embeds_on_the_graphs_it_inherited(self):
+        encoder = embeddings._local_encoder_get("openvino")
+        texts = [f"text number {i}" for i in range(40)]
+        expected = encoder.encode(texts)
+        single = encoder.encode(["one query"])
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            signal.alarm(60)
+            ok = cosines(encoder.encode(texts), expected).min() >= 0.99999
+            ok = ok and cosines(encoder.encode(["one query"]), single).min() >= 0.99999
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+
+
 class BatchThreadsTests(SimpleTestCase):
     """A batch's chunks run side by side (EMBEDDING_BATCH_THREADS) and give the same vectors."""
 
@@ -141,12 +252,17 @@ class BatchThreadsTests(SimpleTestCase):
         run = self.parallel._run
 
         def recorded(chunk):
-            callers.append(threading.current_thread().name)
+            callers.append((threading.current_thread().name, self.parallel._slot()))
             return run(chunk)
 
         with mock.patch.object(self.parallel, "_run", recorded):
             got = self.parallel.encode(texts)
-        assert len(callers) == 4 and all(name.startswith("embed-batch") for name in callers)
+        assert len(callers) == 4 and all(name.startswith("embed-batch") for name, _ in callers)
+        # Each of the two threads has a slot of its own (OpenVinoEncoder runs a graph per slot).
+        assert dict(callers) in (
+            {"embed-batch_0": 0, "embed-batch_1": 1},
+            {"embed-batch_0": 1, "embed-batch_1": 0},
+        )
         assert cosines(got, self.serial.encode(texts)).min() >= 0.99999
 
     def test_a_single_text_stays_on_the_calling_thread(self):
@@ -154,12 +270,12 @@ class BatchThreadsTests(SimpleTestCase):
         run = self.parallel._run
 
         def recorded(chunk):
-            callers.append(threading.current_thread())
+            callers.append((threading.current_thread(), self.parallel._slot()))
             return run(chunk)
 
         with mock.patch.object(self.parallel, "_run", recorded):
             self.parallel.encode(["one query"])
-        assert callers == [threading.current_thread()]
+        assert callers == [(threading.current_thread(), None)]
 
     def test_a_forked_process_gets_threads_of_its_own(self):
         """A pool made before a fork has no threads in the child: the child must not hang."""
@@ -470,12 +586,14 @@ class OnnxExportTests(SimpleTestCase):
 class TorchIsNotImportedTests(SimpleTestCase):
     def test_an_onnx_process_embeds_without_importing_torch(self):
         """The point of the ONNX runtime for memory: torch, sentence-transformers and
-        transformers stay out of the process, even one that had to export the file first."""
+        transformers stay out of the process, even one that had to export the file first;
+        OpenVINO, which runs the same file, keeps them out as well."""
         code = (
             "import sys, django; django.setup();"
             "from core.embeddings import LocalEmbeddingProvider;"
             "v = LocalEmbeddingProvider(runtime='onnx').embed(['hello'])[0];"
-            "assert len(v) == 384;"
+            "w = LocalEmbeddingProvider(runtime='openvino').embed(['hello'])[0];"
+            "assert len(v) == len(w) == 384;"
             "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))"
         )
         with tempfile.TemporaryDirectory() as tmp:
@@ -605,14 +723,13 @@ class WarmUpTests(TestCase):
         query_cache().clear()
         with mock.patch.dict(embeddings._local_encoders, clear=True):
             result = embedding_warm("what did we decide?")
-            assert sorted(embeddings._local_encoders) == [
-                ("all-MiniLM-L6-v2", "onnx"),
-                ("all-MiniLM-L6-v2", "onnx-int8"),
-            ]
+            assert sorted(embeddings._local_encoders) == sorted(
+                [("all-MiniLM-L6-v2", stored_runtime()), ("all-MiniLM-L6-v2", "onnx-int8")]
+            )
         assert result == {
             "provider": "local",
             "model": LOCAL_MODEL_NAME,
-            "runtime": "onnx",
+            "runtime": stored_runtime(),
             "query_runtime": "onnx-int8",
         }
 
@@ -634,7 +751,7 @@ class WarmUpTests(TestCase):
             self.assertLogs("core.embeddings", level="WARNING"),
         ):
             result = embedding_warm("what did we decide?")
-        assert (result["runtime"], result["query_runtime"]) == ("onnx", "onnx")
+        assert (result["runtime"], result["query_runtime"]) == (stored_runtime(), stored_runtime())
 
 
 class QueryRuntimeTests(SimpleTestCase):
@@ -646,7 +763,7 @@ class QueryRuntimeTests(SimpleTestCase):
 
     def test_the_default_model_embeds_queries_with_its_int8_graph(self):
         provider = LocalEmbeddingProvider()
-        assert (provider.runtime, provider.query_runtime) == ("onnx", "onnx-int8")
+        assert (provider.runtime, provider.query_runtime) == (stored_runtime(), "onnx-int8")
         # The stored vectors' space is unchanged: same model name, nothing to re-embed.
         assert provider.model_name == LOCAL_MODEL_NAME
 
@@ -654,6 +771,8 @@ class QueryRuntimeTests(SimpleTestCase):
         from core.embeddings import query_runtime_for
 
         assert query_runtime_for("onnx", MINILM) == "onnx-int8"
+        assert query_runtime_for("openvino", MINILM) == "onnx-int8"
+        assert query_runtime_for("openvino", MPNET) == "openvino"
         # torch gives fp32's vectors, but a torch process is not made to load ONNX Runtime.
         assert query_runtime_for("torch", MINILM) == "torch"
         # Vectors stored by int8 are searched by int8 queries only.
@@ -733,7 +852,7 @@ class QueryRuntimeTests(SimpleTestCase):
             return original(runtime, model)
 
         provider = LocalEmbeddingProvider(cache_scope="w1")
-        fp32 = LocalEmbeddingProvider(cache_scope="w2", query_runtime="onnx")
+        fp32 = LocalEmbeddingProvider(cache_scope="w2", query_runtime=stored_runtime())
         with (
             mock.patch.object(embeddings, "_local_encoder_get", side_effect=encoder_get),
             mock.patch.object(embeddings, "_query_runtimes_failed", set()),
@@ -741,11 +860,11 @@ class QueryRuntimeTests(SimpleTestCase):
         ):
             first = provider.embed_query("where is the offsite?")
             second = provider.embed_query("seat preference")
-            assert provider.query_runtime_in_use() == "onnx"
+            assert provider.query_runtime_in_use() == stored_runtime()
         assert first == fp32.embed_query("where is the offsite?")
         assert second == fp32.embed_query("seat preference")
         assert tried == ["onnx-int8"]
-        assert "queries are embedded on onnx" in logs.output[0]
+        assert f"queries are embedded on {stored_runtime()}" in logs.output[0]
         # Another process (here: the failure forgotten) tries the graph again.
         assert provider.query_runtime_in_use() == "onnx-int8"
 

@@ -630,12 +630,14 @@ EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 # ONNX Runtime: its chunks run side by side, EMBEDDING_TORCH_THREADS each; a single query
 # never is split (docs/speed.md "Batches on two threads").
 EMBEDDING_BATCH_THREADS = env_int("EMBEDDING_BATCH_THREADS", 2)
-# onnx, onnx-int8 or torch (docs/speed.md "Embedding runtime": ONNX Runtime measured faster
-# per query and per batch, and a process that uses it never imports torch).
-EMBEDDING_RUNTIME = env_str("EMBEDDING_RUNTIME", "onnx")
+# auto, onnx, openvino, onnx-int8 or torch (docs/speed.md "Embedding runtime": ONNX Runtime
+# measured faster than torch per query and per batch, and a process that uses it never imports
+# torch; "OpenVINO in bf16": the same graph 3x faster a batch where the CPU computes bf16
+# natively). auto is openvino on such a CPU, else onnx.
+EMBEDDING_RUNTIME = env_str("EMBEDDING_RUNTIME", "auto")
 # The runtime of search queries' vectors; "" lets core.embeddings.query_runtime_for choose
-# (the int8 graph for all-MiniLM-L6-v2 under EMBEDDING_RUNTIME=onnx: docs/speed.md "int8
-# queries against fp32 vectors"). onnx, onnx-int8 or torch.
+# (the int8 graph for all-MiniLM-L6-v2 under EMBEDDING_RUNTIME=onnx or openvino: docs/speed.md
+# "int8 queries against fp32 vectors"). onnx, openvino, onnx-int8 or torch.
 EMBEDDING_QUERY_RUNTIME = env_str("EMBEDDING_QUERY_RUNTIME", "")
 # The local model: all-MiniLM-L6-v2 (384-d, the default) or all-mpnet-base-v2 (768-d, about 5x
 # the compute per text, better recall; its weights come from requirements-mpnet.txt). A change

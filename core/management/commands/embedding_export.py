@@ -1,4 +1,5 @@
-"""Export the packaged embedding weights to ONNX for EMBEDDING_RUNTIME=onnx (scripts/bootstrap runs it)."""
+"""Export the packaged embedding weights to ONNX, the file EMBEDDING_RUNTIME=onnx and openvino run
+(scripts/bootstrap runs it)."""
 
 from importlib import metadata
 
