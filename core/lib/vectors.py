@@ -10,10 +10,12 @@ result; it asks for its scope's rows to be added to the graph
 (`core.services.vector_graph_extend`).
 """
 
+import numpy as np
 from django.contrib.postgres.indexes import OpClass
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Cast
+from pgvector import Vector
 from pgvector.django import HnswIndex, VectorField
 
 from core.lib.local_models import MINILM, LocalModel
@@ -50,3 +52,48 @@ def hnsw_index(name: str, column: str, model: LocalModel = MINILM) -> HnswIndex:
         m=16,
         ef_construction=64,
     )
+
+
+# Fixed-point digits of `vector_text`, and the smallest magnitude they write exactly.
+_TEXT_DIGITS = 15
+_TEXT_POWERS = 10 ** np.arange(_TEXT_DIGITS - 1, -1, -1, dtype=np.int64)
+_TEXT_EXACT_MIN = 2.0**-26
+
+
+def vector_text(vector) -> str:
+    """pgvector's text input for `vector` (a list or array of floats): PostgreSQL stores the
+    same float4 values as from pgvector's own text (`Vector.to_text`), in about a third of
+    the time for a model's unit vector (70 against 185 us for 384 values).
+
+    pgvector writes each value's shortest repr in a Python loop. Here a vector of float4
+    values in (-1, 1), as the local models give, is written at once by numpy, each value as a
+    sign and 15 fixed decimals: the decimal is within 5e-16 of the value, less than half the
+    float4 spacing of any magnitude from 2**-26 up, so PostgreSQL reads back the same float4.
+    Any other vector (an endpoint's doubles or unnormalised values, a component within 2**-26
+    of zero but not zero) is written by pgvector.
+    """
+    values = np.asarray(vector, dtype=np.float64)
+    magnitudes = np.abs(values)
+    exact = (magnitudes >= _TEXT_EXACT_MIN) | (magnitudes == 0)
+    in_range = values.ndim == 1 and (magnitudes < 1).all() and exact.all()
+    if not in_range or not (values.astype(np.float32) == values).all():
+        return Vector._to_db(values.tolist())
+    scaled = np.rint(magnitudes * 10.0**_TEXT_DIGITS).astype(np.int64)
+    chars = np.empty((len(values), _TEXT_DIGITS + 4), dtype=np.uint8)
+    chars[:, 0] = np.where(np.signbit(values), ord("-"), ord("+"))
+    chars[:, 1] = ord("0")
+    chars[:, 2] = ord(".")
+    chars[:, 3:-1] = (scaled[:, None] // _TEXT_POWERS) % 10 + ord("0")
+    chars[:, -1] = ord(",")
+    return "[" + chars.tobytes()[:-1].decode("ascii") + "]"
+
+
+class VectorText(Vector):
+    """A vector that VectorField sends as `vector_text(value)` (pgvector asks a Vector for its
+    text)."""
+
+    def __init__(self, value):
+        self._text = vector_text(value)
+
+    def to_text(self) -> str:
+        return self._text
