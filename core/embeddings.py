@@ -15,9 +15,9 @@ name. `auto`, the default, is `openvino` where the CPU has native bf16 and `onnx
 vectors. docs/speed.md "Embedding runtime" has the measurements.
 
 Search queries (`embed_query`) may run on another runtime than stored texts: with
-EMBEDDING_RUNTIME=onnx or openvino, a model measured for it (`LocalModel.int8_queries`) embeds queries
-with its int8 graph, whose vectors rank fp32's stored vectors as fp32 queries do, in half
-the time (EMBEDDING_QUERY_RUNTIME overrides; docs/speed.md "int8 queries against
+EMBEDDING_RUNTIME=onnx or openvino, a model measured for it (`LocalModel.int8_queries`)
+embeds queries with its int8 graph, whose vectors rank fp32's stored vectors as fp32 queries
+do, in half the time (EMBEDDING_QUERY_RUNTIME overrides; docs/speed.md "int8 queries against
 fp32 vectors"). Stored vectors, and the near-duplicate checks that compare them, are always
 the stored runtime's. A search's query is embedded on a background thread
 (`embed_query_started`) while the search sends what does not need its vector.
@@ -49,8 +49,6 @@ RUNTIME_ONNX_INT8 = "onnx-int8"
 RUNTIME_OPENVINO = "openvino"
 RUNTIME_TORCH = "torch"
 RUNTIMES = (RUNTIME_ONNX, RUNTIME_ONNX_INT8, RUNTIME_OPENVINO, RUNTIME_TORCH)
-# Runtimes whose vectors are fp32's (cosine >= 0.9999), recorded under the model's own name.
-FP32_RUNTIMES = (RUNTIME_ONNX, RUNTIME_OPENVINO, RUNTIME_TORCH)
 # 32 texts per forward pass: on 2 cores with one thread, 16-32 gave 80-170 texts/s and
 # 64-256 no more (short texts; bench/episodic_perf.py reports the batch/single ratio).
 LOCAL_BATCH_SIZE = 32

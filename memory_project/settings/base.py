@@ -623,11 +623,11 @@ EPISODIC_EXTRACTION_FACT_CONFIDENCE = env_float("EPISODIC_EXTRACTION_FACT_CONFID
 # A new entry at least this similar to a stored one of the same person and agent (and below
 # the duplicate threshold) is reconciled with it: add, update, supersede or no-op (docs/episodic.md).
 EPISODIC_CONFLICT_FLOOR = env_float("EPISODIC_CONFLICT_FLOOR", 0.6)
-# Intra-op threads of the local embedding model per process, torch or ONNX Runtime
+# Intra-op threads of the local embedding model per process, torch, ONNX Runtime or OpenVINO
 # (see core/embeddings.py).
 EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 # Cores a batch of texts (the batch endpoint, extraction, re-embedding) is encoded on with
-# ONNX Runtime: its chunks run side by side, EMBEDDING_TORCH_THREADS each; a single query
+# ONNX Runtime or OpenVINO: its chunks run side by side, EMBEDDING_TORCH_THREADS each; a single query
 # never is split (docs/speed.md "Batches on two threads").
 EMBEDDING_BATCH_THREADS = env_int("EMBEDDING_BATCH_THREADS", 2)
 # auto, onnx, openvino, onnx-int8 or torch (docs/speed.md "Embedding runtime": ONNX Runtime
