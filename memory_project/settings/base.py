@@ -633,7 +633,7 @@ EMBEDDING_BATCH_THREADS = env_int("EMBEDDING_BATCH_THREADS", 2)
 # auto, onnx, openvino, onnx-int8 or torch (docs/speed.md "Embedding runtime": ONNX Runtime
 # measured faster than torch per query and per batch, and a process that uses it never imports
 # torch; "OpenVINO in bf16": the same graph 3x faster a batch where the CPU computes bf16
-# natively). auto is openvino on such a CPU, else onnx.
+# natively). auto is openvino for a model measured in bf16 on such a CPU, else onnx.
 EMBEDDING_RUNTIME = env_str("EMBEDDING_RUNTIME", "auto")
 # The runtime of search queries' vectors; "" lets core.embeddings.query_runtime_for choose
 # (the int8 graph for all-MiniLM-L6-v2 under EMBEDDING_RUNTIME=onnx or openvino: docs/speed.md

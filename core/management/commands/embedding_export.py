@@ -41,14 +41,14 @@ class Command(BaseCommand):
         else:
             models = [configured, *(m for m in LOCAL_MODELS.values() if m != configured and installed(m))]
         try:
-            runtime = local_runtime()
-            query_runtimes = {model.name: query_runtime_for(runtime, model) for model in models}
+            runtimes = {model.name: local_runtime(model=model) for model in models}
+            query_runtimes = {model.name: query_runtime_for(runtimes[model.name], model) for model in models}
         except EmbeddingError as exc:
             raise CommandError(str(exc)) from exc
         for model in models:
             # The int8 graph when asked for, when texts are stored by it, or when it embeds
             # this model's search queries (core.embeddings.query_runtime_for).
-            int8 = options["int8"] or RUNTIME_ONNX_INT8 in (runtime, query_runtimes[model.name])
+            int8 = options["int8"] or RUNTIME_ONNX_INT8 in (runtimes[model.name], query_runtimes[model.name])
             for variant in [FP32, INT8] if int8 else [FP32]:
                 built = onnx_model_export(
                     directory=directory, variant=variant, force=options["force"], model=model
