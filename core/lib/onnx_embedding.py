@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import warnings
+from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -230,7 +231,7 @@ def _quantize_int8(directory: Path, model: LocalModel) -> None:
 PARALLEL_CHUNK_MIN = 8
 
 
-class _GraphEncoder:
+class _GraphEncoder(ABC):
     """Unit-length vectors of texts from an exported graph; safe to call from several threads.
 
     Tokenising, length-sorted chunks and the chunk threads are shared; subclasses run the graph
@@ -268,12 +269,13 @@ class _GraphEncoder:
         self._thread = threading.local()
         self._load(Path(model_file))
 
+    @abstractmethod
     def _load(self, model_file: Path) -> None:
-        raise NotImplementedError
+        """Load the graph in `model_file` for `threads` threads a call and `parallel` callers."""
 
+    @abstractmethod
     def _infer(self, feed: dict) -> np.ndarray:
         """The graph's vectors for one tokenised chunk, on the calling thread."""
-        raise NotImplementedError
 
     def _slot(self) -> int | None:
         """The calling chunk thread's own index, or None on any other thread."""
