@@ -43,6 +43,10 @@ logger = logging.getLogger(__name__)
 DONE_RETENTION = timedelta(days=1)
 _LOCK_NAMESPACE = 0x4C4C4D  # "LLM": keeps these advisory locks apart from others' keys.
 _local = threading.local()
+# How often a deduplicated job's insert (or its return to the queue) is tried. A failure means
+# another request's job of the same key was queued first and then sent before it could be read
+# back; three in a row would take that race three times over.
+_ENQUEUE_ATTEMPTS = 3
 
 
 def llm_job_enqueue(
@@ -57,18 +61,22 @@ def llm_job_enqueue(
         transaction.on_commit(partial(_dispatch_if_room, workspace_id))
         return job
     queued = LLMJob.objects.filter(dedupe_key=dedupe_key, state=LLMJob.State.QUEUED)
-    existing = queued.first()
-    if existing is not None:
-        return existing
-    try:
-        # A savepoint: a concurrent request of the same key must not break the caller's transaction.
-        with transaction.atomic():
-            job = LLMJob.objects.create(dedupe_key=dedupe_key, **fields)
-    except IntegrityError:
+    for attempt in range(_ENQUEUE_ATTEMPTS):
         existing = queued.first()
-        if existing is None:
-            raise
-        return existing
+        if existing is not None:
+            return existing
+        try:
+            # A savepoint: a concurrent request of the same key must not break the caller's
+            # transaction.
+            with transaction.atomic():
+                job = LLMJob.objects.create(dedupe_key=dedupe_key, **fields)
+        except IntegrityError:
+            # A concurrent request's job of the same key was inserted first. It is read back
+            # above; if it was sent meanwhile (no longer queued), this request queues its own.
+            if attempt == _ENQUEUE_ATTEMPTS - 1:
+                raise
+            continue
+        break
     transaction.on_commit(partial(_dispatch_if_room, workspace_id))
     return job
 
@@ -214,18 +222,25 @@ def llm_job_defer(
     transaction.on_commit(llm_jobs_dispatch)
     if job.state == LLMJob.State.DONE:
         return job
-    try:
-        with transaction.atomic():
-            LLMJob.objects.filter(pk=job.pk).update(
-                state=LLMJob.State.QUEUED, sent_at=None, not_before=not_before
-            )
-    except IntegrityError:
-        # The same work was requested again while this job ran: the queued request carries it.
-        LLMJob.objects.filter(pk=job.pk).update(state=LLMJob.State.DONE, finished_at=timezone.now())
-        twin = LLMJob.objects.get(dedupe_key=job.dedupe_key, state=LLMJob.State.QUEUED)
-        if twin.not_before is None or twin.not_before < not_before:
-            LLMJob.objects.filter(pk=twin.pk).update(not_before=not_before)
-        return twin
+    for attempt in range(_ENQUEUE_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                LLMJob.objects.filter(pk=job.pk).update(
+                    state=LLMJob.State.QUEUED, sent_at=None, not_before=not_before
+                )
+        except IntegrityError:
+            # The same work was requested again while this job ran: the queued request carries
+            # it, unless it was sent meanwhile (no longer queued): then this job queues again.
+            twin = LLMJob.objects.filter(dedupe_key=job.dedupe_key, state=LLMJob.State.QUEUED).first()
+            if twin is None and attempt < _ENQUEUE_ATTEMPTS - 1:
+                continue
+            if twin is None:
+                raise
+            LLMJob.objects.filter(pk=job.pk).update(state=LLMJob.State.DONE, finished_at=timezone.now())
+            if twin.not_before is None or twin.not_before < not_before:
+                LLMJob.objects.filter(pk=twin.pk).update(not_before=not_before)
+            return twin
+        break
     job.refresh_from_db()
     return job
 

@@ -5,7 +5,8 @@ import time
 from datetime import timedelta
 from unittest import mock
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import QuerySet
 from django.test import TransactionTestCase, override_settings
 from django.utils import timezone
 
@@ -89,6 +90,58 @@ class DeferTests(MemoryTestCase):
         with self.captureOnCommitCallbacks(execute=True):
             llm_job_finish(running.pk)
         assert LLMJob.objects.get(pk=waiting.pk).state == "sent"
+
+    def test_a_twin_sent_before_it_is_read_back_leaves_this_request_its_own_job(self):
+        """Another request's job of the same key won the insert, and was sent (no longer
+        queued) before this request read it back: this request queues its own job instead of
+        failing. The scale-out test saw it as a 500 on POST /compact/ from one of two webs."""
+        original = LLMJob.objects.create
+        attempts = []
+
+        def create(**fields):
+            attempts.append(fields["dedupe_key"])
+            if len(attempts) == 1:
+                raise IntegrityError(
+                    'duplicate key value violates unique constraint "core_llm_job_one_queued_per_key"'
+                )
+            return original(**fields)
+
+        with mock.patch.object(LLMJob.objects, "create", side_effect=create):
+            job = self.enqueue("k")
+        assert attempts == ["k", "k"]
+        assert list(LLMJob.objects.filter(dedupe_key="k").values_list("pk", flat=True)) == [job.pk]
+
+    def test_a_deferral_whose_twin_was_sent_meanwhile_queues_again(self):
+        """The same work was queued while this job ran, and sent before the deferral read it
+        back: the job goes back to the queue itself instead of failing its task."""
+        job = self.enqueue("k")
+        original = QuerySet.update
+        requeues = []
+
+        def update(queryset, **fields):
+            if fields.get("state") == LLMJob.State.QUEUED:
+                requeues.append(fields)
+                if len(requeues) == 1:
+                    raise IntegrityError("duplicate key")
+            return original(queryset, **fields)
+
+        later = timezone.now() + timedelta(hours=1)
+        with mock.patch.object(QuerySet, "update", update), self.captureOnCommitCallbacks(execute=True):
+            deferred = llm_job_defer(
+                job.pk, not_before=later, workspace_id=self.workspace.pk, task=TASK, kwargs={}
+            )
+        assert len(requeues) == 2
+        assert (deferred.pk, deferred.state, deferred.not_before) == (job.pk, "queued", later)
+
+    def test_a_key_that_keeps_failing_raises_after_a_few_attempts(self):
+        with (
+            mock.patch.object(
+                LLMJob.objects, "create", side_effect=IntegrityError("duplicate key")
+            ) as create,
+            self.assertRaises(IntegrityError),
+        ):
+            self.enqueue("k")
+        assert create.call_count == 3
 
 
 class ConcurrentEnqueueTests(TransactionTestCase):
