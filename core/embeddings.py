@@ -99,7 +99,7 @@ def local_runtime(runtime: str = "", model: LocalModel | None = None) -> str:
     """`runtime`, or EMBEDDING_RUNTIME when empty, checked; `auto` is OpenVINO for a model
     measured in bf16 (`LocalModel.bf16`; `model` or EMBEDDING_LOCAL_MODEL's) on a CPU that
     computes bf16 natively (3x faster batches, docs/speed.md "OpenVINO in bf16"), and ONNX
-    Runtime otherwise, where OpenVINO's f32 measured no faster."""
+    Runtime otherwise (OpenVINO's f32 measured slower for one text)."""
     runtime = runtime or settings.EMBEDDING_RUNTIME
     if runtime == RUNTIME_AUTO:
         from core.lib.onnx_embedding import openvino_bf16
