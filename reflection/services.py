@@ -92,20 +92,30 @@ class PersonResult:
 # -- starting and queueing -------------------------------------------------------------------
 
 
+# Starts tried before an IntegrityError is raised: each failure needs a concurrent start's run
+# to be created and finished between this start's insert and its read-back.
+_START_ATTEMPTS = 3
+
+
 def reflection_start(*, agent: Agent, trigger: str, actor: str) -> tuple[ReflectionRun, bool]:
     """The agent's active run, or a new one queued for its workspace's turn: (run, created)."""
-    existing = ReflectionRun.objects.active().filter(agent=agent).first()
-    if existing is not None:
-        return existing, False
-    try:
-        with transaction.atomic():
-            run = ReflectionRun.objects.create(
-                workspace_id=agent.workspace_id, agent=agent, trigger=trigger, created_by=actor
-            )
-            _enqueue(run)
-    except IntegrityError:
-        # A concurrent start won the partial unique constraint; its run is the agent's run.
-        return ReflectionRun.objects.active().get(agent=agent), False
+    for attempt in range(_START_ATTEMPTS):
+        existing = ReflectionRun.objects.active().filter(agent=agent).first()
+        if existing is not None:
+            return existing, False
+        try:
+            with transaction.atomic():
+                run = ReflectionRun.objects.create(
+                    workspace_id=agent.workspace_id, agent=agent, trigger=trigger, created_by=actor
+                )
+                _enqueue(run)
+        except IntegrityError:
+            # A concurrent start won the partial unique constraint: its run is the agent's run,
+            # read back above, unless it finished meanwhile; then this start queues its own.
+            if attempt == _START_ATTEMPTS - 1:
+                raise
+            continue
+        break
     return run, True
 
 

@@ -3,7 +3,9 @@ retired, profiles refreshed; with the chat model of the local test server, and o
 
 import json
 from datetime import timedelta
+from unittest import mock
 
+from django.db import IntegrityError
 from django.test import override_settings
 from django.utils import timezone
 
@@ -16,7 +18,7 @@ from episodic.tests.factories import entry_factory, memory_user_factory, use_tes
 from facts.models import Fact
 from facts.tests.factories import FactFactory
 from reflection.models import ReflectionProfile, ReflectionRun
-from reflection.services import REFLECTION_ACTOR, reflection_run_step, reflection_sweep
+from reflection.services import REFLECTION_ACTOR, reflection_run_step, reflection_start, reflection_sweep
 
 RUNS = "/api/v1/reflection/runs/"
 PROFILES = "/api/v1/reflection/profiles/"
@@ -169,6 +171,23 @@ class ReflectionRunTests(MemoryTestCase):
         assert ReflectionRun.objects.filter(agent=self.agent).count() == 1
         assert reflection_run_step(run_id=first.json()["id"]) == "done"
         assert reflection_run_step(run_id=first.json()["id"]) == "finished"
+
+    def test_a_start_whose_concurrent_twin_finished_before_it_was_read_back_starts_its_own(self):
+        """Another start won the one-active-run constraint, and its run was done before this
+        start read it back: this start queues a run of its own instead of failing."""
+        original = ReflectionRun.objects.create
+        attempts = []
+
+        def create(**fields):
+            attempts.append(fields["agent"])
+            if len(attempts) == 1:
+                raise IntegrityError('duplicate key value violates unique constraint "one active run"')
+            return original(**fields)
+
+        with mock.patch.object(ReflectionRun.objects, "create", side_effect=create):
+            run, created = reflection_start(agent=self.agent, trigger="api", actor="test")
+        assert created and len(attempts) == 2
+        assert list(ReflectionRun.objects.filter(agent=self.agent).values_list("pk", flat=True)) == [run.pk]
 
     @override_settings(REFLECTION_BATCH=1)
     def test_a_killed_run_continues_where_it_stopped(self):
