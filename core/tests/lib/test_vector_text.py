@@ -48,6 +48,16 @@ class VectorTextTests(TestCase):
         assert vector_text([0.1, 0.2]) == Vector._to_db([0.1, 0.2])
         assert vector_text([1.0, 0.5]) == Vector._to_db([1.0, 0.5])
 
+    def test_a_few_tiny_components_keep_the_fixed_point_form(self):
+        # OpenVINO's bf16 graph gives every MiniLM vector one or two components of about 1e-33:
+        # those are written as pgvector writes them, the others in the fixed-point form.
+        vector = _unit(1)[0]
+        vector[[0, 5, 383]] = [2.98e-33, -9.29e-34, 1e-30]
+        self.assert_stored_as_pgvector_stores(vector)
+        values = vector_text(vector)[1:-1].split(",")
+        assert [values[i] for i in (0, 5, 383)] == [str(float(vector[i])) for i in (0, 5, 383)]
+        assert sum(len(value) == 18 for value in values) == 381
+
     def test_vector_text_is_what_vector_field_sends(self):
         value = _unit(1)[0].tolist()
         assert EntryEmbedding._meta.get_field("embedding").get_prep_value(VectorText(value)) == vector_text(
