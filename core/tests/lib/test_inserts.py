@@ -1,6 +1,7 @@
 """Rows of several models inserted in one statement (core.lib.inserts)."""
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from core.lib.inserts import rows_insert
 from core.models import AuditEvent
@@ -115,3 +116,44 @@ class RowsInsertTests(MemoryTestCase):
         new = AuditEvent(workspace=self.workspace, actor="a", action="create", entity_type="x", entity_id="2")
         with self.assertNumQueries(0), self.assertRaises(ValueError):
             rows_insert((AuditEvent, [kept, new]))
+
+    def test_a_column_every_object_leaves_to_its_database_default_is_left_out(self):
+        """The database fills it as DEFAULT would; a column one object sets is sent for all."""
+        event = {"workspace": self.workspace, "actor": "a", "action": "create"}
+        events = [AuditEvent(**event, entity_type="x", entity_id=str(n)) for n in range(3)]
+        with CaptureQueriesContext(connection) as queries:
+            rows_insert((AuditEvent, events))
+        assert '"txid"' not in queries.captured_queries[0]["sql"]
+        (txid,) = set(AuditEvent.objects.filter(entity_type="x").values_list("txid", flat=True))
+        assert txid is not None
+
+        given = AuditEvent(**event, entity_type="y", entity_id="1", txid=7)
+        default = AuditEvent(**event, entity_type="y", entity_id="2")
+        with CaptureQueriesContext(connection) as queries:
+            rows_insert((AuditEvent, [given, default]))
+        assert '"txid"' in queries.captured_queries[0]["sql"]
+        stored = dict(AuditEvent.objects.filter(entity_type="y").values_list("entity_id", "txid"))
+        assert stored == {"1": 7, "2": txid}
+
+    def test_values_are_sent_apart_from_the_statement_and_stored_intact(self):
+        """Quotes, backslashes, placeholders and SQL in a value are data: the statement's text
+        holds placeholders only, and the rows hold the values as given."""
+        hostile = "Ada's \\ path %s %(x)s $1 '); DROP TABLE episodes_episodicentry; -- ü 🐈"
+        entry = _entry(self.agent, self.person, hostile, metadata={"note": hostile, "n": [1, 2.5, None]})
+        with CaptureQueriesContext(connection) as queries:
+            rows_insert((EpisodicEntry, [entry]))
+        assert "DROP TABLE" not in queries.captured_queries[0]["sql"]
+        stored = EpisodicEntry.objects.get(pk=entry.pk)
+        assert stored.content == hostile
+        assert stored.metadata == {"note": hostile, "n": [1, 2.5, None]}
+        assert stored.created_at == entry.created_at
+
+    def test_more_values_than_one_bind_message_carries_are_bound_on_the_client(self):
+        # Django sends most tables' columns as arrays, but a vector takes nine values of a
+        # row, so 7,300 need more than the 65,535 one message carries.
+        entries = [_entry(self.agent, self.person, f"Fact number {n}.") for n in range(7_300)]
+        rows_insert((EpisodicEntry, entries))
+        with CaptureQueriesContext(connection) as queries:
+            rows_insert((EntryEmbedding, [_vector(entry, 0.5) for entry in entries]))
+        assert "$1" not in queries.captured_queries[0]["sql"]
+        assert EntryEmbedding.objects.filter(entry__memory_user=self.person).count() == 7_300
