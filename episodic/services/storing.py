@@ -296,7 +296,9 @@ def _similar_stored_many(
     if len(vectors) > 1 or skip:
         sql = _SCOPE_VECTORS_SQL
         if skip:
-            sql, params["seen"] = _SCOPE_VECTORS_UNSEEN_SQL, list(skip)
+            # As an array's text: psycopg dumps a list of ints one value at a time in Python
+            # (3.6 against 1.0 ms for 5,000 ids).
+            sql, params["seen"] = _SCOPE_VECTORS_UNSEEN_SQL, "{" + ",".join(map(str, skip)) + "}"
         found, read = _similar_stored_scan(sql, params, vectors)
         if read_into is not None:
             read_into.update(read)
