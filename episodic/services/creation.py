@@ -210,7 +210,8 @@ def _entries_store(items, *, agent, memory_user, actor, agent_settings, provider
     if unique:
         provider = provider or embedding_provider_for(agent.workspace)
         # Decided by rule, consolidation costs nothing under the person's lock: the stored
-        # entries are then compared once, there, not before it and again under it (docs/speed.md).
+        # entries are then compared once, there, not before it and again under it (docs/speed.md);
+        # but a batch on the local model reads them while it is embedded (`_dedupe_similar`).
         by_rule = claim_decided_by_rule(workspace=agent.workspace)
     kept, model = _dedupe_similar(
         unique,

@@ -251,28 +251,77 @@ def _scope_vector_chunks(sql: str, params: dict):
         cursor.execute(f"CLOSE {_SCOPE_CURSOR}")
 
 
-def _similar_stored_scan(sql: str, params: dict, vectors) -> tuple[list[tuple[str | None, float]], set[int]]:
+class _Nearest:
+    """The most similar of the vector rows seen so far, for each of `vectors`."""
+
+    def __init__(self, vectors):
+        self.queries = _unit_rows(np.asarray(vectors, dtype=np.float32))
+        self.best = np.full(len(self.queries), -np.inf)
+        self.best_ids: list[str | None] = [None] * len(self.queries)
+
+    def add(self, ids: list[str], units: np.ndarray) -> None:
+        """Compare with the vector rows of `ids`, scaled to length 1 (`units`)."""
+        if units.shape[1] != self.queries.shape[1]:
+            return  # Another length under the same model name: no similarity to speak of.
+        similarities = self.queries @ units.T
+        columns = similarities.argmax(axis=1)
+        nearest = similarities[np.arange(len(self.queries)), columns]
+        for index in np.flatnonzero(nearest > self.best):
+            self.best[index] = nearest[index]
+            self.best_ids[index] = ids[columns[index]]
+
+    def found(self) -> list[tuple[str | None, float]]:
+        return [
+            (entry_id, float(similarity)) if entry_id is not None else (None, 0.0)
+            for entry_id, similarity in zip(self.best_ids, self.best, strict=True)
+        ]
+
+
+# How many stored vectors are read ahead while a batch is being embedded (25 MB of 384-d).
+_SCOPE_READ_AHEAD = 16_384
+
+
+def _similar_stored_scan(
+    sql: str, params: dict, vectors
+) -> tuple[list[tuple[str | None, float]] | None, set[int]]:
     """For each of `vectors`, the nearest of the active vectors `sql` selects; and the rows
-    it compared them with."""
-    queries = _unit_rows(np.asarray(vectors, dtype=np.float32))
-    best = np.full(len(queries), -np.inf)
-    best_ids: list[str | None] = [None] * len(queries)
+    it compared them with.
+
+    `vectors` may be a function that returns them: the rows are read and scaled meanwhile (up
+    to `_SCOPE_READ_AHEAD`), so that this work overlaps the embedding. When it returns None,
+    nothing is compared and the nearest are None."""
+    nearest = None if callable(vectors) else _Nearest(vectors)
     seen: set[int] = set()
+    ahead, ahead_rows = [], 0
     for rows_ids, ids, block in _scope_vector_chunks(sql, params):
         seen.update(rows_ids)
-        if block.shape[1] != queries.shape[1]:
-            continue  # Another length under the same model name: no similarity to speak of.
-        similarities = queries @ _unit_rows(block).T
-        columns = similarities.argmax(axis=1)
-        nearest = similarities[np.arange(len(queries)), columns]
-        for index in np.flatnonzero(nearest > best):
-            best[index] = nearest[index]
-            best_ids[index] = ids[columns[index]]
-    found = [
-        (entry_id, float(similarity)) if entry_id is not None else (None, 0.0)
-        for entry_id, similarity in zip(best_ids, best, strict=True)
-    ]
-    return found, seen
+        units = _unit_rows(block)
+        if nearest is None and ahead_rows < _SCOPE_READ_AHEAD:
+            ahead.append((ids, units))
+            ahead_rows += len(ids)
+            continue
+        if nearest is None:
+            nearest = _nearest_awaited(vectors, ahead)
+            if nearest is None:
+                return None, seen
+        nearest.add(ids, units)
+    if nearest is None:
+        nearest = _nearest_awaited(vectors, ahead)
+        if nearest is None:
+            return None, seen
+    return nearest.found(), seen
+
+
+def _nearest_awaited(vectors_get, ahead) -> _Nearest | None:
+    """A `_Nearest` of the vectors `vectors_get` returns (None for None), given the blocks
+    read `ahead`."""
+    vectors = vectors_get()
+    if vectors is None:
+        return None
+    nearest = _Nearest(vectors)
+    for ids, units in ahead:
+        nearest.add(ids, units)
+    return nearest
 
 
 def _similar_stored_many(
@@ -283,17 +332,18 @@ def _similar_stored_many(
     model,
     read_into: set | None = None,
     skip: frozenset = frozenset(),
-) -> list[tuple[str | None, float]]:
+) -> list[tuple[str | None, float]] | None:
     """For each of `vectors`, the most similar active stored entry of the scope under `model`
     and its similarity ((None, 0.0) when the scope holds none).
 
     Several vectors, or a `skip`, read the scope's vectors: the ids of the vector rows read
     are added to `read_into`; the rows in `skip` are not read (the check under the lock, after
-    a first check that read them)."""
-    if not vectors:
+    a first check that read them). `vectors` may be a function that returns several vectors,
+    called once the first rows are read (`_similar_stored_scan`; None from it: None)."""
+    if not callable(vectors) and not vectors:
         return []
     params = {"agent": agent.pk, "memory_user": memory_user.pk, "model": model}
-    if len(vectors) > 1 or skip:
+    if callable(vectors) or len(vectors) > 1 or skip:
         sql = _SCOPE_VECTORS_SQL
         if skip:
             # As an array's text: psycopg dumps a list of ints one value at a time in Python
@@ -373,6 +423,8 @@ def _dedupe_similar(
     compared with them once, under the person's lock (`_drop_stored_meanwhile`), where the
     consolidation of the similar ones is decided too. For callers whose consolidation is
     decided by rule, in microseconds; a model's decision must not be awaited under the lock.
+    Several items on the local model are compared here all the same, while they are embedded
+    (the read is then free); under the lock, rows stored since are read to drop copies of them.
     """
     if not check_stored and limit is not None:
         raise ValueError("A limit counts the items left after the stored check: it needs check_stored.")
@@ -389,30 +441,43 @@ def _dedupe_similar(
             items[0]["started"] = started
             items[0]["decide_under_lock"] = True
             return list(items), model
-    try:
-        vectors = provider.embed([i["content"] for i in items])
-    except EmbeddingError as exc:
-        logger.warning("episodic: embedding failed, similarity dedupe skipped: %s", exc)
-        vectors = None
-    if vectors is None:
-        kept = items if limit is None else items[:limit]
-        for item in items[len(kept) :]:
-            reject(item, REJECT_LIMIT)
-        return list(kept), model
-    for item, vector in zip(items, vectors, strict=True):
-        item["vector"] = vector
-    if not check_stored:
-        for item in items:
-            item["decide_under_lock"] = True
-        return list(items), model
+    texts = [i["content"] for i in items]
+    # The local model embeds a batch on its own threads while the stored vectors are read
+    # (`_similar_stored_scan` awaits it after the first rows), so the stored entries are
+    # compared here even when consolidation is decided by rule: reading them costs nothing
+    # more, and the check under the lock then reads only rows stored since.
+    started = embed_started(provider, texts) if len(items) > 1 else None
+    vectors = None
+
+    def vectors_get():
+        nonlocal vectors
+        try:
+            vectors = started.result() if started is not None else provider.embed(texts)
+        except EmbeddingError as exc:
+            logger.warning("episodic: embedding failed, similarity dedupe skipped: %s", exc)
+        return vectors
+
+    if started is None:
+        vectors_get()
+        if vectors is None:
+            return _kept_unembedded(items, reject=reject, limit=limit), model
+        if not check_stored:
+            for item, vector in zip(items, vectors, strict=True):
+                item["vector"] = vector
+                item["decide_under_lock"] = True
+            return list(items), model
     read: set[int] = set()
     nearest = _similar_stored_many(
         agent=agent,
         memory_user=memory_user,
-        vectors=vectors,
+        vectors=vectors if vectors is not None else vectors_get,
         model=model,
         read_into=read,
     )
+    if nearest is None:
+        return _kept_unembedded(items, reject=reject, limit=limit), model
+    for item, vector in zip(items, vectors, strict=True):
+        item["vector"] = vector
     read = frozenset(read)
     kept, candidates = _similar_sort(items, nearest, threshold=threshold, reject=reject, limit=limit)
     for item in kept:
@@ -420,6 +485,15 @@ def _dedupe_similar(
         item["compared_with"] = read
     _consolidation_decide_many(candidates, agent=agent, threshold=threshold)
     return kept, model
+
+
+def _kept_unembedded(items, *, reject: Reject, limit: int | None) -> list:
+    """`items` (up to `limit`) kept without a vector, after a failed embedding: they are
+    embedded later by the task (`_entries_insert`)."""
+    kept = items if limit is None else items[:limit]
+    for item in items[len(kept) :]:
+        reject(item, REJECT_LIMIT)
+    return list(kept)
 
 
 def _similar_sort(items, nearest, *, threshold: float, reject: Reject, limit: int | None = None):

@@ -362,6 +362,38 @@ def test_nearest_stored_for_many_vectors_is_exact_across_chunks(setup, monkeypat
             assert EpisodicEntry.objects.get(pk=entry_id).status == EpisodicEntry.Status.ACTIVE
 
 
+def test_nearest_stored_for_vectors_still_embedding_is_what_the_vectors_give(setup, monkeypatch):
+    """Vectors given as a function (a batch still embedding) are awaited once rows are read:
+    within the read-ahead, past it, and in a scope with no rows, the answers and the rows
+    read are those of the vectors themselves; a function that returns None compares nothing."""
+    from episodic.services import storing
+    from episodic.tests.factories import TEST_EMBEDDING_MODEL, bag_of_words_vectors
+
+    monkeypatch.setattr(storing, "_SCOPE_VECTORS_CHUNK", 3)
+    agent, person = setup["agent"], setup["person"]
+    words = ["kites", "cello", "hens", "bicycles", "lisbon", "garden", "tea", "snow"]
+    for index in range(20):
+        entry_factory(agent=agent, memory_user=person, content=f"Bo likes {words[index % 8]} {index}.")
+    vectors = bag_of_words_vectors(["Bo likes tea", "Bo likes snow 15", "garden hens"])
+    scope = {"agent": agent, "memory_user": person, "model": TEST_EMBEDDING_MODEL}
+    given_read = set()
+    given = storing._similar_stored_many(**scope, vectors=vectors, read_into=given_read)
+    for ahead in (1, 4, 100):
+        monkeypatch.setattr(storing, "_SCOPE_READ_AHEAD", ahead)
+        vectors_get, read = mock.Mock(return_value=vectors), set()
+        found = storing._similar_stored_many(**scope, vectors=vectors_get, read_into=read)
+        assert found == given and read == given_read
+        vectors_get.assert_called_once_with()
+    assert storing._similar_stored_many(**scope, vectors=lambda: None) is None
+    nobody = memory_user_factory(setup["workspace"], canonical_id="telegram:9")
+    assert (
+        storing._similar_stored_many(
+            agent=agent, memory_user=nobody, model=TEST_EMBEDDING_MODEL, vectors=lambda: vectors
+        )
+        == [(None, 0.0)] * 3
+    )
+
+
 def test_nearest_stored_for_many_vectors_compares_only_vectors_of_their_length(setup, monkeypatch):
     """A scope may hold vectors of another length under the same model name (an endpoint that
     changed its dimensions): the batch's read compares each length only with its own, and
@@ -546,21 +578,97 @@ def test_a_failed_background_embedding_stores_the_entry_for_the_task(setup, gate
     later.assert_called_once_with([str(result.entry.pk)])
 
 
-def test_a_batch_and_a_chat_model_embed_before_the_lock(setup, gates):
-    """A batch's embedding takes far longer than the work before the vectors are needed, and
-    a model's consolidation compares before the lock: neither starts one in the background."""
-    _lock_taken.set()
-    with mock.patch("episodic.services.storing.embed_started") as started:
+class _ReadWhileEmbedding(LocalEmbeddingProvider):
+    """The local provider, embedding only once the stored vectors are being read."""
+
+    def __init__(self, order):
+        super().__init__()
+        self.order = order
+
+    def embed(self, texts):
+        if not _stored_read.wait(10):
+            raise AssertionError("the stored vectors were not read while the batch was embedding")
+        if _embedding_fails.is_set():
+            raise EmbeddingError("the model failed")
+        self.order.append("embedded")
+        return bag_of_words_vectors(texts)
+
+
+_stored_read = threading.Event()
+
+
+@pytest.fixture
+def reading(gates):
+    _stored_read.clear()
+    order = []
+    real_chunks = storing._scope_vector_chunks
+
+    def chunks(sql, params):
+        rows = real_chunks(sql, params)
+        first = next(rows, None)  # The cursor declared and its first rows fetched.
+        if not _stored_read.is_set():
+            order.append("stored vectors read")
+            _stored_read.set()
+        if first is not None:
+            yield first
+            yield from rows
+
+    def lock(**kwargs):
+        order.append("lock")
+        person_lock(**kwargs)
+
+    with (
+        mock.patch("episodic.services.storing._scope_vector_chunks", chunks),
+        mock.patch("episodic.services.storing._person_lock", lock),
+    ):
+        yield order
+    _stored_read.clear()
+
+
+def test_a_batch_is_embedded_while_the_stored_vectors_are_read_and_before_the_lock(setup, reading):
+    """The local model embeds a batch on its own threads while the person's stored vectors
+    are read; the vectors are in hand before the person's lock is taken, where only rows
+    stored since are read."""
+    agent, person = setup["agent"], setup["person"]
+    items = [{"content": "Bo grows basil on the balcony."}, {"content": "Cy plays chess on Sundays."}]
+    first = entries_create(
+        agent=agent, memory_user=person, items=items, actor="test", provider=_ReadWhileEmbedding(reading)
+    )
+    assert all(r.created for r in first)
+    assert reading == ["stored vectors read", "embedded", "lock"]
+    reading.clear()
+    _stored_read.clear()
+    items = [{"content": "Bo grows basil on the balcony!"}, {"content": "Di swims every morning."}]
+    copy, new = entries_create(
+        agent=agent, memory_user=person, items=items, actor="test", provider=_ReadWhileEmbedding(reading)
+    )
+    assert reading == ["stored vectors read", "embedded", "lock"]
+    assert not copy.created and copy.reason == "duplicate_similar" and copy.entry.pk == first[0].entry.pk
+    assert new.created and EntryEmbedding.objects.filter(entry=new.entry).exists()
+
+
+def test_a_batch_whose_background_embedding_fails_is_stored_for_the_task(setup, reading):
+    _embedding_fails.set()
+    items = [{"content": "Bo grows basil."}, {"content": "Cy plays chess."}]
+    with mock.patch("episodic.tasks.entry_embed_task.delay_on_commit") as later:
         results = entries_create(
             agent=setup["agent"],
             memory_user=setup["person"],
-            items=[{"content": "Bo grows basil."}, {"content": "Cy plays chess."}],
+            items=items,
             actor="test",
-            provider=_GatedLocal(),
+            provider=_ReadWhileEmbedding(reading),
         )
-        assert all(r.created for r in results)
-        use_test_chat(setup["server"], setup["workspace"])
-        setup["server"].chat_replies.append(json.dumps({"decision": "add", "reason": "New."}))
+    assert all(r.created and r.entry.embedding_model == "" for r in results)
+    later.assert_called_once_with([str(r.entry.pk) for r in results])
+
+
+def test_a_chat_models_consolidation_embeds_before_the_lock(setup, gates):
+    """A model's decision is made before the lock, so its one text is embedded there, not
+    started in the background."""
+    _lock_taken.set()
+    use_test_chat(setup["server"], setup["workspace"])
+    setup["server"].chat_replies.append(json.dumps({"decision": "add", "reason": "New."}))
+    with mock.patch("episodic.services.storing.embed_started") as started:
         (result,) = entries_create(
             agent=setup["agent"],
             memory_user=setup["person"],
