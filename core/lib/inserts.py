@@ -6,7 +6,7 @@ once (an episodic entry, its vector and its audit event) then waits on three, ea
 (docs/speed.md, "The embedding beside the lock, and one INSERT for three tables"). `rows_insert` compiles
 each table's INSERT as `bulk_create` would and sends them as one statement: every INSERT but
 the last becomes a data-modifying WITH, which PostgreSQL runs to completion whether or not
-the main statement reads it.
+the main statement reads it. The values are sent apart from the statement's text (`_cursor`).
 """
 
 from django.db import connections, router
@@ -113,7 +113,8 @@ def _cursor(alias, params: int):
     values and its 3,000 other values took a fifth of the statement's time (docs/speed.md).
     Sent apart, a value is only dumped, and PostgreSQL coerces each to its column's type.
     Past what one Bind message can carry, the values are bound on the client as before.
-    Statements are logged and wrapped as through `connection.cursor()`.
+    Statements are logged and wrapped as through `connection.cursor()`, and not prepared
+    (Django turns psycopg's `prepare_threshold` off unless the database's OPTIONS set it).
     """
     connection = connections[alias]
     if params > _BIND_PARAMS_MAX:
