@@ -339,7 +339,7 @@ def _similar_stored_many(
     Several vectors, or a `skip`, read the scope's vectors: the ids of the vector rows read
     are added to `read_into`; the rows in `skip` are not read (the check under the lock, after
     a first check that read them). `vectors` may be a function that returns several vectors,
-    called once the first rows are read (`_similar_stored_scan`; None from it: None)."""
+    called once rows are read ahead (`_similar_stored_scan`; None from it: None)."""
     if not callable(vectors) and not vectors:
         return []
     params = {"agent": agent.pk, "memory_user": memory_user.pk, "model": model}
@@ -423,8 +423,8 @@ def _dedupe_similar(
     compared with them once, under the person's lock (`_drop_stored_meanwhile`), where the
     consolidation of the similar ones is decided too. For callers whose consolidation is
     decided by rule, in microseconds; a model's decision must not be awaited under the lock.
-    Several items on the local model are compared here all the same, while they are embedded
-    (the read is then free); under the lock, rows stored since are read to drop copies of them.
+    Several items on the local model are compared here all the same, their stored vectors read
+    while they are embedded; under the lock, rows stored since are read to drop copies of them.
     """
     if not check_stored and limit is not None:
         raise ValueError("A limit counts the items left after the stored check: it needs check_stored.")
@@ -443,9 +443,9 @@ def _dedupe_similar(
             return list(items), model
     texts = [i["content"] for i in items]
     # The local model embeds a batch on its own threads while the stored vectors are read
-    # (`_similar_stored_scan` awaits it after the first rows), so the stored entries are
-    # compared here even when consolidation is decided by rule: reading them costs nothing
-    # more, and the check under the lock then reads only rows stored since.
+    # (`_similar_stored_scan` awaits it once it has read ahead), so the stored entries are
+    # compared here even when consolidation is decided by rule: the read overlaps the
+    # embedding, and the check under the lock then reads only rows stored since.
     started = embed_started(provider, texts) if len(items) > 1 else None
     vectors = None
 
