@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import warnings
+import weakref
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
@@ -392,16 +393,18 @@ class OpenVinoEncoder(_GraphEncoder):
     One compiled graph per chunk thread (`parallel`; a chunk thread runs the graph of its slot),
     each of one stream of `threads` threads and never pinned to a core (cores are shared with
     PostgreSQL and the other workers): one graph of two streams slowed single texts 2x when
-    another process was busy. An inference request is not safe to share, so each thread keeps
-    one per graph; single texts take the graphs in turn, so two at once run on two cores. A
-    process forked after loading makes requests of its own on the graphs it inherited
-    (compiling anew in a forked child's thread hung).
+    another process was busy. Each graph has one inference request, run by one thread at a
+    time (a lock per graph): a graph of one stream runs one inference at a time anyway, and
+    several requests of one graph meeting a new input shape at once (each new length of
+    text is one) is a deadlock surface of OpenVINO's CPU plugin on few cores (docs/speed.md, "The
+    batch's CPU, part by part"). Other threads' single texts take a free graph, else the next
+    in turn, so two at once run on two cores. A process forked after loading makes requests
+    of its own on the graphs it inherited (compiling anew in a forked child's thread hung).
     """
 
     def _load(self, model_file: Path) -> None:
         import openvino
 
-        self._requests = threading.local()
         self._turn = itertools.count()
         core = openvino.Core()
         config = {
@@ -414,18 +417,45 @@ class OpenVinoEncoder(_GraphEncoder):
         graph = core.read_model(str(model_file))
         self.precision = config["INFERENCE_PRECISION_HINT"]
         self._graphs = [core.compile_model(graph, "CPU", config) for _ in range(self.parallel)]
+        self._forked()
+        encoder = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: (this := encoder()) is not None and this._forked())
+
+    def _forked(self) -> None:
+        """No requests yet in this process (a forked child's are its own), nor locks held."""
+        self._runs: list[tuple[threading.Lock, object]] | None = None
+        self._runs_lock = threading.Lock()
+
+    def _graph_runs(self) -> list[tuple[threading.Lock, object]]:
+        """(lock, inference request) of each graph, made on first use in this process."""
+        runs = self._runs
+        if runs is None:
+            with self._runs_lock:
+                if self._runs is None:
+                    self._runs = [(threading.Lock(), graph.create_infer_request()) for graph in self._graphs]
+                runs = self._runs
+        return runs
 
     def _infer(self, feed: dict) -> np.ndarray:
+        runs = self._graph_runs()
         slot = self._slot()
-        if slot is None:
-            slot = next(self._turn) % len(self._graphs)
-        if getattr(self._requests, "pid", None) != os.getpid():
-            self._requests.pid, self._requests.by_slot = os.getpid(), {}
-        request = self._requests.by_slot.get(slot)
-        if request is None:
-            request = self._requests.by_slot[slot] = self._graphs[slot].create_infer_request()
-        # The result is copied out of the request's buffers (share_outputs is off).
-        return request.infer(feed)[0]
+        if slot is not None:
+            lock, request = runs[slot]
+            lock.acquire()
+        else:
+            start = next(self._turn)
+            for step in range(len(runs)):
+                lock, request = runs[(start + step) % len(runs)]
+                if lock.acquire(blocking=False):
+                    break
+            else:
+                lock, request = runs[start % len(runs)]
+                lock.acquire()
+        try:
+            # The result is copied out of the request's buffers (share_outputs is off).
+            return request.infer(feed)[0]
+        finally:
+            lock.release()
 
 
 if __name__ == "__main__":

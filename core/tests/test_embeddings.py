@@ -5,6 +5,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from unittest import mock
@@ -173,46 +174,87 @@ class OpenVinoTests(SimpleTestCase):
             ):
                 LocalEmbeddingProvider(runtime="openvino").embed(["x", "y"])
 
+    def _recorded(self, encoder, ran: list, active: list, most: list):
+        """`encoder`'s graphs, whose requests record (thread, graph) of each inference and the
+        most inferences running on one graph at once."""
+        graphs, guard = encoder._graphs, threading.Lock()
+
+        class Request:
+            def __init__(self, index):
+                self.index, self.request = index, graphs[index].create_infer_request()
+
+            def infer(self, feed):
+                with guard:
+                    active[self.index] += 1
+                    most[self.index] = max(most[self.index], active[self.index])
+                    ran.append((threading.current_thread().name, self.index))
+                time.sleep(0.002)  # Long enough for another thread to arrive meanwhile.
+                try:
+                    return self.request.infer(feed)
+                finally:
+                    with guard:
+                        active[self.index] -= 1
+
+        class Graph:
+            def __init__(self, index):
+                self.index = index
+
+            def create_infer_request(self):
+                return Request(self.index)
+
+        return [Graph(index) for index in range(len(graphs))]
+
     def test_a_batch_on_two_threads_runs_one_graph_each(self):
         model_file = onnx_model_file(settings.EMBEDDING_ONNX_DIR, FP32)
         encoder = onnx_embedding.OpenVinoEncoder(model_file, parallel=2)
         assert len(encoder._graphs) == 2
         texts = [f"{i} {text}" for i in range(12) for text in TEXTS]
-        used = []
-        graphs = encoder._graphs
-
-        class Recorded:
-            def __init__(self, index):
-                self.index = index
-
-            def create_infer_request(self):
-                used.append((threading.current_thread().name, self.index))
-                return graphs[self.index].create_infer_request()
-
-        with mock.patch.object(encoder, "_graphs", [Recorded(0), Recorded(1)]):
+        ran, active, most = [], [0, 0], [0, 0]
+        with mock.patch.object(encoder, "_graphs", self._recorded(encoder, ran, active, most)):
             got = encoder.encode(texts)
             encoder.encode(texts)
-        # One request per (thread, graph), made once: the two chunk threads took one graph each.
-        assert sorted(index for _, index in used) == [0, 1]
-        assert len({name for name, _ in used}) == 2
+        # Each chunk thread ran the graph of its slot only, and the two took one each.
+        graphs_of = {}
+        for name, index in ran:
+            graphs_of.setdefault(name, set()).add(index)
+        assert sorted(map(sorted, graphs_of.values())) == [[0], [1]]
+        assert most == [1, 1]
         assert cosines(got, self.openvino.embed(texts)).min() >= 0.99999
 
-    def test_single_texts_from_many_threads_get_their_own_requests(self):
-        encoder = embeddings._local_encoder_get("openvino")
-        expected = np.asarray(encoder.encode([TEXTS[1]]))
-        results = []
+    def test_texts_from_many_threads_run_one_inference_at_a_time_on_each_graph(self):
+        """Single texts of other threads take a free graph (else the next), beside a batch on
+        the chunk threads; a graph never runs two inferences at once."""
+        model_file = onnx_model_file(settings.EMBEDDING_ONNX_DIR, FP32)
+        encoder = onnx_embedding.OpenVinoEncoder(model_file, parallel=2)
+        texts = [f"{'word ' * (i % 7)}{text}" for i, text in enumerate(TEXTS * 3)]
+        expected = [encoder.encode([text]) for text in texts]
+        batch = [f"{i} {text}" for i in range(8) for text in TEXTS]
+        expected_batch = encoder.encode(batch)
+        ran, active, most = [], [0, 0], [0, 0]
+        results, batches = [], []
 
-        def embed():
-            for _ in range(5):
-                results.append(encoder.encode([TEXTS[1]]))
+        def singles(offset):
+            for index in range(len(texts)):
+                index = (index + offset) % len(texts)
+                results.append((index, encoder.encode([texts[index]])))
 
-        threads = [threading.Thread(target=embed) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        assert len(results) == 20
-        assert all(np.array_equal(result, expected) for result in results)
+        def batches_run():
+            for _ in range(3):
+                batches.append(encoder.encode(batch))
+
+        with mock.patch.object(encoder, "_graphs", self._recorded(encoder, ran, active, most)):
+            encoder._forked()  # Requests of the recorded graphs.
+            threads = [threading.Thread(target=singles, args=(n,)) for n in range(4)]
+            threads.append(threading.Thread(target=batches_run))
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(120)
+        assert len(results) == 4 * len(texts) and len(batches) == 3
+        assert all(np.array_equal(vector, expected[index]) for index, vector in results)
+        assert all(cosines(got, expected_batch).min() >= 0.99999 for got in batches)
+        assert most == [1, 1]
+        assert {index for _, index in ran} == {0, 1}
 
     def test_a_forked_process_embeds_on_the_graphs_it_inherited(self):
         encoder = embeddings._local_encoder_get("openvino")
