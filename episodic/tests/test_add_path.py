@@ -647,6 +647,28 @@ def test_a_batch_is_embedded_while_the_stored_vectors_are_read_and_before_the_lo
     assert new.created and EntryEmbedding.objects.filter(entry=new.entry).exists()
 
 
+def test_a_batch_with_a_chat_models_consolidation_is_read_while_it_embeds(setup, reading):
+    """A model's consolidation is decided before the lock: a batch's stored vectors are read
+    while it is embedded there too, and a similar stored entry goes to the model."""
+    agent, person = setup["agent"], setup["person"]
+    provider = _ReadWhileEmbedding(reading)
+    items = [{"content": "Bo lives in Lisbon now."}, {"content": "Di swims every morning."}]
+    stored, _ = entries_create(agent=agent, memory_user=person, items=items, actor="test", provider=provider)
+    reading.clear()
+    _stored_read.clear()
+    use_test_chat(setup["server"], setup["workspace"])
+    setup["server"].chat_replies.append(json.dumps({"decision": "supersede", "reason": "Moved."}))
+    items = [{"content": "Bo lives in Porto now."}, {"content": "Cy plays chess on Sundays."}]
+    moved, other = entries_create(
+        agent=agent, memory_user=person, items=items, actor="test", provider=provider
+    )
+    assert reading == ["stored vectors read", "embedded", "lock"]
+    assert moved.created and moved.entry.consolidation["decision"] == "supersede"
+    assert moved.entry.consolidation["old"] == str(stored.entry.pk) and other.created
+    stored.entry.refresh_from_db()
+    assert stored.entry.status == EpisodicEntry.Status.SUPERSEDED
+
+
 def test_a_batch_whose_background_embedding_fails_is_stored_for_the_task(setup, reading):
     _embedding_fails.set()
     items = [{"content": "Bo grows basil."}, {"content": "Cy plays chess."}]
