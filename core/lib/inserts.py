@@ -48,10 +48,10 @@ def rows_insert(*groups) -> None:
     runs (auto_now), signals are not sent and the objects are marked saved. Unlike it, an
     auto-increment key is not read back (it stays None).
 
-    The groups' rows may be written in any order and in one statement, so a row must not
-    depend on another group's row being in the table first: a foreign key between the
-    groups' rows is checked at commit, as Django's deferred foreign keys on PostgreSQL are.
-    Either every row is stored or none is.
+    The groups' rows are written in one statement or one COPY a table, in no order to rely
+    on, so a row must not depend on another group's row being in the table first: a foreign
+    key between the groups' rows is checked at commit, as Django's deferred foreign keys on
+    PostgreSQL are. Either every row is stored or none is.
     """
     groups = [(model, list(objs)) for model, objs in groups if objs]
     if not groups:
