@@ -164,9 +164,14 @@ def _cursor(alias, params: int):
     connection = connections[alias]
     if params > _BIND_PARAMS_MAX:
         return connection.cursor()
+    return connection._prepare_cursor(ServerBindingCursor(_connected(connection)))
+
+
+def _connected(connection):
+    """`connection`'s psycopg connection, checked and opened as `connection.cursor()` does."""
     connection.close_if_health_check_failed()
     connection.ensure_connection()
-    return connection._prepare_cursor(ServerBindingCursor(connection.connection))
+    return connection.connection
 
 
 # Binary COPY ------------------------------------------------------------------------------
@@ -202,9 +207,7 @@ def _copy_run(copy: _Copy, statement, _params, _many, context) -> None:
 
 def _copies(connection, groups, fields) -> list[_Copy] | None:
     """A binary COPY for each group, or None when one of them cannot be written by COPY."""
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    adapters = connection.connection.adapters
+    adapters = _connected(connection).adapters
     copies = []
     for (model, objs), sent in zip(groups, fields, strict=True):
         table = model._meta.db_table
