@@ -68,7 +68,7 @@ def database_from_url(url: str) -> dict:
     options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
     host = options.pop("host", None) or unquote(parsed.hostname or "")
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "core.lib.postgresql",
         "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
         "USER": unquote(parsed.username or ""),
         "PASSWORD": unquote(parsed.password or ""),

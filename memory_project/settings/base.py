@@ -107,6 +107,9 @@ DATABASE_URL = env_str(
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A connection idle longer than this is checked with a round trip before a request uses it;
+# one used more recently only when its socket shows the server ended it (core/lib/postgresql).
+DATABASE_HEALTH_CHECK_IDLE_SECONDS = env_float("DATABASE_HEALTH_CHECK_IDLE_SECONDS", 10.0)
 # Read replica (core/lib/replica.py, docs/deploy.md): unset, there is no "replica" alias,
 # router or middleware, and nothing reads anywhere but the primary.
 DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL", "")
