@@ -1,9 +1,12 @@
 import datetime as dt
+import os
+import time
+from unittest import mock
 
 from django.core.signals import request_finished
 from django.db import close_old_connections, connection, transaction
 from django.http import HttpResponse
-from django.test import RequestFactory, TransactionTestCase
+from django.test import RequestFactory, TransactionTestCase, override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -13,7 +16,10 @@ from core.counters import (
     ENTRIES_REJECTED,
     RECALLS_RECALL,
     RECALLS_SEARCH,
+    _HeldCounts,
+    counter_sink_register,
     counters_add,
+    counters_flush,
 )
 from core.middleware import AfterResponseMiddleware
 from core.services import agent_get_or_create, api_key_create, workspace_create
@@ -164,3 +170,96 @@ class CountAfterResponseServedTest(TransactionTestCase):
         # client, like a server, closed the response after reading it.
         assert "close" in vars(response)
         assert counted(workspace, RECALLS_SEARCH, agent) == 1
+
+
+class HeldCountsTest(TransactionTestCase):
+    """With COUNTERS_FLUSH_SECONDS, a web process's requests are counted together: one thread
+    stores what they served in one upsert per interval, and what is held at exit is stored."""
+
+    def setUp(self):
+        self.workspace = workspace_create(name="Counted")
+        self.agent = agent_get_or_create(workspace=self.workspace, slug="assistant")
+        _, key = api_key_create(workspace=self.workspace, agent=self.agent)
+        self.person = memory_user_factory(self.workspace)
+        self.client = APIClient(SERVER_NAME="localhost")
+        self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+        # Counts held (and a storing thread's interval) of one test do not reach another.
+        held = mock.patch("core.counters._held", _HeldCounts())
+        held.start()
+        self.addCleanup(held.stop)
+        self.addCleanup(counters_flush)
+
+    def search(self):
+        response = self.client.post(
+            "/api/v1/episodic-entries/search/",
+            {"memory_user": str(self.person.pk), "query": "Lisbon", "mode": "lexical"},
+            format="json",
+        )
+        assert response.status_code == 200, response.content
+
+    def wait_counted(self, expected: int) -> None:
+        deadline = time.monotonic() + 10
+        while counted(self.workspace, RECALLS_SEARCH, self.agent) != expected:
+            assert time.monotonic() < deadline, counted(self.workspace, RECALLS_SEARCH, self.agent)
+            time.sleep(0.02)
+
+    def test_requests_are_counted_together_by_the_storing_thread(self):
+        upserts = []
+
+        def sink(**kwargs):
+            upserts.append(kwargs)
+            counters_store(**kwargs)
+
+        counter_sink_register(sink)
+        self.addCleanup(counter_sink_register, counters_store)
+        with override_settings(COUNTERS_FLUSH_SECONDS=0.5):
+            for _ in range(3):
+                self.search()
+            # The responses were closed (the test client closes them): nothing was written.
+            assert counted(self.workspace, RECALLS_SEARCH) == 0
+            self.wait_counted(3)
+        assert len(upserts) == 1
+        assert upserts[0]["counts"] == {RECALLS_SEARCH: 3}
+        assert upserts[0]["day"] == timezone.now().astimezone(dt.UTC).date()
+        rows = DailyCounter.objects.filter(workspace=self.workspace, metric=RECALLS_SEARCH)
+        assert [(row.agent_id, row.value) for row in rows] == [(self.agent.pk, 3)]
+
+    def test_what_is_held_is_stored_by_a_flush(self):
+        """A process that exits normally stores what it holds (counters_flush runs at exit)."""
+        with override_settings(COUNTERS_FLUSH_SECONDS=60):
+            self.search()
+            self.search()
+            assert counted(self.workspace, RECALLS_SEARCH) == 0
+            counters_flush()
+        assert counted(self.workspace, RECALLS_SEARCH, self.agent) == 2
+
+    def test_a_failing_store_is_logged_and_later_counts_are_stored(self):
+        def failing(**kwargs):
+            raise RuntimeError("the sink failed")
+
+        counter_sink_register(failing)
+        self.addCleanup(counter_sink_register, counters_store)
+        with override_settings(COUNTERS_FLUSH_SECONDS=60), self.assertLogs("core.counters", "ERROR"):
+            self.search()
+            counters_flush()
+        counter_sink_register(counters_store)
+        with override_settings(COUNTERS_FLUSH_SECONDS=60):
+            self.search()
+            counters_flush()
+        assert counted(self.workspace, RECALLS_SEARCH, self.agent) == 1
+
+    def test_a_task_or_command_counts_at_once(self):
+        """Outside a request there is no response to wait for and no process to outlive."""
+        with override_settings(COUNTERS_FLUSH_SECONDS=60):
+            counters_add(workspace_id=self.workspace.pk, agent_id=self.agent.pk, counts={RECALLS_SEARCH: 1})
+        assert counted(self.workspace, RECALLS_SEARCH, self.agent) == 1
+
+    def test_a_forked_process_does_not_store_its_parents_counts(self):
+        held = _HeldCounts()
+        stored = []
+        held.add(lambda **kwargs: stored.append(kwargs), 1, None, dt.date(2026, 1, 1), {RECALLS_SEARCH: 1})
+        with mock.patch("core.counters.os.getpid", return_value=os.getpid() + 1):
+            held.flush()
+        assert stored == []
+        held.flush()
+        assert [item["counts"] for item in stored] == [{RECALLS_SEARCH: 1}]

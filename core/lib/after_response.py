@@ -30,6 +30,11 @@ def after_response(fn: Callable[[], None]) -> None:
         pending.append(fn)
 
 
+def after_response_queueing() -> bool:
+    """Whether `after_response` queues (inside a request) rather than running at once."""
+    return _pending.get() is not None
+
+
 def after_response_collect() -> tuple[list, contextvars.Token]:
     """Start queueing for a request: (the queue, the token that `after_response_stop` takes)."""
     pending: list = []

@@ -174,6 +174,9 @@ LOGOUT_REDIRECT_URL = "login"
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 5 * 1024 * 1024)
 # Seconds a web process trusts an API key it has authenticated before looking it up again.
 API_KEY_CACHE_SECONDS = env_float("API_KEY_CACHE_SECONDS", 5.0)
+# Seconds the recall counters of a web process's requests are gathered before one upsert
+# stores them (core/counters.py); 0 writes each request's count after its response.
+COUNTERS_FLUSH_SECONDS = env_float("COUNTERS_FLUSH_SECONDS", 1.0)
 # Seconds a process keeps a workspace's LLM / embedding endpoint before reading it again.
 PROVIDER_CACHE_SECONDS = env_float("PROVIDER_CACHE_SECONDS", 5.0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES

@@ -28,6 +28,8 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 # Every test sees key changes at once (revocation by update(), expiry moved back).
 API_KEY_CACHE_SECONDS = 0
 PROVIDER_CACHE_SECONDS = 0
+# Each request's counts are written after its response, where the test client sees them.
+COUNTERS_FLUSH_SECONDS = 0
 WEBHOOKS_ACTIVE_CACHE_SECONDS = 0
 # Receivers in tests listen on 127.0.0.1; webhooks/tests check the refusal with it off.
 WEBHOOKS_ALLOW_PRIVATE_URLS = True
