@@ -340,7 +340,42 @@ class _GraphEncoder(ABC):
         }
         if self.model.token_type_ids:
             feed["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
-        return self._infer(feed)
+        return self._infer_first_alone(feed)
+
+    def _infer_first_alone(self, feed: dict) -> np.ndarray:
+        """`_infer`, the first call of a process on this runtime alone: other threads wait for
+        it to finish before they run theirs.
+
+        The runtime's Python binding initialises some of its state on first use, in a C++
+        function-local static whose initialiser lets go of the GIL (pybind11's numpy API,
+        reached by OpenVINO's `tensor.data` as it copies the inputs in). A second thread that
+        holds the GIL then waits for that static, and the first waits for the GIL, forever:
+        py-spy showed both threads there, two web requests hung and their worker would not exit
+        (docs/speed.md, "Two first embeddings at once"). Four threads embedding at once in a
+        fresh process hung about one time in seven. Once one inference has finished, the state
+        exists and calls run side by side as before."""
+        runtime = type(self)
+        if _first_done.get(runtime) == os.getpid():
+            return self._infer(feed)
+        with _first_lock:
+            vectors = self._infer(feed)
+            _first_done[runtime] = os.getpid()
+        return vectors
+
+
+# {encoder class: the pid of the process in which its first inference finished}, and the lock
+# that first inference holds (`_GraphEncoder._infer_first_alone`). A forked child has neither:
+# its lock may have been held by a thread of the parent that the child does not have.
+_first_done: dict[type, int] = {}
+_first_lock = threading.Lock()
+
+
+def _first_lock_reset() -> None:
+    global _first_lock
+    _first_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_first_lock_reset)
 
 
 class OnnxEncoder(_GraphEncoder):

@@ -271,6 +271,90 @@ class OpenVinoTests(SimpleTestCase):
         assert os.waitstatus_to_exitcode(status) == 0
 
 
+class FirstInferenceTests(SimpleTestCase):
+    """The first inference of a process on a runtime runs alone (`_infer_first_alone`): two
+    threads meeting the binding's first-use initialisation at once hung for good."""
+
+    def test_the_first_inference_finishes_before_another_starts(self):
+        model_file = onnx_model_file(settings.EMBEDDING_ONNX_DIR, FP32)
+        encoder = onnx_embedding.OpenVinoEncoder(model_file, parallel=2)
+        events, lock = [], threading.Lock()
+        infer = encoder._infer
+
+        def recorded(feed):
+            with lock:
+                events.append("start")
+            # Long enough for every other thread to have reached the encoder meanwhile.
+            time.sleep(0.2 if len(events) == 1 else 0)
+            try:
+                return infer(feed)
+            finally:
+                with lock:
+                    events.append("end")
+
+        barrier = threading.Barrier(6)
+
+        def one(index):
+            barrier.wait()
+            encoder.encode([f"text number {index}"])
+
+        with (
+            mock.patch.dict(onnx_embedding._first_done, clear=True),
+            mock.patch.object(encoder, "_infer", recorded),
+        ):
+            threads = [threading.Thread(target=one, args=(n,)) for n in range(6)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+            assert onnx_embedding._first_done[onnx_embedding.OpenVinoEncoder] == os.getpid()
+        assert events[:2] == ["start", "end"] and events.count("end") == 6
+
+    def test_later_inferences_do_not_wait_for_one_another(self):
+        """After the first, the lock is not taken: a thread holding it does not stop others."""
+        encoder = embeddings._local_encoder_get("openvino")
+        encoder.encode(["warm"])
+        with onnx_embedding._first_lock:
+            done = []
+            thread = threading.Thread(target=lambda: done.append(encoder.encode(["not waiting"])))
+            thread.start()
+            thread.join(30)
+        assert len(done) == 1
+
+    def test_fresh_processes_embedding_on_eight_threads_at_once_finish(self):
+        """The hang in a real process: without the first inference alone, about one fresh
+        process in seven never finished (docs/speed.md, "Two first embeddings at once")."""
+        code = (
+            "import os, threading, django; django.setup();"
+            "from core.embeddings import _local_encoder_get;"
+            "encoder = _local_encoder_get('openvino');"
+            "barrier = threading.Barrier(8);"
+            "run = lambda i: (barrier.wait(), encoder.encode([f'text number {i} of many']));"
+            "threads = [threading.Thread(target=run, args=(i,)) for i in range(8)];"
+            "[t.start() for t in threads]; [t.join() for t in threads];"
+            "print('done')"
+        )
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": os.environ.get(
+                "DJANGO_SETTINGS_MODULE", "memory_project.settings.development"
+            ),
+            "DATABASE_URL": os.environ.get("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none"),
+        }
+        for _ in range(3):
+            # A hung process holds the GIL in a thread: only a timeout ends it.
+            result = subprocess.run(
+                [sys.executable, "-c", code],
+                cwd=settings.BASE_DIR,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert result.returncode == 0, result.stderr[-2000:]
+            assert result.stdout.strip() == "done"
+
+
 class BatchThreadsTests(SimpleTestCase):
     """A batch's chunks run side by side (EMBEDDING_BATCH_THREADS) and give the same vectors."""
 
