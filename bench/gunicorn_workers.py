@@ -10,7 +10,8 @@ per client a person, a 200-message thread, 12 facts and 20 episodic entries, the
 Celery worker until the queue is empty so entries, facts and messages have their vectors.
 
 Then, for each configuration (`sync:W` or `gthread:WxT`), starts
-`gunicorn memory_project.wsgi:application` with it, warms every worker up (each loads the
+`gunicorn memory_project.wsgi:application` with it and serve's hooks (memory_project/
+gunicorn.conf.py: each worker warms up as it starts), warms every worker up (each loads the
 embedding model on its first query), and runs a closed-loop load from this process (not
 the server's): `--clients` threads, each with its own connection and key, no pause, each
 picking from the mix append 1/3, history window 1/3, episodic search 1/6, fact recall 1/6
@@ -163,6 +164,9 @@ class Gunicorn:
     def __init__(self, servers: Servers, config: Config, log_path: Path):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # serve's and the image's hooks: each worker warms up in a background thread as it
+        # starts, then freezes the collector's generations (memory_project/gunicorn.conf.py).
+        hooks = BASE_DIR / "memory_project" / "gunicorn.conf.py"
         command = [
             sys.executable,
             "-m",
@@ -170,6 +174,7 @@ class Gunicorn:
             "memory_project.wsgi:application",
             f"--bind=127.0.0.1:{self.port}",
             *config.gunicorn_args(),
+            *([f"--config={hooks}"] if hooks.exists() else []),
             # As serve runs it: agents' clients keep idle connections for seconds.
             "--keep-alive=30",
             "--graceful-timeout=10",
