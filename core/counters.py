@@ -146,9 +146,11 @@ class _HeldCounts:
             # The counts of the next interval are gathered, then stored in one upsert each.
             time.sleep(settings.COUNTERS_FLUSH_SECONDS)
             wake.clear()
-            # A connection broken since the last store (a restart) is replaced first.
+            # Around each store what Django does around a request: a connection that failed
+            # is closed, and one the server ended meanwhile is checked before it is used.
             close_old_connections()
             self.flush()
+            close_old_connections()
 
 
 _held = _HeldCounts()

@@ -351,9 +351,9 @@ class _GraphEncoder(ABC):
         reached by OpenVINO's `tensor.data` as it copies the inputs in). A second thread that
         holds the GIL then waits for that static, and the first waits for the GIL, forever:
         py-spy showed both threads there, two web requests hung and their worker would not exit
-        (docs/speed.md, "Two first embeddings at once"). Four threads embedding at once in a
-        fresh process hung about one time in seven. Once one inference has finished, the state
-        exists and calls run side by side as before."""
+        (docs/speed.md, "Two first embeddings at once"). Eight threads embedding at once in a
+        fresh process hung it 9 times in 30. Once one inference has finished, the state exists
+        and calls run side by side as before."""
         runtime = type(self)
         if _first_done.get(runtime) == os.getpid():
             return self._infer(feed)
