@@ -271,6 +271,26 @@ class OpenVinoTests(SimpleTestCase):
         assert os.waitstatus_to_exitcode(status) == 0
 
 
+def _django_process(code: str, *, timeout: float, **env) -> subprocess.CompletedProcess:
+    """`code` run by a fresh Python with Django set up as in this process (no database needed)."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": os.environ.get(
+            "DJANGO_SETTINGS_MODULE", "memory_project.settings.development"
+        ),
+        "DATABASE_URL": os.environ.get("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none"),
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 class FirstInferenceTests(SimpleTestCase):
     """The first inference of a process on a runtime runs alone (`_infer_first_alone`): two
     threads meeting the binding's first-use initialisation at once hung for good."""
@@ -334,23 +354,9 @@ class FirstInferenceTests(SimpleTestCase):
             "[t.start() for t in threads]; [t.join() for t in threads];"
             "print('done')"
         )
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": os.environ.get(
-                "DJANGO_SETTINGS_MODULE", "memory_project.settings.development"
-            ),
-            "DATABASE_URL": os.environ.get("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none"),
-        }
         for _ in range(3):
             # A hung process holds the GIL in a thread: only a timeout ends it.
-            result = subprocess.run(
-                [sys.executable, "-c", code],
-                cwd=settings.BASE_DIR,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            result = _django_process(code, timeout=120)
             assert result.returncode == 0, result.stderr[-2000:]
             assert result.stdout.strip() == "done"
 
@@ -737,22 +743,7 @@ class TorchIsNotImportedTests(SimpleTestCase):
             "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))"
         )
         with tempfile.TemporaryDirectory() as tmp:
-            env = {
-                **os.environ,
-                "DJANGO_SETTINGS_MODULE": os.environ.get(
-                    "DJANGO_SETTINGS_MODULE", "memory_project.settings.development"
-                ),
-                "DATABASE_URL": os.environ.get("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none"),
-                "EMBEDDING_ONNX_DIR": tmp,
-            }
-            result = subprocess.run(
-                [sys.executable, "-c", code],
-                cwd=settings.BASE_DIR,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            result = _django_process(code, timeout=300, EMBEDDING_ONNX_DIR=tmp)
             assert result.returncode == 0, result.stderr[-2000:]
             assert result.stdout.strip() == "[]"
             assert onnx_model_current(Path(tmp), FP32)

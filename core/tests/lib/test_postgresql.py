@@ -11,6 +11,11 @@ from django.test import SimpleTestCase, override_settings
 from core.lib.postgresql.base import DatabaseWrapper, socket_readable
 
 
+def _checks(wrapper):
+    """`is_usable` (the `SELECT 1` round trip) of `wrapper`, counted."""
+    return mock.patch.object(wrapper, "is_usable", wraps=wrapper.is_usable)
+
+
 class HealthCheckTests(SimpleTestCase):
     # Each test opens connections of its own, outside any test transaction.
     databases = {"default"}
@@ -49,7 +54,7 @@ class HealthCheckTests(SimpleTestCase):
     def test_a_recently_used_connection_is_used_without_a_round_trip(self):
         wrapper = self._wrapper()
         first = self._request(wrapper)
-        with mock.patch.object(wrapper, "is_usable", wraps=wrapper.is_usable) as is_usable:
+        with _checks(wrapper) as is_usable:
             again = [self._request(wrapper) for _ in range(3)]
         assert again == [first] * 3
         is_usable.assert_not_called()
@@ -59,12 +64,12 @@ class HealthCheckTests(SimpleTestCase):
         first = self._request(wrapper)
         self._terminate(first)
         self._wait_readable(wrapper)
-        with mock.patch.object(wrapper, "is_usable", wraps=wrapper.is_usable) as is_usable:
+        with _checks(wrapper) as is_usable:
             second = self._request(wrapper)
         assert second is not None and second != first
         is_usable.assert_called_once()
         # The new connection is used again without a check.
-        with mock.patch.object(wrapper, "is_usable", wraps=wrapper.is_usable) as is_usable:
+        with _checks(wrapper) as is_usable:
             assert self._request(wrapper) == second
         is_usable.assert_not_called()
 
@@ -76,7 +81,7 @@ class HealthCheckTests(SimpleTestCase):
         with other.cursor() as cursor:
             cursor.execute("NOTIFY health_check_probe")
         self._wait_readable(wrapper)
-        with mock.patch.object(wrapper, "is_usable", wraps=wrapper.is_usable) as is_usable:
+        with _checks(wrapper) as is_usable:
             assert self._request(wrapper) == pid
         is_usable.assert_called_once()
 
@@ -85,7 +90,7 @@ class HealthCheckTests(SimpleTestCase):
         pid = self._request(wrapper)
         with (
             override_settings(DATABASE_HEALTH_CHECK_IDLE_SECONDS=0),
-            mock.patch.object(wrapper, "is_usable", wraps=wrapper.is_usable) as is_usable,
+            _checks(wrapper) as is_usable,
         ):
             assert self._request(wrapper) == pid
         is_usable.assert_called_once()
@@ -96,7 +101,7 @@ class HealthCheckTests(SimpleTestCase):
         with override_settings(DATABASE_HEALTH_CHECK_IDLE_SECONDS=0.2):
             time.sleep(0.25)
             self._request(wrapper, sql=None)
-            with mock.patch.object(wrapper, "is_usable", wraps=wrapper.is_usable) as is_usable:
+            with _checks(wrapper) as is_usable:
                 assert self._request(wrapper) == pid
         is_usable.assert_called_once()
 
@@ -106,7 +111,7 @@ class HealthCheckTests(SimpleTestCase):
         pid = self._request(wrapper)
         with (
             override_settings(DATABASE_HEALTH_CHECK_IDLE_SECONDS=0),
-            mock.patch.object(wrapper, "is_usable", wraps=wrapper.is_usable) as is_usable,
+            _checks(wrapper) as is_usable,
         ):
             assert self._request(wrapper) == pid
         is_usable.assert_not_called()
