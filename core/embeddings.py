@@ -417,6 +417,21 @@ def embed_started(provider, texts: list[str]) -> Future | None:
     return _started_pool_get().submit(provider.embed, list(texts))
 
 
+def embedding_awaited(started: Future):
+    """The result of an embedding started on a background thread (`embed_started`,
+    `embed_query_started`), waited for at most EMBEDDING_LOCAL_WAIT_SECONDS: past that,
+    EmbeddingError, which every caller already meets by going on without the vectors. A call
+    that never returned would otherwise hold its request's thread for good (docs/speed.md,
+    "Two first embeddings at once"); the thread computing it stays busy, and is logged."""
+    seconds = settings.EMBEDDING_LOCAL_WAIT_SECONDS
+    try:
+        return started.result(timeout=seconds)
+    except TimeoutError:
+        started.cancel()
+        logger.error("The local embedding model gave no vectors within %s s; going on without them.", seconds)
+        raise EmbeddingError(f"The local embedding model gave no vectors within {seconds:g} s.") from None
+
+
 def embed_query_started(provider, text: str) -> list[float] | Future:
     """`provider.embed_query(text)`: at once when the vector is at hand (in the cache) or
     the provider is not the local model; else a Future of it, computed on a background

@@ -43,6 +43,7 @@ from core.embeddings import (
     EmbeddingError,
     LocalEmbeddingProvider,
     embed_query_started,
+    embedding_awaited,
     embedding_provider_for,
 )
 from core.errors import ApplicationError
@@ -1163,7 +1164,7 @@ def query_vector_awaited(query_vector: list[float] | Future | None) -> list[floa
     if not isinstance(query_vector, Future):
         return query_vector
     try:
-        return query_vector.result()
+        return embedding_awaited(query_vector)
     except EmbeddingError as exc:
         logger.warning("search: query embedding failed, lexical only: %s", exc)
         return None

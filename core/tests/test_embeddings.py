@@ -24,6 +24,7 @@ from core.embeddings import (
     QueryVectorCache,
     embed_query_started,
     embed_started,
+    embedding_awaited,
     embedding_provider_for,
     query_cache,
 )
@@ -459,6 +460,27 @@ class EmbedStartedTests(SimpleTestCase):
             started = embed_started(LocalEmbeddingProvider(), ["x"])
             with self.assertRaises(EmbeddingError):
                 started.result(timeout=60)
+
+    @override_settings(EMBEDDING_LOCAL_WAIT_SECONDS=0.2)
+    def test_vectors_that_never_come_are_an_embedding_error_after_the_wait(self):
+        """A call that never returns does not hold its caller for good: EmbeddingError, which
+        every caller meets by going on without the vectors, and an error logged."""
+        release = threading.Event()
+        self.addCleanup(release.set)  # The pool thread is not left blocked.
+
+        def hung(self, texts):
+            release.wait(30)
+            return [[0.0] * 384 for _ in texts]
+
+        with mock.patch.object(LocalEmbeddingProvider, "embed", hung):
+            started = embed_started(LocalEmbeddingProvider(), ["x"])
+            with self.assertLogs("core.embeddings", "ERROR") as logs, self.assertRaises(EmbeddingError):
+                embedding_awaited(started)
+        assert "no vectors within 0.2 s" in logs.output[0]
+
+    def test_vectors_in_time_are_returned(self):
+        with mock.patch.object(LocalEmbeddingProvider, "embed", lambda self, texts: [[1.0, 0.0]]):
+            assert embedding_awaited(embed_started(LocalEmbeddingProvider(), ["x"])) == [[1.0, 0.0]]
 
     def test_an_endpoint_is_not_started(self):
         """Its call may take seconds; callers await the vectors under a lock."""

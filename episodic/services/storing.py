@@ -22,7 +22,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.embeddings import EmbeddingError, embed_started
+from core.embeddings import EmbeddingError, embed_started, embedding_awaited
 from core.events import audit_recorded
 from core.lib.consolidation import (
     DECISION_ADD,
@@ -452,7 +452,7 @@ def _dedupe_similar(
     def vectors_get():
         nonlocal vectors
         try:
-            vectors = started.result() if started is not None else provider.embed(texts)
+            vectors = embedding_awaited(started) if started is not None else provider.embed(texts)
         except EmbeddingError as exc:
             logger.warning("episodic: embedding failed, similarity dedupe skipped: %s", exc)
         return vectors
@@ -607,7 +607,7 @@ def _started_vectors_await(items) -> None:
         if started is None:
             continue
         try:
-            (item["vector"],) = started.result()
+            (item["vector"],) = embedding_awaited(started)
         except EmbeddingError as exc:
             logger.warning("episodic: embedding failed, similarity dedupe skipped: %s", exc)
 

@@ -8,7 +8,7 @@ from unittest import mock
 
 import pytest
 from django.db import connection
-from django.test import Client
+from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -577,6 +577,43 @@ def test_a_failed_background_embedding_stores_the_entry_for_the_task(setup, gate
     assert result.created and result.entry.embedding_model == ""
     assert not EntryEmbedding.objects.filter(entry=result.entry).exists()
     later.assert_called_once_with([str(result.entry.pk)])
+
+
+class _Hung(LocalEmbeddingProvider):
+    """The local provider, whose vectors come only once released (after the test)."""
+
+    release = threading.Event()
+
+    def embed(self, texts):
+        self.release.wait(30)
+        return bag_of_words_vectors(texts)
+
+
+@pytest.mark.parametrize("items", [1, 3])
+def test_an_embedding_that_never_returns_stores_the_entries_for_the_task(setup, items):
+    """After EMBEDDING_LOCAL_WAIT_SECONDS the add goes on without vectors, as after a failed
+    embedding: the entries are stored, and the task embeds them later."""
+    _Hung.release.clear()
+    try:
+        with (
+            override_settings(EMBEDDING_LOCAL_WAIT_SECONDS=0.2),
+            mock.patch("episodic.tasks.entry_embed_task.delay_on_commit") as later,
+        ):
+            results = entries_create(
+                agent=setup["agent"],
+                memory_user=setup["person"],
+                items=[
+                    {"content": f"Ada paints {kind} on Sundays."}
+                    for kind in ("birds", "boats", "barns")[:items]
+                ],
+                actor="test",
+                provider=_Hung(),
+            )
+    finally:
+        _Hung.release.set()
+    assert all(r.created and r.entry.embedding_model == "" for r in results)
+    assert not EntryEmbedding.objects.filter(entry__in=[r.entry for r in results]).exists()
+    later.assert_called_once_with([str(r.entry.pk) for r in results])
 
 
 class _ReadWhileEmbedding(LocalEmbeddingProvider):

@@ -1,3 +1,4 @@
+import threading
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -74,6 +75,30 @@ class EntrySearchTests(MemoryTestCase):
         )
         with failing, self.assertLogs("core.ranking", "WARNING") as logs:
             result = self.search("marathon", provider=LocalEmbeddingProvider(cache_scope="failing"))
+        assert [h.entry for h in result.hits] == [wanted]
+        assert result.plan is None
+        assert "lexical only" in logs.output[0]
+
+    @override_settings(EMBEDDING_LOCAL_WAIT_SECONDS=0.2)
+    def test_a_local_query_embedding_that_never_returns_degrades_to_lexical(self):
+        """The search waits EMBEDDING_LOCAL_WAIT_SECONDS for its query vector, then ranks
+        lexically; the hung call does not hold the search."""
+        wanted = entry_factory(
+            agent=self.agent, memory_user=self.person, content="Ada is training for a marathon."
+        )
+        release = threading.Event()
+        self.addCleanup(release.set)  # The pool thread is not left blocked.
+
+        def hung(provider, text):
+            release.wait(30)
+            return [0.0] * 384
+
+        with (
+            mock.patch.object(LocalEmbeddingProvider, "embed_query", hung),
+            self.assertLogs("core.embeddings", "ERROR"),
+            self.assertLogs("core.ranking", "WARNING") as logs,
+        ):
+            result = self.search("marathon", provider=LocalEmbeddingProvider(cache_scope="hung"))
         assert [h.entry for h in result.hits] == [wanted]
         assert result.plan is None
         assert "lexical only" in logs.output[0]

@@ -653,6 +653,10 @@ EMBEDDING_LOCAL_MODEL = env_str("EMBEDDING_LOCAL_MODEL", "all-MiniLM-L6-v2")
 EMBEDDING_ONNX_DIR = Path(env_str("EMBEDDING_ONNX_DIR", str(VAR_DIR / "models")))
 # Recent query vectors kept per process (~1.6 KB each); 0 turns the cache off.
 EMBEDDING_QUERY_CACHE_SIZE = env_int("EMBEDDING_QUERY_CACHE_SIZE", 1024)
+# Seconds a request or task waits for the local model's vectors computed on a background
+# thread (core.embeddings.embedding_awaited); past it, a search ranks lexically and an add
+# stores its entries without vectors (the embedding task adds them), and an error is logged.
+EMBEDDING_LOCAL_WAIT_SECONDS = env_float("EMBEDDING_LOCAL_WAIT_SECONDS", 30.0)
 
 LOGGING = {
     "version": 1,
