@@ -422,7 +422,8 @@ def embedding_awaited(started: Future):
     `embed_query_started`), waited for at most EMBEDDING_LOCAL_WAIT_SECONDS: past that,
     EmbeddingError, which every caller already meets by going on without the vectors. A call
     that never returned would otherwise hold its request's thread for good (docs/speed.md,
-    "Two first embeddings at once"); the thread computing it stays busy, and is logged."""
+    "Two first embeddings at once"). The thread computing it stays busy; the wait that ran
+    out is logged as an error."""
     seconds = settings.EMBEDDING_LOCAL_WAIT_SECONDS
     try:
         return started.result(timeout=seconds)
