@@ -34,6 +34,7 @@ from core.lib.consolidation import (
     conflict_floor,
 )
 from core.lib.inserts import rows_insert
+from core.lib.rows import ModelRows
 from core.models import AuditEvent
 from core.ranking import vector_literal
 from episodic.models import EntryEmbedding, EpisodicEntry
@@ -525,15 +526,21 @@ def _similar_sort(items, nearest, *, threshold: float, reject: Reject, limit: in
     return kept, candidates
 
 
+# The stored entries a consolidation compares with, by a statement built once: through the ORM
+# the lookup took 0.48 ms p50, as a built statement 0.19 (docs/speed.md).
+_CANDIDATES = ModelRows(EpisodicEntry, only=("content", "source", "valid_from"))
+
+
 def _consolidation_decide_many(candidates, *, agent, threshold: float) -> None:
     """Set `item["decision"]` for each (item, similar stored id, similarity) of `candidates`
     (episodic.services.consolidation.entry_consolidation_decide for many items: the stored
     entries are read in one query, not one each)."""
     if not candidates:
         return
-    olds = EpisodicEntry.objects.filter(
-        pk__in={old_id for _, old_id, _ in candidates}, status=EpisodicEntry.Status.ACTIVE
-    ).only("content", "source", "valid_from")
+    olds = _CANDIDATES.fetch(
+        "WHERE id = ANY(%s) AND status = %s",
+        [sorted({old_id for _, old_id, _ in candidates}), EpisodicEntry.Status.ACTIVE],
+    )
     olds = {str(old.pk): old for old in olds}
     for item, old_id, similarity in candidates:
         old = olds.get(old_id)
