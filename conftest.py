@@ -21,10 +21,10 @@ def _clear_cache():
 
 
 @pytest.fixture(autouse=True)
-def _close_context_pool():
-    """A test that read a context on the pool (outside a transaction) leaves no pool thread
+def _close_side_reads():
+    """A test that read beside the request (outside a transaction) leaves no pool thread
     holding a database session: the test database could not be dropped at the end."""
     yield
-    build = sys.modules.get("runtime.selectors.build")
-    if build is not None:
-        build.context_pool_close()
+    side_reads = sys.modules.get("core.lib.side_reads")
+    if side_reads is not None:
+        side_reads.side_reads_close()

@@ -184,9 +184,9 @@ def main() -> None:
     from threads.services import thread_create, thread_plan_set
 
     if args.sequential:
-        settings.CONTEXT_PARALLEL_WORKERS = 0
+        settings.SIDE_READ_THREADS = 0
     rng = random.Random(11)
-    results: dict = {"scale": vars(args), "parallel_workers": settings.CONTEXT_PARALLEL_WORKERS}
+    results: dict = {"scale": vars(args), "parallel_workers": settings.SIDE_READ_THREADS}
     name = f"bench-context-{args.facts}-{args.entries}-{args.messages}-{args.procedures}"
     reuse = bool(args.data_dir) and Workspace.objects.filter(name=name).exists()
     if reuse:
@@ -294,7 +294,7 @@ def main() -> None:
     results["machine_reference_ms"] = reference = machine_reference_ms()
     print_table(
         f"Context assembly: {args.facts} facts, {args.entries} entries, {args.messages}-message thread, "
-        f"budget {args.budget}, parallel workers {settings.CONTEXT_PARALLEL_WORKERS}",
+        f"budget {args.budget}, parallel workers {settings.SIDE_READ_THREADS}",
         rows,
     )
     print(f"machine reference: {reference} ms (bench.harness.machine_reference_ms; higher is slower)")

@@ -38,8 +38,9 @@ def server_env(**extra: str) -> dict[str, str]:
         "DATABASE_URL": test_database_url(),
         "DATABASE_CONN_MAX_AGE": "0",
         "HF_HUB_OFFLINE": "1",
-        # The live servers read the context's parts on the pool, so that path is tested too.
-        "CONTEXT_PARALLEL_WORKERS": "4",
+        # The live servers read beside the request (the context's parts), so that path is
+        # tested too.
+        "SIDE_READ_THREADS": "4",
         **extra,
     }
 

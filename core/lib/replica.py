@@ -8,8 +8,8 @@ principal did not write within DATABASE_REPLICA_PIN_SECONDS, while the replica a
 lags less than DATABASE_REPLICA_MAX_LAG_SECONDS. Everything else reads the primary: writes,
 reads inside `transaction.atomic`, reads after the request itself wrote, Celery tasks,
 management commands, and threads the request starts: the choice lives in a contextvar, and
-a thread of a pool (the context assembly's CONTEXT_PARALLEL_WORKERS) does not inherit it, so
-its reads stay on the primary.
+a thread of a pool (core.lib.side_reads: the context's parts, a search's BM25) does not
+inherit it, so its reads stay on the primary.
 """
 
 import contextvars

@@ -598,11 +598,12 @@ EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", "")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "")
 
-# Context assembly (runtime/): threads per process that read the context's parts side by
-# side, each with its own database connection; 0 reads them one after another. Off by
-# default: on a 2-core box with the database local it measured no gain (docs/runtime.md);
-# it pays when each query waits on a remote database.
-CONTEXT_PARALLEL_WORKERS = env_int("CONTEXT_PARALLEL_WORKERS", 2)
+# Reads beside the request (core/lib/side_reads.py): threads per process, each with its own
+# database connection, that read the context's episodic search and history window while the
+# request thread builds the other blocks (docs/runtime.md), and a large scope's BM25 while the
+# search finds its vector candidates (docs/speed.md); 0 reads everything in the request
+# thread. CONTEXT_PARALLEL_WORKERS is the variable's name before searches used the threads.
+SIDE_READ_THREADS = env_int("SIDE_READ_THREADS", env_int("CONTEXT_PARALLEL_WORKERS", 2))
 
 # Episodic memory and semantic recall (docs/episodic.md, "Vector plan routing").
 # Scopes up to this many vectors are always searched with an exact sort; a larger one takes

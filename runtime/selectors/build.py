@@ -6,13 +6,12 @@ It never writes; the optional append of the incoming message happens in
 chosen and what the budget cut (the /memories context preview).
 """
 
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible_json
+from core.lib.side_reads import side_read_started, side_reads_enabled
 from core.lib.tokens import count_message_tokens
 from core.memory_settings import memory_settings_for
 from runtime.selectors.sections import (
@@ -248,7 +247,7 @@ def context_build(
     # The query is embedded first, on its own: the model saturates the CPU while it runs, and
     # its time is then reported apart from the database work (timings["query_embedding"]).
     query = memory_query(context=context, message=message) if caps["memory"] > 0 else None
-    parallel = _parallel_enabled()
+    parallel = side_reads_enabled()
     jobs = {
         "user_profile": (
             context_user_profile,
@@ -389,91 +388,6 @@ def _session_memory_job(*, context: MemoryContext, cap: int, wanted: bool, expla
     return section
 
 
-def _parallel_enabled() -> bool:
-    from django.conf import settings
-    from django.db import connection
-
-    # Rows written in an open transaction (a caller's atomic block, a TestCase) are
-    # invisible to the pool threads' own connections, so such callers read sequentially.
-    return getattr(settings, "CONTEXT_PARALLEL_WORKERS", 0) > 0 and not connection.in_atomic_block
-
-
-_executor = None
-_executor_slots = None
-_executor_workers = 0
-_executor_lock = threading.Lock()
-
-
-def _pool() -> tuple[ThreadPoolExecutor, threading.Semaphore]:
-    global _executor, _executor_slots, _executor_workers
-    from django.conf import settings
-
-    with _executor_lock:
-        if _executor is None:
-            workers = settings.CONTEXT_PARALLEL_WORKERS
-            _executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="context-part")
-            _executor_slots = threading.Semaphore(workers)
-            _executor_workers = workers
-    return _executor, _executor_slots
-
-
-def context_pool_close() -> None:
-    """End the pool, each thread closing its database connection first.
-
-    Pool threads keep their connection between requests; a test run that used the pool
-    calls this before the test database is dropped, which fails while a session is open.
-    """
-    global _executor, _executor_slots
-    with _executor_lock:
-        executor, workers = _executor, _executor_workers
-        _executor, _executor_slots = None, None
-    if executor is None:
-        return
-    # One task per thread: each waits at the barrier until all are running, so no thread
-    # takes two and every thread closes its own connection (a connection is per thread).
-    barrier = threading.Barrier(workers)
-
-    def close():
-        from django.db import connections
-
-        try:
-            barrier.wait(timeout=10)
-        except threading.BrokenBarrierError:
-            pass
-        finally:
-            connections.close_all()
-
-    for _ in range(workers):
-        executor.submit(close)
-    executor.shutdown(wait=True)
-
-
-def _submit(fn, kwargs):
-    """The part's future when a pool thread is free, else None (run it inline): with several
-    requests at once (gunicorn threads), a part must not queue behind other requests'."""
-    executor, slots = _pool()
-    if not slots.acquire(blocking=False):
-        return None
-    try:
-        return executor.submit(_in_pool_thread, fn, kwargs, slots)
-    except BaseException:
-        slots.release()
-        raise
-
-
-def _in_pool_thread(fn, kwargs, slots):
-    from django.db import close_old_connections
-
-    try:
-        # Pool threads keep one connection each across requests; this applies CONN_MAX_AGE
-        # and the health check the request cycle applies to request threads.
-        close_old_connections()
-        started = time.perf_counter()
-        return fn(**kwargs), round((time.perf_counter() - started) * 1000, 3)
-    finally:
-        slots.release()
-
-
 # Parts that are mostly database time (the episodic search, the history window): with a
 # pool they run on it while the calling thread builds the other, Python-heavy parts. Moving
 # those too was measured no faster: their threads only queue for the GIL.
@@ -487,7 +401,8 @@ def _run_parts(jobs: dict, *, parallel: bool) -> tuple[dict, dict]:
     if parallel:
         for name in BACKGROUND_PARTS:
             if name in jobs:
-                future = _submit(*jobs[name])
+                fn, kwargs = jobs[name]
+                future = side_read_started(fn, **kwargs)
                 if future is not None:
                     futures[name] = future
     for name, (fn, kwargs) in jobs.items():

@@ -345,7 +345,7 @@ class SerialLiveServerThread(LiveServerThread):
 # lifetimes (the test settings turn them off): no request of the run revokes a key, and with
 # the key looked up on every request authentication took ~30% of the server's time (profiled).
 @override_settings(
-    CONTEXT_PARALLEL_WORKERS=0,
+    SIDE_READ_THREADS=0,
     API_KEY_CACHE_SECONDS=5,
     PROVIDER_CACHE_SECONDS=5,
     WEBHOOKS_ACTIVE_CACHE_SECONDS=5,

@@ -6,6 +6,8 @@ import time
 from django.db import connection
 from django.test import TransactionTestCase, override_settings
 
+from core.lib import side_reads
+from core.lib.side_reads import THREAD_PREFIX, side_pool_slots, side_reads_close
 from core.services import agent_get_or_create, workspace_create
 from core.testing_openai import OpenAITestServer
 from episodic.tests.factories import entry_factory, use_test_embeddings
@@ -40,24 +42,24 @@ class ParallelContextBuildTests(TransactionTestCase):
 
     def test_background_parts_give_the_same_context(self):
         """Memory and history read on the pool: same blocks, same window, same budget."""
-        with override_settings(CONTEXT_PARALLEL_WORKERS=0):
+        with override_settings(SIDE_READ_THREADS=0):
             sequential = self.build()
         seen = self.record_pool_parts()
-        with override_settings(CONTEXT_PARALLEL_WORKERS=2):
+        with override_settings(SIDE_READ_THREADS=2):
             parallel = self.build()
         assert sorted(name for name, _ in seen) == ["_history", "context_memory"]
-        assert all(thread.startswith("context-part") for _, thread in seen)
+        assert all(thread.startswith(THREAD_PREFIX) for _, thread in seen)
         assert "refund for the kettle" in parallel.sections["memory"].text
         self.assert_same(parallel, sequential)
 
     def test_parts_run_inline_when_the_pool_is_busy(self):
         """With every pool thread taken by other requests, nothing queues: the request's own
         thread reads the parts, with the same result."""
-        with override_settings(CONTEXT_PARALLEL_WORKERS=0):
+        with override_settings(SIDE_READ_THREADS=0):
             sequential = self.build()
         seen = self.record_pool_parts()
-        with override_settings(CONTEXT_PARALLEL_WORKERS=2):
-            _, slots = selectors._pool()
+        with override_settings(SIDE_READ_THREADS=2):
+            slots = side_pool_slots()
             taken = 0
             while slots.acquire(blocking=False):
                 taken += 1
@@ -73,18 +75,18 @@ class ParallelContextBuildTests(TransactionTestCase):
         """Pool threads keep a connection between requests; closing the pool ends those
         sessions, so the test database can be dropped at the end of a run."""
         before = self.sessions()
-        with override_settings(CONTEXT_PARALLEL_WORKERS=2):
+        with override_settings(SIDE_READ_THREADS=2):
             self.build()
         pool_sessions = self.sessions() - before
         assert pool_sessions
-        selectors.context_pool_close()
-        assert not any(thread.name.startswith("context-part") for thread in threading.enumerate())
+        side_reads_close()
+        assert not any(thread.name.startswith(THREAD_PREFIX) for thread in threading.enumerate())
         assert self.sessions_gone(pool_sessions)
         # The next request starts a new pool.
-        with override_settings(CONTEXT_PARALLEL_WORKERS=2):
+        with override_settings(SIDE_READ_THREADS=2):
             self.build()
         pool_sessions = self.sessions() - before
-        selectors.context_pool_close()
+        side_reads_close()
         assert self.sessions_gone(pool_sessions)
 
     def sessions(self) -> set[int]:
@@ -109,14 +111,14 @@ class ParallelContextBuildTests(TransactionTestCase):
 
     def record_pool_parts(self):
         seen = []
-        original = selectors._in_pool_thread
+        original = side_reads._in_pool_thread
 
         def recording(fn, kwargs, slots):
             seen.append((fn.__name__, threading.current_thread().name))
             return original(fn, kwargs, slots)
 
-        selectors._in_pool_thread = recording
-        self.addCleanup(setattr, selectors, "_in_pool_thread", original)
+        side_reads._in_pool_thread = recording
+        self.addCleanup(setattr, side_reads, "_in_pool_thread", original)
         return seen
 
     def assert_same(self, context, sequential):
