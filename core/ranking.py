@@ -48,6 +48,7 @@ from core.embeddings import (
 )
 from core.errors import ApplicationError
 from core.lib.local_models import LOCAL_MODELS
+from core.lib.side_reads import side_read_started, side_reads_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -930,6 +931,47 @@ def _uuid_text(value) -> str | None:
         return None
 
 
+def _bm25_beside_wanted(corpus: "Corpus", *, model: str, weights: RankingWeights) -> bool:
+    """Whether a search sends its BM25 on a side connection (core.lib.side_reads) while its
+    own finds the vector candidates: both channels wanted, and a scope last counted at
+    SEARCH_BM25_BESIDE_MIN_ROWS or more. On a small scope both statements take a fraction
+    of a millisecond, less than the hand-over to another thread (docs/speed.md)."""
+    if weights.vector <= 0 and weights.context <= 0:
+        return False
+    cached = _scope_sizes.get(_scope_size_key(corpus, model))
+    if cached is None or cached[1] < settings.SEARCH_BM25_BESIDE_MIN_ROWS:
+        return False
+    return side_reads_enabled()
+
+
+def _rows_read(*, sql: str, params: dict) -> list:
+    """The rows of one statement, on the calling thread's connection."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _beside_started(statement: tuple[str, dict]) -> Future | None:
+    """`statement` running on a side connection, or None when no side thread is free."""
+    sql, params = statement
+    return side_read_started(_rows_read, sql=sql, params=params)
+
+
+def _beside_rows(started: Future, cursor, statement: tuple[str, dict]) -> list:
+    """The rows of a statement sent on a side connection; read again on `cursor` when that
+    connection failed (a refused or broken connection says nothing about the statement)."""
+    from django.db import DatabaseError
+
+    try:
+        return started.result()[0]
+    except DatabaseError:
+        logger.warning("A side connection failed; reading BM25 on the request's own.", exc_info=True)
+        cursor.execute(*statement)
+        return cursor.fetchall()
+
+
 def hybrid_search(
     *,
     corpus: Corpus,
@@ -968,10 +1010,9 @@ def hybrid_search(
         batch: list[tuple[str, dict]] = []
         slots: dict = {}
         sent: list[list] = []
-        bm25_stats = None
+        bm25_stats = lexical_beside = None
         if weights.lexical > 0 and lexical_query.strip():
             # Scores beyond the pool are kept so vector candidates get their exact BM25.
-            slots["lexical"] = len(batch)
             lexical_params = {**params, "query": lexical_query, "limit": pool * 10}
             bm25_stats = _bm25_stats_known(corpus)
             if bm25_stats is not None:
@@ -981,7 +1022,13 @@ def hybrid_search(
                 materialized=corpus.lexical_materialized,
                 stats_given=bm25_stats is not None,
             )
-            batch.append((sql, lexical_params))
+            lexical_statement = (sql, lexical_params)
+            if query_vector is not None and _bm25_beside_wanted(corpus, model=model, weights=weights):
+                # A large scope: BM25 on another connection while this one finds the vectors.
+                lexical_beside = _beside_started(lexical_statement)
+            if lexical_beside is None:
+                slots["lexical"] = len(batch)
+                batch.append(lexical_statement)
         if isinstance(query_vector, Future):
             if batch and not query_vector.done():
                 # The query is still being embedded (on another core): its BM25 goes now.
@@ -1000,6 +1047,14 @@ def hybrid_search(
             if scope_size is None:
                 # Never counted (or too long ago): the plan waits for the count.
                 scope_size = _scope_size(cursor, corpus, vparams, model=model)
+                if (
+                    "lexical" in slots
+                    and not sent
+                    and _bm25_beside_wanted(corpus, model=model, weights=weights)
+                ):
+                    lexical_beside = _beside_started(lexical_statement)
+                    if lexical_beside is not None:
+                        batch.pop(slots.pop("lexical"))
             elif recount:
                 slots["count"] = len(batch)
                 batch.append((corpus.scope_size_sql, vparams))
@@ -1007,6 +1062,8 @@ def hybrid_search(
             batch.extend(_vector_statements(corpus, plan, vparams, weights, pool, slots, start=len(batch)))
         results = sent + run_batch(cursor, batch[len(sent) :]) if len(batch) > len(sent) else sent
         named = {name: results[index] for name, index in slots.items()}
+        if lexical_beside is not None:
+            named["lexical"] = _beside_rows(lexical_beside, cursor, lexical_statement)
         if "count" in named:
             scope_size = named.pop("count")[0][0]
             _scope_size_remember(corpus, vparams, model=model, size=scope_size)

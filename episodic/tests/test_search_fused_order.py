@@ -8,14 +8,20 @@ and six queries. Any change to which rows are fetched, their BM25 or their simil
 shows up here as a different order or score.
 """
 
+import threading
 import uuid
 from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
+from unittest import mock
 
 import numpy as np
-from django.db import connection
+from django.db import OperationalError, connection, transaction
+from django.test import TransactionTestCase, override_settings
 
+from core import ranking
+from core.lib import side_reads
 from core.ranking import DEFAULT_WEIGHTS, PLAN_EXACT
+from core.services import agent_get_or_create, workspace_create
 from core.testing import MemoryTestCase
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.selectors import entry_search_hybrid
@@ -269,3 +275,95 @@ class LateQueryVectorTests(MemoryTestCase):
                 [[int(h.entry.content.split(":")[0].split()[1]), round(h.score, 6)] for h in result.hits]
             )
         assert out == EXPECTED
+
+
+class BM25BesideTests(TransactionTestCase):
+    """A large scope's BM25 goes to a side connection (core.lib.side_reads) while the request's
+    own finds the vector candidates; the ranking is the one EXPECTED pins, whichever
+    connection read it. Committed rows: the side connections cannot see a test's transaction."""
+
+    def setUp(self):
+        self.workspace = workspace_create(name="Acme")
+        self.agent = agent_get_or_create(workspace=self.workspace, slug="assistant")
+        self.person = memory_user_factory(self.workspace)
+        build(self.workspace, self.agent, self.person)
+        ranking._scope_sizes.clear()
+        self.addCleanup(ranking._scope_sizes.clear)
+        # The scope (200 vectors) counts as large.
+        beside = override_settings(SIDE_READ_THREADS=2, SEARCH_BM25_BESIDE_MIN_ROWS=100)
+        beside.enable()
+        self.addCleanup(beside.disable)
+
+    def record_side_reads(self) -> list:
+        seen = []
+        original = side_reads._in_pool_thread
+
+        def recording(fn, kwargs, slots):
+            seen.append((fn.__name__, threading.current_thread().name, "tsv" in kwargs.get("sql", "")))
+            return original(fn, kwargs, slots)
+
+        side_reads._in_pool_thread = recording
+        self.addCleanup(setattr, side_reads, "_in_pool_thread", original)
+        return seen
+
+    def test_bm25_read_beside_ranks_as_before(self):
+        with override_settings(SIDE_READ_THREADS=0):
+            assert ranked(self.agent, self.person) == EXPECTED  # Counts the scope, as a first search does.
+        seen = self.record_side_reads()
+        assert ranked(self.agent, self.person) == EXPECTED
+        assert len(seen) == len(QUERIES)
+        assert all(
+            name == "_rows_read" and thread.startswith(side_reads.THREAD_PREFIX) and bm25
+            for name, thread, bm25 in seen
+        )
+
+    def test_a_never_counted_scope_reads_bm25_beside_once_counted(self):
+        """On a model with an HNSW index the plan waits for the scope's count; the BM25 then
+        goes beside, from the first search of the scope."""
+        seen = self.record_side_reads()
+        with mock.patch.dict(ranking.HNSW_MODELS, {MODEL: 384}):
+            assert ranked(self.agent, self.person) == EXPECTED
+        assert len(seen) == len(QUERIES)
+
+    def test_small_scopes_and_open_transactions_read_on_the_request_connection(self):
+        seen = self.record_side_reads()
+        with override_settings(SEARCH_BM25_BESIDE_MIN_ROWS=1000):
+            assert ranked(self.agent, self.person) == EXPECTED
+            assert ranked(self.agent, self.person) == EXPECTED
+        with transaction.atomic():
+            assert ranked(self.agent, self.person) == EXPECTED
+        assert seen == []
+
+    def test_nothing_waits_for_a_busy_pool(self):
+        """With every side thread taken by other requests, the BM25 runs in the request's
+        own round trip instead of queueing."""
+        with override_settings(SIDE_READ_THREADS=0):
+            ranked(self.agent, self.person)
+        seen = self.record_side_reads()
+        slots = side_reads.side_pool_slots()
+        taken = 0
+        while slots.acquire(blocking=False):
+            taken += 1
+        try:
+            assert ranked(self.agent, self.person) == EXPECTED
+        finally:
+            for _ in range(taken):
+                slots.release()
+        assert taken == 2 and seen == []
+
+    def test_a_failed_side_connection_reads_on_the_request_connection(self):
+        """A side connection that cannot be had (the server refuses one more, say) costs the
+        search its overlap, not its answer."""
+        with override_settings(SIDE_READ_THREADS=0):
+            ranked(self.agent, self.person)
+
+        def refused(**kwargs):
+            raise OperationalError("sorry, too many clients already")
+
+        with (
+            mock.patch.object(ranking, "_rows_read", refused),
+            self.assertLogs("core.ranking", "WARNING") as logs,
+        ):
+            assert ranked(self.agent, self.person) == EXPECTED
+        assert len(logs.records) == len(QUERIES)
+        assert "side connection failed" in logs.output[0]

@@ -616,6 +616,9 @@ EPISODIC_HNSW_FIXED_COST_ROWS = env_int("EPISODIC_HNSW_FIXED_COST_ROWS", 7000)
 EPISODIC_HNSW_RATIO_COST_ROWS = env_int("EPISODIC_HNSW_RATIO_COST_ROWS", 1400)
 EPISODIC_HNSW_EF_SEARCH = env_int("EPISODIC_HNSW_EF_SEARCH", 200)
 SEARCH_SCOPE_SIZE_CACHE_SECONDS = env_float("SEARCH_SCOPE_SIZE_CACHE_SECONDS", 30.0)
+# A search of a scope last counted at this many vectors or more sends its BM25 on a side
+# connection (SIDE_READ_THREADS) while its own finds the vector candidates (docs/speed.md).
+SEARCH_BM25_BESIDE_MIN_ROWS = env_int("SEARCH_BM25_BESIDE_MIN_ROWS", 1000)
 # A search on the HNSW plan asks for its scope's new vectors to join the graph at most this
 # often per scope and process (core.ranking._graph_request, core.lib.vectors).
 VECTOR_GRAPH_REQUEST_SECONDS = env_float("VECTOR_GRAPH_REQUEST_SECONDS", 300.0)
