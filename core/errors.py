@@ -29,6 +29,9 @@ LENGTH_REQUIRED = "A chunked request body is not accepted here: send a Content-L
 NUL_IN_URL = "The request path or query string contains a NUL character (%00)."
 VALUE_REFUSED = "A value does not fit what can be stored (too long, out of range or not text)."
 SERVICE_UNAVAILABLE = "The database is unavailable; retry shortly."
+DATABASE_TIMEOUT = (
+    "The database did not finish this request in time (a statement or a lock wait ran out); retry shortly."
+)
 SERVER_ERROR = "Internal server error."
 # Seconds a client should wait after a 503 while the database restarts or reconnects.
 RETRY_AFTER_SECONDS = 5
@@ -105,13 +108,27 @@ _CODES = {
 # CharacterNotInRepertoire and UntranslatableCharacter are all psycopg.DataError.
 _VALUE_ERRORS = (DataError, psycopg.DataError)
 _UNAVAILABLE_ERRORS = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+# A request's statement_timeout or lock_timeout ran out (core.lib.postgresql), or the
+# statement was cancelled: subclasses of OperationalError, told apart by the driver's error.
+_TIMEOUT_ERRORS = (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
+
+
+def _driver_error(exc):
+    """The psycopg error behind `exc` (Django wraps it), or `exc` itself."""
+    cause = exc.__cause__
+    return cause if isinstance(cause, psycopg.Error) else exc
 
 
 def _database_error(exc) -> tuple[int, dict, dict] | None:
-    """(status, body, headers) when the database refused a value (400) or cannot be reached (503)."""
+    """(status, body, headers) when the database refused a value (400), or cannot be reached or
+    did not finish in time (503)."""
     if isinstance(exc, _VALUE_ERRORS):
         logger.warning("Database refused a value: %s", exc)
         return 400, error_body("invalid", VALUE_REFUSED), {}
+    if isinstance(_driver_error(exc), _TIMEOUT_ERRORS):
+        logger.error("Database time limit reached: %s", exc)
+        body = error_body("database_timeout", DATABASE_TIMEOUT)
+        return 503, body, {"Retry-After": str(RETRY_AFTER_SECONDS)}
     if isinstance(exc, _UNAVAILABLE_ERRORS):
         logger.error("Database unavailable: %s", exc)
         body = error_body("service_unavailable", SERVICE_UNAVAILABLE)

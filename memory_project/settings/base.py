@@ -110,6 +110,11 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # A connection idle longer than this is checked with a round trip before a request uses it;
 # one used more recently only when its socket shows the server ended it (core/lib/postgresql).
 DATABASE_HEALTH_CHECK_IDLE_SECONDS = env_float("DATABASE_HEALTH_CHECK_IDLE_SECONDS", 10.0)
+# A web process's statements and lock waits end after this long (0: no limit): the request
+# gets a 503 with Retry-After rather than holding its thread and connection for as long as a
+# runaway statement or a held lock takes. Workers and commands have no limit (core/lib/postgresql).
+DATABASE_REQUEST_STATEMENT_TIMEOUT_SECONDS = env_float("DATABASE_REQUEST_STATEMENT_TIMEOUT_SECONDS", 30.0)
+DATABASE_REQUEST_LOCK_TIMEOUT_SECONDS = env_float("DATABASE_REQUEST_LOCK_TIMEOUT_SECONDS", 10.0)
 # Read replica (core/lib/replica.py, docs/deploy.md): unset, there is no "replica" alias,
 # router or middleware, and nothing reads anywhere but the primary.
 DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL", "")

@@ -1,4 +1,5 @@
-"""Django's PostgreSQL backend, with a health check that costs no round trip when it can.
+"""Django's PostgreSQL backend, with a health check that costs no round trip when it can,
+and time limits on the statements and lock waits of a process that serves requests.
 
 With CONN_HEALTH_CHECKS, Django sends `SELECT 1` on a persistent connection before the
 first query of every request: one more round trip for each request, about 7% of a search's
@@ -36,9 +37,40 @@ def socket_readable(connection) -> bool | None:
         return None
 
 
+# Whether this process serves HTTP requests; set once, by the WSGI entry point.
+_request_limits = False
+
+
+def request_limits_apply() -> None:
+    """Limit the statements and lock waits of the connections this process opens from now on
+    (memory_project.wsgi, before any request)."""
+    global _request_limits
+    _request_limits = True
+
+
+def request_limits_options() -> str:
+    """libpq `options` setting the request limits (empty when both are off)."""
+    options = []
+    for name, seconds in (
+        ("statement_timeout", settings.DATABASE_REQUEST_STATEMENT_TIMEOUT_SECONDS),
+        ("lock_timeout", settings.DATABASE_REQUEST_LOCK_TIMEOUT_SECONDS),
+    ):
+        if seconds > 0:
+            options.append(f"-c {name}={max(1, round(seconds * 1000))}")
+    return " ".join(options)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     # When the last request (or task) that used the connection ended, in monotonic seconds.
     idle_since: float | None = None
+
+    def get_connection_params(self):
+        params = super().get_connection_params()
+        limits = request_limits_options() if _request_limits else ""
+        if limits:
+            # After the URL's own `options`: a limit set there too yields to the setting.
+            params["options"] = f"{params.get('options', '')} {limits}".strip()
+        return params
 
     def connect(self):
         super().connect()

@@ -5,15 +5,26 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from unittest import mock
 
 import psycopg
 from django.conf import settings
-from django.db import DataError, InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError, connection
+from django.test import TransactionTestCase, override_settings
+from rest_framework.test import APIClient
 
 from core.apis import AgentDetailApi, AgentListApi
-from core.errors import RETRY_AFTER_SECONDS, SERVER_ERROR, SERVICE_UNAVAILABLE, VALUE_REFUSED
+from core.errors import (
+    DATABASE_TIMEOUT,
+    RETRY_AFTER_SECONDS,
+    SERVER_ERROR,
+    SERVICE_UNAVAILABLE,
+    VALUE_REFUSED,
+)
+from core.lib.postgresql import base as postgresql
 from core.middleware import REQUEST_ID_HEADER, RequestIdLogFilter
+from core.services import agent_get_or_create, api_key_create, workspace_create
 from core.testing import MemoryTestCase
 
 
@@ -175,3 +186,64 @@ class DebugOffTests(MemoryTestCase):
             response = self.client.get(path)
             assert response.status_code == 200, path
             assert b"".join(response.streaming_content)
+
+
+@override_settings(DATABASE_REQUEST_STATEMENT_TIMEOUT_SECONDS=0.3, DATABASE_REQUEST_LOCK_TIMEOUT_SECONDS=0.3)
+class RequestTimeLimitTests(TransactionTestCase):
+    """A web process's statement and lock-wait limits (core.lib.postgresql) end a request
+    stuck in the database with a 503 the client can retry, and leave its connection usable."""
+
+    def setUp(self):
+        self.workspace = workspace_create(name="Acme")
+        self.agent = agent_get_or_create(workspace=self.workspace, slug="assistant")
+        _, key = api_key_create(workspace=self.workspace)
+        self.client = APIClient(SERVER_NAME="localhost")
+        self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+        self.client.raise_request_exception = False
+        # The requests' connection is opened again, as a web process opens it.
+        limits = mock.patch.object(postgresql, "_request_limits", True)
+        limits.start()
+        self.addCleanup(limits.stop)
+        connection.close()
+        self.addCleanup(connection.close)
+
+    def assert_timed_out(self, response):
+        assert response.status_code == 503, response.content
+        assert response.json()["error"] == {
+            "code": "database_timeout",
+            "message": DATABASE_TIMEOUT,
+            "fields": {},
+        }
+        assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+
+    def test_a_statement_past_the_limit(self):
+        def runaway(*args, **kwargs):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_sleep(5)")
+
+        with mock.patch.object(AgentDetailApi, "selector", side_effect=runaway):
+            started = time.monotonic()
+            response = self.client.get("/api/v1/agents/assistant/")
+        assert time.monotonic() - started < 3
+        self.assert_timed_out(response)
+        assert self.client.get("/api/v1/agents/assistant/").json()["slug"] == "assistant"
+
+    def test_a_lock_held_past_the_limit(self):
+        """A rename waits on the agent's row, which another session holds: the lock wait ends,
+        nothing is written, and the rename goes through once the row is free."""
+        holder = connection.copy()
+        self.addCleanup(holder.close)
+        with mock.patch.object(postgresql, "_request_limits", False):
+            holder.connect()
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT id FROM core_agent WHERE id = %s FOR UPDATE", [self.agent.pk])
+        response = self.client.patch("/api/v1/agents/assistant/", {"name": "Renamed"}, format="json")
+        self.assert_timed_out(response)
+        holder.rollback()
+        self.agent.refresh_from_db()
+        assert self.agent.name != "Renamed"
+        response = self.client.patch("/api/v1/agents/assistant/", {"name": "Renamed"}, format="json")
+        assert response.status_code == 200
+        self.agent.refresh_from_db()
+        assert self.agent.name == "Renamed"

@@ -2,12 +2,17 @@
 server ended is replaced before a request uses it; one the server has not ended is used
 without the `SELECT 1` round trip while it was used recently."""
 
+import os
+import subprocess
+import sys
 import time
 from unittest import mock
 
+from django.conf import settings
 from django.db import connection, connections
 from django.test import SimpleTestCase, override_settings
 
+from core.lib.postgresql import base as postgresql
 from core.lib.postgresql.base import DatabaseWrapper, socket_readable
 
 
@@ -118,3 +123,86 @@ class HealthCheckTests(SimpleTestCase):
 
     def test_the_project_uses_this_backend(self):
         assert isinstance(connections["default"], DatabaseWrapper)
+
+
+class RequestLimitsTests(SimpleTestCase):
+    """A web process's connections carry statement and lock-wait limits; others carry none."""
+
+    databases = {"default"}
+
+    def _show(self, wrapper) -> tuple[str, str, str]:
+        self.addCleanup(wrapper.close)
+        with wrapper.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'),"
+                " current_setting('application_name')"
+            )
+            return cursor.fetchone()
+
+    def _wrapper(self, **options) -> DatabaseWrapper:
+        settings_dict = {
+            **connection.settings_dict,
+            "OPTIONS": {**connection.settings_dict["OPTIONS"], **options},
+        }
+        return DatabaseWrapper(settings_dict, alias=connection.alias)
+
+    @override_settings(
+        DATABASE_REQUEST_STATEMENT_TIMEOUT_SECONDS=30, DATABASE_REQUEST_LOCK_TIMEOUT_SECONDS=2.5
+    )
+    def test_a_web_process_connects_with_the_limits(self):
+        with mock.patch.object(postgresql, "_request_limits", True):
+            statement, lock, _ = self._show(self._wrapper())
+        assert (statement, lock) == ("30s", "2500ms")
+
+    @override_settings(
+        DATABASE_REQUEST_STATEMENT_TIMEOUT_SECONDS=30, DATABASE_REQUEST_LOCK_TIMEOUT_SECONDS=10
+    )
+    def test_the_urls_own_options_are_kept(self):
+        with mock.patch.object(postgresql, "_request_limits", True):
+            row = self._show(self._wrapper(options="-c application_name=from-the-url"))
+        assert row == ("30s", "10s", "from-the-url")
+
+    @override_settings(DATABASE_REQUEST_STATEMENT_TIMEOUT_SECONDS=0, DATABASE_REQUEST_LOCK_TIMEOUT_SECONDS=0)
+    def test_zero_sets_no_limit(self):
+        with mock.patch.object(postgresql, "_request_limits", True):
+            statement, lock, _ = self._show(self._wrapper())
+        assert (statement, lock) == ("0", "0")
+
+    def test_other_processes_have_no_limit(self):
+        statement, lock, _ = self._show(self._wrapper())
+        assert (statement, lock) == ("0", "0")
+
+    def test_the_wsgi_entry_point_applies_them_and_a_command_does_not(self):
+        """In real processes: the WSGI application's connections are limited (the defaults,
+        30 s and 10 s); a management command's are not."""
+        params = connection.settings_dict
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "memory_project.settings.test",
+            "DATABASE_URL": f"postgresql://{params['USER']}@/{params['NAME']}?host={params['HOST']}",
+        }
+        show = (
+            "from django.db import connection\n"
+            "with connection.cursor() as c:\n"
+            "    c.execute(\"SELECT current_setting('statement_timeout') || ' ' ||\"\n"
+            "              \" current_setting('lock_timeout')\")\n"
+            "    print(c.fetchone()[0])\n"
+        )
+        web = subprocess.run(
+            [sys.executable, "-c", "import memory_project.wsgi\n" + show],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=settings.BASE_DIR,
+        )
+        command = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", show],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=settings.BASE_DIR,
+        )
+        assert web.stdout.strip().splitlines()[-1] == "30s 10s", web.stderr
+        assert command.stdout.strip().splitlines()[-1] == "0 0", command.stderr
