@@ -395,14 +395,42 @@ _started_pool_pid = 0
 _started_pool_lock = threading.Lock()
 
 
+# Threads left computing a call their caller stopped waiting for (`embedding_awaited`): each
+# one's pool is set aside for a new one, so that later embeddings do not queue behind them,
+# up to this many; past it the model is plainly not answering, and no more threads are made.
+STARTED_STUCK_MAX = 4 * STARTED_THREADS
+_started_stuck = 0
+
+
 def _started_pool_get() -> ThreadPoolExecutor:
-    global _started_pool, _started_pool_pid
+    global _started_pool, _started_pool_pid, _started_stuck
     with _started_pool_lock:
         # A pool inherited through fork has no threads.
         if _started_pool is None or _started_pool_pid != os.getpid():
+            if _started_pool_pid != os.getpid():
+                _started_stuck = 0
             _started_pool = ThreadPoolExecutor(STARTED_THREADS, thread_name_prefix="embed-started")
             _started_pool_pid = os.getpid()
         return _started_pool
+
+
+def _started_submit(fn, *args) -> Future:
+    pool = _started_pool_get()
+    started = pool.submit(fn, *args)
+    started.pool = pool  # Which pool to set aside if the call never returns.
+    return started
+
+
+def _started_pool_set_aside(pool) -> None:
+    """A thread of `pool` is stuck in a call: later embeddings go to a new pool (the stuck
+    thread keeps its place in the old one, whose other threads end once they are idle)."""
+    global _started_pool, _started_stuck
+    with _started_pool_lock:
+        if pool is not _started_pool or _started_stuck >= STARTED_STUCK_MAX:
+            return
+        _started_stuck += 1
+        _started_pool = None
+    pool.shutdown(wait=False)
 
 
 def embed_started(provider, texts: list[str]) -> Future | None:
@@ -414,7 +442,7 @@ def embed_started(provider, texts: list[str]) -> Future | None:
     under a lock must not hold the lock for it."""
     if not isinstance(provider, LocalEmbeddingProvider):
         return None
-    return _started_pool_get().submit(provider.embed, list(texts))
+    return _started_submit(provider.embed, list(texts))
 
 
 def embedding_awaited(started: Future):
@@ -423,12 +451,14 @@ def embedding_awaited(started: Future):
     EmbeddingError, which every caller already meets by going on without the vectors. A call
     that never returned would otherwise hold its request's thread for good (docs/speed.md,
     "Two first embeddings at once"). The thread computing it stays busy; the wait that ran
-    out is logged as an error."""
+    out is logged as an error, and later embeddings go to a new pool of threads rather than
+    queue behind it (`_started_pool_set_aside`)."""
     seconds = settings.EMBEDDING_LOCAL_WAIT_SECONDS
     try:
         return started.result(timeout=seconds)
     except TimeoutError:
-        started.cancel()
+        if not started.cancel() and getattr(started, "pool", None) is not None:
+            _started_pool_set_aside(started.pool)
         logger.error("The local embedding model gave no vectors within %s s; going on without them.", seconds)
         raise EmbeddingError(f"The local embedding model gave no vectors within {seconds:g} s.") from None
 
@@ -443,7 +473,7 @@ def embed_query_started(provider, text: str) -> list[float] | Future:
     vector = provider.embed_query_cached(text)
     if vector is not None:
         return provider.embed_query(text)  # Counted as the cache hit it is.
-    return _started_pool_get().submit(provider.embed_query, text)
+    return _started_submit(provider.embed_query, text)
 
 
 def embedding_provider_for(workspace=None):

@@ -478,6 +478,44 @@ class EmbedStartedTests(SimpleTestCase):
                 embedding_awaited(started)
         assert "no vectors within 0.2 s" in logs.output[0]
 
+    @override_settings(EMBEDDING_LOCAL_WAIT_SECONDS=0.2)
+    def test_later_embeddings_do_not_queue_behind_calls_that_never_return(self):
+        """Every pool thread stuck in a call whose caller gave up: the next embedding runs on a
+        new pool, in time, instead of waiting out its own limit behind them."""
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def hung(self, texts):
+            if texts == ["hangs"]:
+                release.wait(30)
+            return [[1.0, 0.0] for _ in texts]
+
+        with mock.patch.object(LocalEmbeddingProvider, "embed", hung):
+            stuck = [
+                embed_started(LocalEmbeddingProvider(), ["hangs"]) for _ in range(embeddings.STARTED_THREADS)
+            ]
+            with self.assertLogs("core.embeddings", "ERROR"):
+                for started in stuck:
+                    with self.assertRaises(EmbeddingError):
+                        embedding_awaited(started)
+            assert embedding_awaited(embed_started(LocalEmbeddingProvider(), ["in time"])) == [[1.0, 0.0]]
+
+    @override_settings(EMBEDDING_LOCAL_WAIT_SECONDS=0.1)
+    def test_no_more_pools_once_the_model_has_stopped_answering(self):
+        """Past STARTED_STUCK_MAX stuck threads the pool is kept: a model that answers nothing
+        does not make a new thread for every call."""
+        release = threading.Event()
+        self.addCleanup(release.set)
+        with (
+            mock.patch.object(LocalEmbeddingProvider, "embed", lambda self, texts: release.wait(30)),
+            mock.patch.object(embeddings, "_started_stuck", embeddings.STARTED_STUCK_MAX),
+            self.assertLogs("core.embeddings", "ERROR"),
+        ):
+            pool = embeddings._started_pool_get()
+            with self.assertRaises(EmbeddingError):
+                embedding_awaited(embed_started(LocalEmbeddingProvider(), ["x"]))
+            assert embeddings._started_pool_get() is pool
+
     def test_vectors_in_time_are_returned(self):
         with mock.patch.object(LocalEmbeddingProvider, "embed", lambda self, texts: [[1.0, 0.0]]):
             assert embedding_awaited(embed_started(LocalEmbeddingProvider(), ["x"])) == [[1.0, 0.0]]
