@@ -961,12 +961,16 @@ def _beside_started(statement: tuple[str, dict]) -> Future | None:
 
 def _beside_rows(started: Future, cursor, statement: tuple[str, dict]) -> list:
     """The rows of a statement sent on a side connection; read again on `cursor` when that
-    connection failed (a refused or broken connection says nothing about the statement)."""
-    from django.db import DatabaseError
+    connection failed (a refused or broken connection says nothing about the statement). A
+    statement that failed by itself (cancelled by its time limit, say) is not run twice."""
+    import psycopg
+    from django.db import InterfaceError, OperationalError
 
     try:
         return started.result()[0]
-    except DatabaseError:
+    except (OperationalError, InterfaceError) as exc:
+        if isinstance(exc.__cause__, (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)):
+            raise
         logger.warning("A side connection failed; reading BM25 on the request's own.", exc_info=True)
         cursor.execute(*statement)
         return cursor.fetchall()

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import numpy as np
+import psycopg
 from django.db import OperationalError, connection, transaction
 from django.test import TransactionTestCase, override_settings
 
@@ -367,3 +368,23 @@ class BM25BesideTests(TransactionTestCase):
             assert ranked(self.agent, self.person) == EXPECTED
         assert len(logs.records) == len(QUERIES)
         assert "side connection failed" in logs.output[0]
+
+    def test_a_statement_that_ran_out_of_time_beside_is_not_run_again(self):
+        """Its own time limit (a web request's statement_timeout) ended it: the same statement
+        on the request's connection would only take as long again."""
+        with override_settings(SIDE_READ_THREADS=0):
+            ranked(self.agent, self.person)
+
+        def cancelled(**kwargs):
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL statement_timeout = 1; SELECT pg_sleep(1)")
+
+        sent = []
+        with (
+            mock.patch.object(ranking, "_rows_read", cancelled),
+            connection.execute_wrapper(lambda execute, sql, *args: sent.append(sql) or execute(sql, *args)),
+            self.assertRaises(OperationalError) as raised,
+        ):
+            ranked(self.agent, self.person)
+        assert isinstance(raised.exception.__cause__, psycopg.errors.QueryCanceled)
+        assert not any("tsv" in sql for sql in sent)
