@@ -22,7 +22,11 @@ grows the same `--pairs` scopes to each total in turn and, at each, times `entry
 with a precomputed query vector (p50/p95), counts its statements (round trips) and their
 share of the time, and prints `EXPLAIN (ANALYZE, BUFFERS)` of each statement at the largest
 scale. `--compare REF` loads core/ranking.py as of git REF beside the current one and
-alternates the two, query for query, so both run under the same load.
+alternates the two, query for query, so both run under the same load. `--cold` forgets every
+scope's counted size and BM25 statistics before each search, as a process meets a person it
+has not searched within SEARCH_SCOPE_SIZE_CACHE_SECONDS; `--as-hnsw-model` gives the random
+model an entry among the models with an HNSW index, so that a scope never counted waits for
+its count as one of all-MiniLM-L6-v2 does (no index is built: the scopes stay on the exact plan).
 """
 
 import argparse
@@ -181,6 +185,20 @@ def search_scales(args) -> None:
         MemoryUser(workspace=workspace, canonical_id=f"bench:{i}") for i in range(args.pairs)
     )
     reference = reference_search(args.compare) if args.compare else None
+    import sys
+
+    import core.ranking
+
+    modules = [core.ranking] + ([sys.modules["ranking_ref"]] if reference else [])
+    if args.as_hnsw_model:
+        for module in modules:
+            module.HNSW_MODELS[model] = 384
+
+    def forget() -> None:
+        for module in modules:
+            module._scope_sizes.clear()
+            module._bm25_stats.clear()
+
     results: dict = {"load_before": os.getloadavg(), "scales": {}}
     built = 0
     scales = [int(x) for x in args.search_scales.split(",")]
@@ -227,6 +245,8 @@ def search_scales(args) -> None:
             call = kwargs()
             for name, fn in variants.items():
                 log = statements[name]
+                if args.cold:
+                    forget()
                 with connection.execute_wrapper(log):
                     t0 = time.perf_counter()
                     fn(**call)
@@ -307,6 +327,14 @@ def main() -> None:
         "--without-scope-index",
         action="store_true",
         help="drop the searchable rows' partial index (episodic 0005) to measure without it",
+    )
+    parser.add_argument(
+        "--cold", action="store_true", help="no scope size or BM25 statistics known to any search"
+    )
+    parser.add_argument(
+        "--as-hnsw-model",
+        action="store_true",
+        help="the random model counts as one with an HNSW index (a never-counted scope waits for its count)",
     )
     args = parser.parse_args()
 

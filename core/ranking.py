@@ -935,11 +935,16 @@ def _bm25_beside_wanted(corpus: "Corpus", *, model: str, weights: RankingWeights
     """Whether a search sends its BM25 on a side connection (core.lib.side_reads) while its
     own finds the vector candidates: both channels wanted, and a scope last counted at
     SEARCH_BM25_BESIDE_MIN_ROWS or more. On a small scope both statements take a fraction
-    of a millisecond, less than the hand-over to another thread (docs/speed.md)."""
+    of a millisecond, less than the hand-over to another thread (docs/speed.md). A scope
+    never counted under a model with an HNSW index sends it too: its plan waits for a count
+    on the request's connection (`_scope_size_known`), which BM25 would otherwise follow."""
     if weights.vector <= 0 and weights.context <= 0:
         return False
     cached = _scope_sizes.get(_scope_size_key(corpus, model))
-    if cached is None or cached[1] < settings.SEARCH_BM25_BESIDE_MIN_ROWS:
+    if cached is None:
+        if model not in HNSW_MODELS:
+            return False
+    elif cached[1] < settings.SEARCH_BM25_BESIDE_MIN_ROWS:
         return False
     return side_reads_enabled()
 
@@ -1052,6 +1057,7 @@ def hybrid_search(
                 # Never counted (or too long ago): the plan waits for the count.
                 scope_size = _scope_size(cursor, corpus, vparams, model=model)
                 if (
+                    # No side thread was free when the search began.
                     "lexical" in slots
                     and not sent
                     and _bm25_beside_wanted(corpus, model=model, weights=weights)

@@ -318,12 +318,51 @@ class BM25BesideTests(TransactionTestCase):
             for name, thread, bm25 in seen
         )
 
-    def test_a_never_counted_scope_reads_bm25_beside_once_counted(self):
-        """On a model with an HNSW index the plan waits for the scope's count; the BM25 then
-        goes beside, from the first search of the scope."""
+    def test_a_never_counted_scope_reads_bm25_beside_while_it_is_counted(self):
+        """On a model with an HNSW index the plan waits for the scope's count: the BM25 goes
+        beside meanwhile, from the first search of the scope."""
         seen = self.record_side_reads()
-        with mock.patch.dict(ranking.HNSW_MODELS, {MODEL: 384}):
+        counted = []
+        count = ranking._scope_size
+
+        def counting(*args, **kwargs):
+            counted.append(len(seen))
+            return count(*args, **kwargs)
+
+        with (
+            mock.patch.dict(ranking.HNSW_MODELS, {MODEL: 384}),
+            mock.patch.object(ranking, "_scope_size", counting),
+        ):
             assert ranked(self.agent, self.person) == EXPECTED
+        assert len(seen) == len(QUERIES)
+        assert counted == [1]  # The first search counted, with its BM25 already sent beside.
+
+    def test_a_side_thread_freed_during_the_count_takes_the_bm25(self):
+        """No side thread was free as the search began; one is once the scope is counted."""
+        seen = self.record_side_reads()
+        slots = side_reads.side_pool_slots()
+        taken = 0
+        while slots.acquire(blocking=False):
+            taken += 1
+        count = ranking._scope_size
+
+        def counting_then_freeing(*args, **kwargs):
+            nonlocal taken
+            size = count(*args, **kwargs)
+            for _ in range(taken):
+                slots.release()
+            taken = 0
+            return size
+
+        try:
+            with (
+                mock.patch.dict(ranking.HNSW_MODELS, {MODEL: 384}),
+                mock.patch.object(ranking, "_scope_size", counting_then_freeing),
+            ):
+                assert ranked(self.agent, self.person) == EXPECTED
+        finally:
+            for _ in range(taken):
+                slots.release()
         assert len(seen) == len(QUERIES)
 
     def test_small_scopes_and_open_transactions_read_on_the_request_connection(self):
