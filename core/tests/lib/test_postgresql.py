@@ -188,21 +188,18 @@ class RequestLimitsTests(SimpleTestCase):
             "              \" current_setting('lock_timeout')\")\n"
             "    print(c.fetchone()[0])\n"
         )
-        web = subprocess.run(
-            [sys.executable, "-c", "import memory_project.wsgi\n" + show],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=settings.BASE_DIR,
-        )
-        command = subprocess.run(
-            [sys.executable, "manage.py", "shell", "-c", show],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=settings.BASE_DIR,
-        )
+
+        def run(*args: str):
+            return subprocess.run(
+                [sys.executable, *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=settings.BASE_DIR,
+            )
+
+        web = run("-c", "import memory_project.wsgi\n" + show)
+        command = run("manage.py", "shell", "-c", show)
         assert web.stdout.strip().splitlines()[-1] == "30s 10s", web.stderr
         assert command.stdout.strip().splitlines()[-1] == "0 0", command.stderr
