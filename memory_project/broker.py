@@ -16,6 +16,10 @@ def broker_transport_options(*, visibility_timeout: int, restore_interval: int) 
     it expires, and no worker restores anything meanwhile: kombu's expiry is 5 minutes,
     whatever the interval. A scan takes milliseconds, so the lock expires after three
     intervals (5 s at least).
+
+    Not covered by either: a message the main process popped from the queue and was killed
+    before recording as unacknowledged is gone from the broker. The periodic sweeps take its
+    work up again from PostgreSQL (docs/deploy.md).
     """
     return {
         "visibility_timeout": visibility_timeout,
