@@ -119,9 +119,10 @@ def _driver_error(exc):
     return cause if isinstance(cause, psycopg.Error) else exc
 
 
-def _database_error(exc) -> tuple[int, dict, dict] | None:
+def database_error(exc) -> tuple[int, dict, dict] | None:
     """(status, body, headers) when the database refused a value (400), or cannot be reached or
-    did not finish in time (503)."""
+    did not finish in time (503); None for any other exception. The REST API answers with
+    them, and the MCP server too (runtime.mcp)."""
     if isinstance(exc, _VALUE_ERRORS):
         logger.warning("Database refused a value: %s", exc)
         return 400, error_body("invalid", VALUE_REFUSED), {}
@@ -138,7 +139,7 @@ def _database_error(exc) -> tuple[int, dict, dict] | None:
 
 def unexpected_error_response(exc, *, request_id: str) -> JsonResponse:
     """The body for an exception that reached the top of an /api/ request unhandled."""
-    database = _database_error(exc)
+    database = database_error(exc)
     if database is not None:
         status_code, body, headers = database
         return JsonResponse(body, status=status_code, headers=headers)
@@ -152,7 +153,7 @@ def server_error_response(*, request_id: str) -> JsonResponse:
 
 
 def api_exception_handler(exc, context):
-    database = _database_error(exc)
+    database = database_error(exc)
     if database is not None:
         # Imported here for the same reason as exception_handler below.
         from rest_framework.views import set_rollback

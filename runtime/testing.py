@@ -118,8 +118,8 @@ def live_api_server() -> LiveProcess:
     return LiveProcess(command, port, "/healthz")
 
 
-def live_mcp_server() -> LiveProcess:
-    """`manage.py mcp_server` in its own process."""
+def live_mcp_server(env: dict[str, str] | None = None) -> LiveProcess:
+    """`manage.py mcp_server` in its own process (`env`: `server_env()` by default)."""
     port = free_port()
     command = [sys.executable, "manage.py", "mcp_server", "--host", "127.0.0.1", "--port", str(port)]
-    return LiveProcess(command, port, "/healthz")
+    return LiveProcess(command, port, "/healthz", env=env)

@@ -2,12 +2,19 @@
 
 import asyncio
 import json
+import threading
+import time
 
 import httpx
 import httpx2
+import psycopg
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from core.errors import DATABASE_TIMEOUT
+from facts.models import Fact
+from runtime.testing import live_mcp_server, server_env, test_database_url
 
 pytestmark = pytest.mark.slow
 
@@ -105,3 +112,33 @@ def test_arguments_pass_the_api_json_guard(live_mcp, fresh_workspace):
     assert "value.text" in error["fields"]
     found = call(live_mcp, key, "recall", {"key": "motto", "memory_user": user_id})
     assert found.structured_content["facts"] == []
+
+
+def test_a_tool_call_waiting_on_a_lock_ends_with_the_apis_retryable_error(fresh_workspace):
+    """The MCP server's statements and lock waits are limited as a web process's are: a call
+    queued behind a lock that another session holds ends after
+    DATABASE_REQUEST_LOCK_TIMEOUT_SECONDS with the REST API's `database_timeout` body, instead
+    of waiting as long as the lock is held; once the lock is gone the same call is answered."""
+    key = fresh_workspace["key"]
+    with live_mcp_server(env=server_env(DATABASE_REQUEST_LOCK_TIMEOUT_SECONDS="1")) as server:
+        person = call(server, key, "identify_user", {"channel": "telegram", "external_id": "locked-out"})
+        user_id = person.structured_content["memory_user"]["id"]
+        with psycopg.connect(test_database_url()) as holder:
+            holder.execute(f"LOCK TABLE {Fact._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+            # Without a limit the call would wait for this release (and then succeed).
+            release = threading.Timer(15, holder.rollback)
+            release.start()
+            started = time.monotonic()
+            try:
+                result = call(server, key, "recall", {"key": "favourite_tea", "memory_user": user_id})
+            finally:
+                waited = time.monotonic() - started
+                release.cancel()
+                holder.rollback()
+        assert waited < 10
+        error = error_of(result)
+        assert error["code"] == "database_timeout", error
+        assert error["message"] == DATABASE_TIMEOUT
+        found = call(server, key, "recall", {"key": "favourite_tea", "memory_user": user_id})
+        assert not found.is_error
+        assert found.structured_content["facts"] == []

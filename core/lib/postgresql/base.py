@@ -37,13 +37,14 @@ def socket_readable(connection) -> bool | None:
         return None
 
 
-# Whether this process serves HTTP requests; set once, by the WSGI entry point.
+# Whether this process serves HTTP requests; set once, by the WSGI and ASGI entry points and
+# the MCP server.
 _request_limits = False
 
 
 def request_limits_apply() -> None:
     """Limit the statements and lock waits of the connections this process opens from now on
-    (memory_project.wsgi, before any request)."""
+    (memory_project.wsgi and .asgi, and `manage.py mcp_server`, before any request)."""
     global _request_limits
     _request_limits = True
 

@@ -172,9 +172,10 @@ class RequestLimitsTests(SimpleTestCase):
         statement, lock, _ = self._show(self._wrapper())
         assert (statement, lock) == ("0", "0")
 
-    def test_the_wsgi_entry_point_applies_them_and_a_command_does_not(self):
-        """In real processes: the WSGI application's connections are limited (the defaults,
-        30 s and 10 s); a management command's are not."""
+    def test_the_wsgi_and_asgi_entry_points_apply_them_and_a_command_does_not(self):
+        """In real processes: the WSGI and ASGI applications' connections are limited (the
+        defaults, 30 s and 10 s); a management command's are not (the MCP server, which
+        serves requests, applies them itself: runtime/tests/test_mcp_server.py)."""
         params = connection.settings_dict
         env = {
             **os.environ,
@@ -200,6 +201,8 @@ class RequestLimitsTests(SimpleTestCase):
             )
 
         web = run("-c", "import memory_project.wsgi\n" + show)
+        asgi = run("-c", "import memory_project.asgi\n" + show)
         command = run("manage.py", "shell", "-c", show)
         assert web.stdout.strip().splitlines()[-1] == "30s 10s", web.stderr
+        assert asgi.stdout.strip().splitlines()[-1] == "30s 10s", asgi.stderr
         assert command.stdout.strip().splitlines()[-1] == "0 0", command.stderr

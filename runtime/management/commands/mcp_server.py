@@ -2,7 +2,9 @@
 
 import uvicorn
 from django.core.management.base import BaseCommand
+from django.db import connections
 
+from core.lib.postgresql.base import request_limits_apply
 from runtime.mcp import MCP_PATH, mcp_app
 
 
@@ -22,6 +24,11 @@ class Command(BaseCommand):
         parser.add_argument("--log-level", default="warning")
 
     def handle(self, *args, host, port, allowed_hosts, log_level, **options):
+        # This process serves requests: its statements and lock waits are limited, as a web
+        # process's are (memory_project.wsgi). A connection opened before now is closed, so
+        # that the next one carries the limits.
+        request_limits_apply()
+        connections.close_all()
         app = mcp_app(host=host, allowed_hosts=allowed_hosts)
         self.stdout.write(f"MCP server on http://{host}:{port}{MCP_PATH}")
         uvicorn.run(app, host=host, port=port, log_level=log_level, lifespan="on")
