@@ -13,7 +13,8 @@ import psycopg
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, InterfaceError, OperationalError
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
@@ -144,6 +145,18 @@ def unexpected_error_response(exc, *, request_id: str) -> JsonResponse:
         status_code, body, headers = database
         return JsonResponse(body, status=status_code, headers=headers)
     return server_error_response(request_id=request_id)
+
+
+def database_unavailable_page(exc) -> HttpResponse | None:
+    """The page for a browser request (the memory browser, the admin) whose database is down
+    or out of time: a 503 the operator is told to retry, with Retry-After, instead of Django's
+    500; None for any other exception. The template reads nothing from the database."""
+    failure = database_error(exc)
+    if failure is None or failure[0] != 503:
+        return None
+    status_code, body, headers = failure
+    content = render_to_string("503.html", {"message": body["error"]["message"]})
+    return HttpResponse(content, status=status_code, headers=headers)
 
 
 def server_error_response(*, request_id: str) -> JsonResponse:

@@ -31,6 +31,7 @@
     var status = evt.detail.xhr.status;
     var message = status === 403 ? "Your role does not allow this." :
       status === 404 ? "Not found: it may have been deleted." :
+      status === 503 ? "The database is unavailable or busy; retry in a few seconds." :
       "Something went wrong (" + status + "). Please retry.";
     toast(message, "error");
   });
