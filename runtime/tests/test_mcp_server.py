@@ -14,7 +14,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from core.errors import DATABASE_TIMEOUT
 from facts.models import Fact
-from runtime.testing import live_mcp_server, server_env, test_database_url
+from runtime.testing import live_mcp_server, server_env
+from runtime.testing import test_database_url as database_url  # not collected as a test
 
 pytestmark = pytest.mark.slow
 
@@ -123,7 +124,7 @@ def test_a_tool_call_waiting_on_a_lock_ends_with_the_apis_retryable_error(fresh_
     with live_mcp_server(env=server_env(DATABASE_REQUEST_LOCK_TIMEOUT_SECONDS="1")) as server:
         person = call(server, key, "identify_user", {"channel": "telegram", "external_id": "locked-out"})
         user_id = person.structured_content["memory_user"]["id"]
-        with psycopg.connect(test_database_url()) as holder:
+        with psycopg.connect(database_url()) as holder:
             holder.execute(f"LOCK TABLE {Fact._meta.db_table} IN ACCESS EXCLUSIVE MODE")
             # Without a limit the call would wait for this release (and then succeed).
             release = threading.Timer(15, holder.rollback)
