@@ -1,3 +1,5 @@
+import sys
+
 from django.contrib import admin
 from django.http import JsonResponse
 from django.urls import include, path
@@ -5,7 +7,12 @@ from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from core.apis import healthz, readyz
-from core.errors import error_body, server_error_response
+from core.errors import (
+    database_unavailable_page,
+    error_body,
+    server_error_response,
+    unexpected_error_response,
+)
 from core.middleware import current_request_id
 
 api_v1 = [
@@ -47,8 +54,13 @@ def handler404(request, exception=None):
 
 
 def handler500(request):
-    """Reached only for errors outside a view (a failing middleware); Django has logged the traceback."""
+    """Reached only for errors outside a view (a failing middleware, such as the session's save
+    when the database is down); Django has logged the traceback. A database that is down or out
+    of time answers as it does in a view: the API's 503 body, or the 503 page."""
+    exc = sys.exc_info()[1]
     if request.path.startswith("/api/"):
         request_id = getattr(request, "id", None) or current_request_id()
-        return server_error_response(request_id=request_id)
-    return defaults.server_error(request)
+        if exc is None:
+            return server_error_response(request_id=request_id)
+        return unexpected_error_response(exc, request_id=request_id)
+    return (database_unavailable_page(exc) if exc is not None else None) or defaults.server_error(request)

@@ -10,6 +10,7 @@ from unittest import mock
 
 import psycopg
 from django.conf import settings
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.db import DataError, InterfaceError, OperationalError, connection
 from django.test import TransactionTestCase, override_settings
 from rest_framework.test import APIClient
@@ -151,6 +152,35 @@ class MiddlewareFallbackTests(MemoryTestCase):
         page = RequestFactory().get("/memories/")
         page.id = "abc"
         assert middleware.process_exception(page, KeyError("x")) is None
+
+
+class FailingMiddlewareTests(MemoryTestCase):
+    """A database failure outside any view (the session's save after the response is built)
+    reaches `handler500`: it answers as a view's failure does, not with a bare 500."""
+
+    def get(self, path, failure):
+        client = self.api()
+        client.raise_request_exception = False
+        with mock.patch.object(SessionMiddleware, "process_response", side_effect=failure):
+            return client.get(path)
+
+    def test_the_api_gets_its_503_body(self):
+        response = self.get("/api/v1/agents/", OperationalError("connection refused"))
+        assert response.status_code == 503
+        assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+        assert response.json()["error"]["code"] == "service_unavailable"
+
+    def test_a_page_gets_the_503_page(self):
+        response = self.get("/accounts/login/", OperationalError("connection refused"))
+        assert response.status_code == 503
+        assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+        assert SERVICE_UNAVAILABLE in response.content.decode()
+
+    def test_any_other_failure_is_still_a_500(self):
+        api = self.get("/api/v1/agents/", RuntimeError("a bug"))
+        assert api.status_code == 500
+        assert api.json()["error"]["code"] == "server_error"
+        assert self.get("/accounts/login/", RuntimeError("a bug")).status_code == 500
 
 
 class DebugOffTests(MemoryTestCase):
