@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from kombu.exceptions import OperationalError as BrokerUnavailable
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
@@ -30,6 +31,7 @@ LENGTH_REQUIRED = "A chunked request body is not accepted here: send a Content-L
 NUL_IN_URL = "The request path or query string contains a NUL character (%00)."
 VALUE_REFUSED = "A value does not fit what can be stored (too long, out of range or not text)."
 SERVICE_UNAVAILABLE = "The database is unavailable; retry shortly."
+QUEUE_UNAVAILABLE = "The task queue is unavailable, so nothing was queued; retry shortly."
 DATABASE_TIMEOUT = (
     "The database did not finish this request in time (a statement or a lock wait ran out); retry shortly."
 )
@@ -120,10 +122,18 @@ def _driver_error(exc):
     return cause if isinstance(cause, psycopg.Error) else exc
 
 
-def database_error(exc) -> tuple[int, dict, dict] | None:
+def backend_error(exc) -> tuple[int, dict, dict] | None:
     """(status, body, headers) when the database refused a value (400), or cannot be reached or
-    did not finish in time (503); None for any other exception. The REST API answers with
-    them, and the MCP server too (runtime.mcp)."""
+    did not finish in time, or the broker cannot be reached (503); None for any other
+    exception. The REST API answers with them, and the MCP server too (runtime.mcp).
+
+    The broker: a request whose task is the whole of what it asked for (a retention run now)
+    could not queue it. A task whose work a sweep does anyway never gets here
+    (core.lib.celery_task)."""
+    if isinstance(exc, BrokerUnavailable):
+        logger.error("Broker unavailable: %s", exc)
+        body = error_body("service_unavailable", QUEUE_UNAVAILABLE)
+        return 503, body, {"Retry-After": str(RETRY_AFTER_SECONDS)}
     if isinstance(exc, _VALUE_ERRORS):
         logger.warning("Database refused a value: %s", exc)
         return 400, error_body("invalid", VALUE_REFUSED), {}
@@ -140,18 +150,19 @@ def database_error(exc) -> tuple[int, dict, dict] | None:
 
 def unexpected_error_response(exc, *, request_id: str) -> JsonResponse:
     """The body for an exception that reached the top of an /api/ request unhandled."""
-    database = database_error(exc)
+    database = backend_error(exc)
     if database is not None:
         status_code, body, headers = database
         return JsonResponse(body, status=status_code, headers=headers)
     return server_error_response(request_id=request_id)
 
 
-def database_unavailable_page(exc) -> HttpResponse | None:
+def unavailable_page(exc) -> HttpResponse | None:
     """The page for a browser request (the memory browser, the admin) whose database is down
-    or out of time: a 503 the operator is told to retry, with Retry-After, instead of Django's
-    500; None for any other exception. The template reads nothing from the database."""
-    failure = database_error(exc)
+    or out of time, or whose task could not be queued: a 503 the operator is told to retry,
+    with Retry-After, instead of Django's 500; None for any other exception. The template
+    reads nothing from the database."""
+    failure = backend_error(exc)
     if failure is None or failure[0] != 503:
         return None
     status_code, body, headers = failure
@@ -166,7 +177,7 @@ def server_error_response(*, request_id: str) -> JsonResponse:
 
 
 def api_exception_handler(exc, context):
-    database = database_error(exc)
+    database = backend_error(exc)
     if database is not None:
         # Imported here for the same reason as exception_handler below.
         from rest_framework.views import set_rollback

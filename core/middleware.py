@@ -31,8 +31,8 @@ from core.errors import (
     BODY_TOO_LARGE,
     LENGTH_REQUIRED,
     NUL_IN_URL,
-    database_unavailable_page,
     json_error_response,
+    unavailable_page,
     unexpected_error_response,
 )
 from core.lib.after_response import after_response_collect, after_response_run, after_response_stop
@@ -95,7 +95,7 @@ class RequestIdMiddleware:
         """An exception no view or DRF handler turned into a response: JSON on /api/, logged with
         the id; elsewhere a 503 page when the database is down or out of time (else Django's 500)."""
         if not _is_api(request):
-            return database_unavailable_page(exception)
+            return unavailable_page(exception)
         response = unexpected_error_response(exception, request_id=request.id)
         if response.status_code == 500:
             logger.error(

@@ -14,13 +14,16 @@ from core.services import api_keys_purge_expired, vector_graph_extend, worker_he
 DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 # Retry policy of every embedding task (facts, procedures, entries, messages): an endpoint
 # or database failure is retried after 10, 20, 40 ... at most 600 s (the visibility timeout,
-# settings.CELERY_BROKER_TRANSPORT_OPTIONS, must stay above that plus the time limit).
+# settings.CELERY_BROKER_TRANSPORT_OPTIONS, must stay above that plus the time limit). A row
+# whose task was never sent is embedded by the embeddings sweep (runtime.tasks), so a broker
+# that is down does not fail the write that queued it (`swept`, core.lib.celery_task).
 EMBED_RETRY = {
     "autoretry_for": (EmbeddingError, *DATABASE_UNAVAILABLE),
     "retry_backoff": 10,
     "retry_backoff_max": 600,
     "retry_jitter": True,
     "max_retries": 6,
+    "swept": True,
 }
 
 

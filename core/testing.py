@@ -26,6 +26,37 @@ def hnsw_above(scope_size: int):
     )
 
 
+def celery_pools_reset() -> None:
+    """Forget the app's broker connections and producers: they are cached with the broker they
+    were made for (and in kombu's global registry, keyed by URL), so a test that points the app
+    at another broker starts from none, and a later eager task does not take a closed one."""
+    from celery import current_app
+    from kombu import pools
+
+    app = current_app._get_current_object()
+    if app._pool is not None:
+        app._pool.force_close_all()
+    app._pool = None
+    app.amqp._producer_pool = None
+    pools.reset()
+
+
+@contextmanager
+def celery_broker(url: str):
+    """Tasks are sent to the broker at `url` (not run inline) while the block runs."""
+    from celery import current_app
+
+    app = current_app._get_current_object()
+    previous = {key: app.conf[key] for key in ("broker_url", "task_always_eager")}
+    celery_pools_reset()
+    app.conf.update(broker_url=url, task_always_eager=False)
+    try:
+        yield app
+    finally:
+        celery_pools_reset()
+        app.conf.update(**previous)
+
+
 def migrate_to(targets=None) -> None:
     """Migrate the test database to `targets` ([(app, migration)]), or to the latest state;
     migration tests go back to a release's state, store rows there, and come forward."""

@@ -5,8 +5,9 @@ from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_project.settings.development")
 
-# DjangoTask gives every task `delay_on_commit`, so nothing is enqueued before its rows commit.
-app = Celery("memory_project", task_cls="celery.contrib.django.task:DjangoTask")
+# DjangoTask gives every task `delay_on_commit`, so nothing is enqueued before its rows commit;
+# MemoryTask keeps a swept task's send from failing a committed write (core.lib.celery_task).
+app = Celery("memory_project", task_cls="core.lib.celery_task:MemoryTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

@@ -8,9 +8,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from core.apis import healthz, readyz
 from core.errors import (
-    database_unavailable_page,
     error_body,
     server_error_response,
+    unavailable_page,
     unexpected_error_response,
 )
 from core.middleware import current_request_id
@@ -63,4 +63,4 @@ def handler500(request):
         if exc is None:
             return server_error_response(request_id=request_id)
         return unexpected_error_response(exc, request_id=request_id)
-    return (database_unavailable_page(exc) if exc is not None else None) or defaults.server_error(request)
+    return (unavailable_page(exc) if exc is not None else None) or defaults.server_error(request)

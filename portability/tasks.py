@@ -5,10 +5,12 @@ from core.tasks import EMBED_RETRY
 from portability.services import import_embed_missing, import_job_run, import_jobs_sweep
 
 
-# Idempotent: the job is claimed by a compare-and-set, so a redelivery finds it taken.
+# Idempotent: the job is claimed by a compare-and-set, so a redelivery finds it taken. Swept:
+# import_jobs_sweep sends a queued job that no worker took again.
 @shared_task(
     time_limit=settings.PORTABILITY_IMPORT_TIME_LIMIT,
     soft_time_limit=settings.PORTABILITY_IMPORT_TIME_LIMIT - 30,
+    swept=True,
 )
 def import_job_run_task(job_id: str):
     import_job_run(job_id=job_id)

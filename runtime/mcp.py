@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse
 
 from core.access import principal_for_api_key
 from core.authentication import INVALID_KEY
-from core.errors import database_error, error_body
+from core.errors import backend_error, error_body
 from core.memory_settings import memory_settings_for
 from core.selectors import api_key_authenticate
 from runtime import tools
@@ -84,7 +84,7 @@ class ApiKeyMiddleware:
             principal = await sync_to_async(_principal_for_secret, thread_sensitive=False)(parts[1])
         except Exception as exc:
             # The database is down or out of time: the REST API's 503, not a bare 500.
-            failure = database_error(exc)
+            failure = backend_error(exc)
             if failure is None:
                 raise
             status, body, headers = failure
@@ -129,7 +129,7 @@ async def _run_tool(ctx: Context, name: str, arguments: dict[str, Any]) -> dict[
         # A database that is down or out of time (the request limits, core.lib.postgresql):
         # the REST API's body, which tells the model to retry, not the SDK's bare
         # "Error executing tool".
-        failure = database_error(exc)
+        failure = backend_error(exc)
         if failure is None:
             raise
         raise ToolError(json.dumps(failure[1])) from exc

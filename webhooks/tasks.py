@@ -3,12 +3,14 @@ from celery import shared_task
 from core.tasks import DATABASE_UNAVAILABLE
 from webhooks.services import webhook_deliver, webhook_deliveries_purge, webhooks_dispatch, webhooks_sweep
 
-# Idempotent: each subscription's cursor only moves forward under its row lock.
+# Idempotent: each subscription's cursor only moves forward under its row lock. Swept:
+# webhooks_sweep dispatches every workspace with subscribers (core.lib.celery_task).
 DISPATCH_RETRY = {
     "autoretry_for": DATABASE_UNAVAILABLE,
     "retry_backoff": 5,
     "retry_backoff_max": 120,
     "retry_jitter": True,
+    "swept": True,
 }
 
 
@@ -20,7 +22,8 @@ def webhooks_dispatch_task(workspace_id: str):
 # Retries of a failed POST are scheduled in the database (next_attempt_at) and handed out by
 # the sweep, not held in the broker as countdowns. A rerun after a lost worker may POST
 # twice; receivers deduplicate by X-Memory-Delivery (docs/webhooks.md).
-@shared_task(autoretry_for=DATABASE_UNAVAILABLE, retry_backoff=5, retry_backoff_max=120)
+# Swept: webhooks_sweep hands out deliveries whose task was lost.
+@shared_task(autoretry_for=DATABASE_UNAVAILABLE, retry_backoff=5, retry_backoff_max=120, swept=True)
 def webhook_deliver_task(delivery_id: str):
     delivery = webhook_deliver(delivery_id=delivery_id)
     return None if delivery is None else delivery.status

@@ -34,6 +34,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from core.models import LLMJob
 
@@ -143,7 +144,11 @@ def _turn_order(now) -> list:
     )
 
 
-def _send(job: LLMJob) -> None:
+def _send(job: LLMJob) -> bool:
+    """Hand `job` to the broker; False when the broker cannot be reached. The job then goes
+    back to the queue for the next dispatch (a later request or finish, or beat's
+    `llm_jobs_recover`), instead of the request that dispatched after its commit failing with
+    its rows committed, or the job waiting LLM_JOB_LOST_SECONDS as a lost one."""
     task = current_app.tasks.get(job.task)
     if task is None:
         # A process that has not imported the task's module yet (the app's autodiscovery is
@@ -155,9 +160,28 @@ def _send(job: LLMJob) -> None:
     if task is None:
         logger.error("fair queue: job %s names unknown task %s; dropped", job.pk, job.task)
         llm_job_finish(job.pk)
-        return
-    # apply_async (not send_task) so eager test settings run the task inline.
-    task.apply_async(kwargs={**job.kwargs, "llm_job_id": job.pk})
+        return True
+    try:
+        # apply_async (not send_task) so eager test settings run the task inline.
+        task.apply_async(kwargs={**job.kwargs, "llm_job_id": job.pk})
+    except BrokerUnavailable as exc:
+        logger.warning("fair queue: the broker did not take job %s (%s); it is queued again", job.pk, exc)
+        _requeue(job.pk, now=timezone.now())
+        return False
+    return True
+
+
+def _requeue(job_id, *, now) -> int:
+    """A sent job back in the queue (1), or done when the same work is queued again already."""
+    try:
+        with transaction.atomic():
+            return LLMJob.objects.filter(pk=job_id, state=LLMJob.State.SENT).update(
+                state=LLMJob.State.QUEUED, sent_at=None
+            )
+    except IntegrityError:
+        # The same work is queued again already; that request carries it.
+        LLMJob.objects.filter(pk=job_id).update(state=LLMJob.State.DONE, finished_at=now)
+        return 0
 
 
 def llm_jobs_dispatch() -> int:
@@ -182,8 +206,10 @@ def llm_jobs_dispatch() -> int:
                     continue
                 job = _claim(workspace_id, timezone.now(), full)
                 if job is not None:
+                    if not _send(job):
+                        # The broker cannot be reached: nothing more is sent in this call.
+                        return sent + len(served)
                     served.append(workspace_id)
-                    _send(job)
             sent += len(served)
             if _local.again:
                 full.clear()
@@ -277,15 +303,8 @@ def llm_jobs_recover(*, now=None) -> dict:
     lost = 0
     for job in LLMJob.objects.filter(
         state=LLMJob.State.SENT, sent_at__lt=now - timedelta(seconds=settings.LLM_JOB_LOST_SECONDS)
-    ).only("pk", "dedupe_key"):
-        try:
-            with transaction.atomic():
-                lost += LLMJob.objects.filter(pk=job.pk, state=LLMJob.State.SENT).update(
-                    state=LLMJob.State.QUEUED, sent_at=None
-                )
-        except IntegrityError:
-            # The same work is queued again already; that request carries it.
-            LLMJob.objects.filter(pk=job.pk).update(state=LLMJob.State.DONE, finished_at=now)
+    ).only("pk"):
+        lost += _requeue(job.pk, now=now)
     released = _deferrals_release(now)
     purged, _ = LLMJob.objects.filter(state=LLMJob.State.DONE, finished_at__lt=now - DONE_RETENTION).delete()
     return {"requeued": lost, "released": released, "purged": purged, "sent": llm_jobs_dispatch()}

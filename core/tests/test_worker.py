@@ -14,7 +14,7 @@ from django.test import TransactionTestCase
 from core.lib.embedded import EmbeddedValkey
 from core.models import WorkerHeartbeat
 from core.tasks import worker_heartbeat_task
-from memory_project.celery import app
+from core.testing import celery_broker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,10 +63,7 @@ class RealWorkerTests(TransactionTestCase):
             stderr=subprocess.STDOUT,
         )
         self.addCleanup(self._stop_worker)
-        self._previous = {key: app.conf[key] for key in ("broker_url", "task_always_eager")}
-        self._reset_pools()
-        app.conf.update(broker_url=self.valkey.url, task_always_eager=False)
-        self.addCleanup(self._restore_app)
+        self.enterContext(celery_broker(self.valkey.url))
 
     def _stop_worker(self):
         self.worker.terminate()
@@ -75,23 +72,6 @@ class RealWorkerTests(TransactionTestCase):
         except subprocess.TimeoutExpired:
             self.worker.kill()
             self.worker.wait()
-
-    def _reset_pools(self):
-        # Connection and producer pools are cached on the app with the broker they were
-        # made for; an earlier test may have built them for the in-memory transport.
-        from kombu import pools
-
-        if app._pool is not None:
-            app._pool.force_close_all()
-        app._pool = None
-        app.amqp._producer_pool = None
-        # Producer pools also live in kombu's global registry, keyed by broker URL: clear it,
-        # or a later eager task would acquire from the pool closed above.
-        pools.reset()
-
-    def _restore_app(self):
-        self._reset_pools()
-        app.conf.update(**self._previous)
 
     def _worker_output(self) -> str:
         self.worker_log.flush()

@@ -152,5 +152,5 @@ def episodes_reembed(*, workspace, batch_size: int = 256) -> int:
     )
     for start in range(0, len(ids), batch_size):
         chunk = [str(i) for i in ids[start : start + batch_size]]
-        transaction.on_commit(lambda chunk=chunk: episode_embed_task.delay(chunk))
+        episode_embed_task.delay_on_commit(chunk)
     return len(ids)

@@ -88,7 +88,7 @@ def entries_reembed(*, workspace=None, batch_size: int = 256) -> int:
         )
         for start in range(0, len(ids), batch_size):
             chunk = [str(i) for i in ids[start : start + batch_size]]
-            transaction.on_commit(lambda chunk=chunk: entry_embed_task.delay(chunk))
+            entry_embed_task.delay_on_commit(chunk)
         enqueued += len(ids)
     return enqueued
 

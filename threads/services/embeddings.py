@@ -147,5 +147,5 @@ def messages_reembed(*, workspace, batch_size: int = 256) -> int:
     ]
     for start in range(0, len(ids), batch_size):
         chunk = ids[start : start + batch_size]
-        transaction.on_commit(lambda chunk=chunk: message_embed_task.delay(chunk))
+        message_embed_task.delay_on_commit(chunk)
     return len(ids)

@@ -28,12 +28,12 @@ from kombu.transport.redis import Channel as KombuRedisChannel
 from core.lib.embedded import EmbeddedValkey, postgres_start_again
 from core.lib.supervisor import ChildSpec, Supervisor
 from core.services import provider_credential_set, workspace_create
+from core.testing import celery_broker
 from core.testing_embeddings import hashed_vectors
 from core.testing_openai import OpenAITestServer
 from facts.models import Fact, FactEmbedding
 from facts.services import fact_remember
 from memory_project.broker import broker_transport_options
-from memory_project.celery import app
 
 ROOT = Path(__file__).resolve().parents[3]
 DEADLINE = 90.0
@@ -61,18 +61,6 @@ def _database_url() -> str:
     return f"postgresql://{params['USER']}@/{params['NAME']}?host={params['HOST']}"
 
 
-def reset_celery_pools():
-    # Connection and producer pools are cached on the app with the broker they were made
-    # for (see core/tests/test_worker.py).
-    from kombu import pools
-
-    if app._pool is not None:
-        app._pool.force_close_all()
-    app._pool = None
-    app.amqp._producer_pool = None
-    pools.reset()
-
-
 @pytest.mark.slow
 class KilledWorkerTests(TransactionTestCase):
     """(a) kill -9 of a pool process, then of the worker's main process: no task is lost."""
@@ -85,15 +73,7 @@ class KilledWorkerTests(TransactionTestCase):
         self.valkey = EmbeddedValkey(self.root, self.root / "v.sock")
         self.valkey.start()
         self.addCleanup(self.valkey.stop)
-        previous = {key: app.conf[key] for key in ("broker_url", "task_always_eager")}
-        reset_celery_pools()
-        app.conf.update(broker_url=self.valkey.url, task_always_eager=False)
-
-        def restore():
-            reset_celery_pools()
-            app.conf.update(**previous)
-
-        self.addCleanup(restore)
+        self.enterContext(celery_broker(self.valkey.url))
         self.log = open(self.root / "worker.log", "w+")  # noqa: SIM115 - closed in cleanup
         self.addCleanup(self.log.close)
         self.workers: list[subprocess.Popen] = []
