@@ -26,6 +26,19 @@ def hnsw_above(scope_size: int):
     )
 
 
+def workspace_api_client(*, name: str = "Acme", agent_slug: str = "assistant"):
+    """(workspace, agent, client) for tests outside MemoryTestCase (a TransactionTestCase that
+    needs real commits): a new workspace with an agent, and an API client sending a
+    workspace-wide key that answers errors instead of raising them."""
+    workspace = workspace_create(name=name)
+    agent = agent_get_or_create(workspace=workspace, slug=agent_slug)
+    _, key = api_key_create(workspace=workspace)
+    client = APIClient(SERVER_NAME="localhost")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    client.raise_request_exception = False
+    return workspace, agent, client
+
+
 def celery_pools_reset() -> None:
     """Forget the app's broker connections and producers: they are cached with the broker they
     were made for (and in kombu's global registry, keyed by URL), so a test that points the app

@@ -13,7 +13,6 @@ from django.conf import settings
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.db import DataError, InterfaceError, OperationalError, connection
 from django.test import TransactionTestCase, override_settings
-from rest_framework.test import APIClient
 
 from core.apis import AgentDetailApi, AgentListApi
 from core.errors import (
@@ -25,8 +24,7 @@ from core.errors import (
 )
 from core.lib.postgresql import base as postgresql
 from core.middleware import REQUEST_ID_HEADER, RequestIdLogFilter
-from core.services import agent_get_or_create, api_key_create, workspace_create
-from core.testing import MemoryTestCase
+from core.testing import MemoryTestCase, workspace_api_client
 
 
 class ServerErrorTests(MemoryTestCase):
@@ -224,12 +222,7 @@ class RequestTimeLimitTests(TransactionTestCase):
     stuck in the database with a 503 the client can retry, and leave its connection usable."""
 
     def setUp(self):
-        self.workspace = workspace_create(name="Acme")
-        self.agent = agent_get_or_create(workspace=self.workspace, slug="assistant")
-        _, key = api_key_create(workspace=self.workspace)
-        self.client = APIClient(SERVER_NAME="localhost")
-        self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-        self.client.raise_request_exception = False
+        self.workspace, self.agent, self.client = workspace_api_client()
         # The requests' connection is opened again, as a web process opens it.
         limits = mock.patch.object(postgresql, "_request_limits", True)
         limits.start()

@@ -2,13 +2,11 @@
 success it is, and a request whose task is its whole answer gets a 503 it can retry."""
 
 from django.test import TransactionTestCase
-from rest_framework.test import APIClient
 
 from core.errors import QUEUE_UNAVAILABLE, RETRY_AFTER_SECONDS
 from core.lib.fair_queue import llm_jobs_dispatch
 from core.models import LLMJob
-from core.services import agent_get_or_create, api_key_create, workspace_create
-from core.testing import celery_broker
+from core.testing import celery_broker, workspace_api_client
 from facts.models import Fact
 from threads.tests.factories import append, make_thread
 
@@ -18,12 +16,7 @@ BROKER_DOWN = "redis+socket:///nonexistent/broker.sock"
 
 class BrokerDownTests(TransactionTestCase):
     def setUp(self):
-        self.workspace = workspace_create(name="Acme")
-        self.agent = agent_get_or_create(workspace=self.workspace, slug="assistant")
-        _, key = api_key_create(workspace=self.workspace)
-        self.client = APIClient(SERVER_NAME="localhost")
-        self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-        self.client.raise_request_exception = False
+        self.workspace, self.agent, self.client = workspace_api_client()
 
     def test_a_write_whose_task_a_sweep_does_is_answered_and_kept(self):
         """Before: the fact was committed, then its embedding task's send raised in the commit
