@@ -3,7 +3,7 @@
 - `RequestIdMiddleware` gives every request an id (a sane incoming `X-Request-ID` or a new
   one), puts it on every log line of the request and on the response, and turns an exception
   no view handled on /api/ into the documented JSON error body carrying that id (and, on
-  the pages, a database that is down or out of time into a 503 page).
+  the pages, a database or broker that is down, or a database out of time, into a 503 page).
 - `AfterResponseMiddleware` runs what the request queued with `core.lib.after_response`
   (bookkeeping such as the recall counters) once the response has been sent.
 - `ApiBodyLimitMiddleware` refuses oversized bodies (413) whether or not they declare a
@@ -93,7 +93,8 @@ class RequestIdMiddleware:
 
     def process_exception(self, request, exception):
         """An exception no view or DRF handler turned into a response: JSON on /api/, logged with
-        the id; elsewhere a 503 page when the database is down or out of time (else Django's 500)."""
+        the id; elsewhere a 503 page when the database or the broker is down or the database out
+        of time (else Django's 500)."""
         if not _is_api(request):
             return unavailable_page(exception)
         response = unexpected_error_response(exception, request_id=request.id)

@@ -55,8 +55,9 @@ def handler404(request, exception=None):
 
 def handler500(request):
     """Reached only for errors outside a view (a failing middleware, such as the session's save
-    when the database is down); Django has logged the traceback. A database that is down or out
-    of time answers as it does in a view: the API's 503 body, or the 503 page."""
+    when the database is down); Django has logged the traceback. A database or broker that is
+    down, or a database out of time, answers as it does in a view: the API's 503 body, or the
+    503 page."""
     exc = sys.exc_info()[1]
     if request.path.startswith("/api/"):
         request_id = getattr(request, "id", None) or current_request_id()
