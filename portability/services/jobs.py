@@ -14,6 +14,7 @@ from django.core.cache import cache
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from portability.models import ImportJob
 from portability.services.importing import ImportFailed, import_run, lines_read
@@ -62,11 +63,22 @@ def import_job_queue(*, workspace, actor: str, file_name: str, upload, dry_run: 
     return job
 
 
+def _progress_cached(call, *args):
+    """`call(*args)` on the cache, or None when the cache cannot be reached (Valkey
+    restarting): live progress is a nicety, never a reason to fail an import or a request."""
+    try:
+        return call(*args)
+    except (RedisError, OSError) as exc:
+        logger.warning("Import progress not in the cache (%s): %s", call.__name__, exc)
+        return None
+
+
 def import_job_progress(job: ImportJob) -> dict:
-    """{done, total, lines, percent} of a job: the cache while it runs, the row after."""
+    """{done, total, lines, percent} of a job: the cache while it runs (the row when the cache
+    cannot be reached), the row after."""
     done, lines = job.bytes_done, job.lines_done
     if job.status == ImportJob.Status.RUNNING:
-        live = cache.get(PROGRESS_KEY.format(job_id=job.pk))
+        live = _progress_cached(cache.get, PROGRESS_KEY.format(job_id=job.pk))
         if live:
             done, lines = live
     total = job.bytes_total
@@ -91,7 +103,7 @@ def import_job_run(*, job_id) -> ImportJob | None:
     key = PROGRESS_KEY.format(job_id=job.pk)
 
     def progress(done: int, lines: int) -> None:
-        cache.set(key, (done, lines), PROGRESS_SECONDS)
+        _progress_cached(cache.set, key, (done, lines), PROGRESS_SECONDS)
 
     report, error = {}, {}
     try:
@@ -115,7 +127,7 @@ def import_job_run(*, job_id) -> ImportJob | None:
         error = {"code": "import_stopped", "message": STOPPED.format(reason=type(exc).__name__), "line": 0}
     finally:
         import_file_remove(job.file_path)
-        cache.delete(key)
+        _progress_cached(cache.delete, key)
     ended = ImportJob.objects.filter(
         pk=job.pk, status=ImportJob.Status.RUNNING, attempts=job.attempts
     ).update(

@@ -17,7 +17,7 @@ from threads.models import Thread
 from threads.services import thread_create
 
 
-class JobTests(MemoryTestCase):
+class JobCase(MemoryTestCase):
     @classmethod
     def setUpTestData(cls):
         super().setUpTestData()
@@ -38,6 +38,8 @@ class JobTests(MemoryTestCase):
             **kwargs,
         )
 
+
+class JobTests(JobCase):
     def test_a_job_runs_once_and_reports(self):
         job = self.job_for(self.data)
         assert import_job_progress(job)["percent"] == 0
@@ -86,3 +88,37 @@ class CommandTests(MemoryTestCase):
             f.write(b"not json\n")
         with self.assertRaisesMessage(CommandError, "nothing was imported"):
             call_command("import_memory", path, workspace="Acme", no_progress=True, stdout=io.StringIO())
+
+
+# Nothing listens there: every cache call fails as it does while Valkey restarts.
+CACHE_DOWN = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "unix:///nonexistent/valkey.sock",
+    }
+}
+
+
+class CacheDownTests(JobCase):
+    """An import's progress lives in the cache (Valkey); the cache being down must cost only
+    the live progress, not the import or the status request."""
+
+    def test_a_job_runs_to_the_end_while_the_cache_is_down(self):
+        """Before: the first progress report raised, and the import was rolled back as
+        `import_stopped`."""
+        job = self.job_for(self.data)
+        with self.settings(CACHES=CACHE_DOWN), self.assertLogs("portability.services.jobs", "WARNING"):
+            job = import_job_run(job_id=job.pk)
+        assert job.status == "done", job.error
+        assert Thread.objects.filter(workspace=self.other_workspace).count() == 1
+
+    def test_a_running_jobs_progress_falls_back_to_its_row(self):
+        """Before: a 500 for the job's status while it ran."""
+        job = self.job_for(self.data)
+        ImportJob.objects.filter(pk=job.pk).update(
+            status=ImportJob.Status.RUNNING, bytes_done=10, lines_done=1
+        )
+        job.refresh_from_db()
+        with self.settings(CACHES=CACHE_DOWN), self.assertLogs("portability.services.jobs", "WARNING"):
+            progress = import_job_progress(job)
+        assert (progress["done"], progress["lines"]) == (10, 1)
