@@ -30,6 +30,7 @@ PROCEDURE_LEARN_WINDOW_DAYS (newest PROCEDURE_LEARN_EPISODE_LIMIT) and:
    that name a procedure never feed a proposal.
 """
 
+import logging
 import re
 import uuid
 from collections import defaultdict
@@ -42,12 +43,15 @@ from django.db import transaction
 from django.db.models import F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from core.models import AuditEvent
 from core.services import audit_record
 from episodes.models import Episode
 from procedures.models import Procedure, ProcedureLearningState, ProcedureRun
 from procedures.services.procedures import procedure_create
+
+logger = logging.getLogger(__name__)
 
 LEARNING_ACTOR = "system:learning"
 SIGNATURE_WORDS = 5
@@ -523,8 +527,12 @@ def procedures_learn_listener(workspace_id) -> None:
 
 
 def procedures_learn_nudge_clear(workspace_id) -> None:
-    """A queued pass starts: a commit from now on may queue the next one."""
-    cache.delete(NUDGE_KEY.format(workspace_id=workspace_id))
+    """A queued pass starts: a commit from now on may queue the next one. With the cache
+    unreachable the pass still runs; the mark then lapses after NUDGE_DEBOUNCE_SECONDS."""
+    try:
+        cache.delete(NUDGE_KEY.format(workspace_id=workspace_id))
+    except (RedisError, OSError) as exc:
+        logger.warning("Learning nudge of workspace %s not cleared: %s", workspace_id, exc)
 
 
 def procedures_learn_sweep(*, limit: int, now=None) -> dict:

@@ -217,3 +217,19 @@ class ProcedureLearnApiTests(MemoryTestCase):
         again = procedures_learn_sweep(limit=10, now=later + timedelta(minutes=10))
         assert (again["learned"], again["proposed"]) == (0, 0)
         assert again["checked"] == 2  # both workspaces, the quiet one included
+
+    def test_a_queued_pass_runs_while_the_cache_is_down(self):
+        """Before: clearing the nudge raised and the pass never ran."""
+        from procedures.tasks import procedures_learn_task
+
+        for _ in range(3):
+            self.episode()
+        down = {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": "unix:///nonexistent/valkey.sock",
+            }
+        }
+        with override_settings(CACHES=down), self.assertLogs("procedures.services.learning", "WARNING"):
+            result = procedures_learn_task(str(self.workspace.pk))
+        assert result["proposed"] == 1
