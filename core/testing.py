@@ -26,6 +26,19 @@ def hnsw_above(scope_size: int):
     )
 
 
+def cache_down():
+    """Settings under which every call to the Django cache fails, as while Valkey restarts:
+    nothing listens at its address."""
+    return override_settings(
+        CACHES={
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": "unix:///nonexistent/valkey.sock",
+            }
+        }
+    )
+
+
 def workspace_api_client(*, name: str = "Acme", agent_slug: str = "assistant"):
     """(workspace, agent, client) for tests outside MemoryTestCase (a TransactionTestCase that
     needs real commits): a new workspace with an agent, and an API client sending a

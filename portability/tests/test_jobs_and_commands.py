@@ -8,7 +8,7 @@ import tempfile
 from django.core.management import CommandError, call_command
 
 from core.services import workspace_create
-from core.testing import MemoryTestCase
+from core.testing import MemoryTestCase, cache_down
 from portability.models import ImportJob
 from portability.registry import Scope
 from portability.services import import_job_create, import_job_progress, import_job_run, import_upload_path
@@ -90,15 +90,6 @@ class CommandTests(MemoryTestCase):
             call_command("import_memory", path, workspace="Acme", no_progress=True, stdout=io.StringIO())
 
 
-# Nothing listens there: every cache call fails as it does while Valkey restarts.
-CACHE_DOWN = {
-    "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": "unix:///nonexistent/valkey.sock",
-    }
-}
-
-
 class CacheDownTests(JobCase):
     """An import's progress lives in the cache (Valkey); the cache being down must cost only
     the live progress, not the import or the status request."""
@@ -107,7 +98,7 @@ class CacheDownTests(JobCase):
         """Before: the first progress report raised, and the import was rolled back as
         `import_stopped`."""
         job = self.job_for(self.data)
-        with self.settings(CACHES=CACHE_DOWN), self.assertLogs("portability.services.jobs", "WARNING"):
+        with cache_down(), self.assertLogs("portability.services.jobs", "WARNING"):
             job = import_job_run(job_id=job.pk)
         assert job.status == "done", job.error
         assert Thread.objects.filter(workspace=self.other_workspace).count() == 1
@@ -119,6 +110,6 @@ class CacheDownTests(JobCase):
             status=ImportJob.Status.RUNNING, bytes_done=10, lines_done=1
         )
         job.refresh_from_db()
-        with self.settings(CACHES=CACHE_DOWN), self.assertLogs("portability.services.jobs", "WARNING"):
+        with cache_down(), self.assertLogs("portability.services.jobs", "WARNING"):
             progress = import_job_progress(job)
         assert (progress["done"], progress["lines"]) == (10, 1)

@@ -5,7 +5,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from core.models import AuditEvent
-from core.testing import MemoryTestCase
+from core.testing import MemoryTestCase, cache_down
 from procedures.models import Procedure, ProcedureLearningState
 from procedures.services import procedure_create, procedures_learn_sweep
 
@@ -224,12 +224,6 @@ class ProcedureLearnApiTests(MemoryTestCase):
 
         for _ in range(3):
             self.episode()
-        down = {
-            "default": {
-                "BACKEND": "django.core.cache.backends.redis.RedisCache",
-                "LOCATION": "unix:///nonexistent/valkey.sock",
-            }
-        }
-        with override_settings(CACHES=down), self.assertLogs("procedures.services.learning", "WARNING"):
+        with cache_down(), self.assertLogs("procedures.services.learning", "WARNING"):
             result = procedures_learn_task(str(self.workspace.pk))
         assert result["proposed"] == 1
