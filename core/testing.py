@@ -3,6 +3,7 @@
 Every tier's tests subclass `MemoryTestCase` so isolation is checked the same way everywhere.
 """
 
+import socket
 from contextlib import contextmanager
 from unittest import mock
 
@@ -16,6 +17,19 @@ from core.models import Membership
 from core.services import agent_get_or_create, api_key_create, operator_create, workspace_create
 
 PASSWORD = "correct-horse-battery-staple"
+
+
+def database_url() -> str:
+    """The test database's URL, for the processes a test starts (a worker, a server)."""
+    params = connection.settings_dict
+    return f"postgresql://{params['USER']}@/{params['NAME']}?host={params['HOST']}"
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listened on a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def hnsw_above(scope_size: int):

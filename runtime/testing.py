@@ -6,27 +6,16 @@ must see committed rows (pytest's `transactional_db` or a `TransactionTestCase`)
 """
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
-from django.db import connection
+
+from core.testing import database_url, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_database_url() -> str:
-    params = connection.settings_dict
-    return f"postgresql://{params['USER']}@/{params['NAME']}?host={params['HOST']}"
 
 
 def server_env(**extra: str) -> dict[str, str]:
@@ -35,7 +24,7 @@ def server_env(**extra: str) -> dict[str, str]:
         # The test settings run Celery tasks inline and use a process-local cache,
         # so the child needs no broker.
         "DJANGO_SETTINGS_MODULE": "memory_project.settings.test",
-        "DATABASE_URL": test_database_url(),
+        "DATABASE_URL": database_url(),
         "DATABASE_CONN_MAX_AGE": "0",
         "HF_HUB_OFFLINE": "1",
         # The live servers read beside the request (the context's parts), so that path is

@@ -8,20 +8,15 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import TransactionTestCase
 
 from core.lib.embedded import EmbeddedValkey
 from core.models import WorkerHeartbeat
 from core.tasks import worker_heartbeat_task
-from core.testing import celery_broker
+from core.testing import celery_broker, database_url
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _database_url() -> str:
-    params = connection.settings_dict
-    return f"postgresql://{params['USER']}@/{params['NAME']}?host={params['HOST']}"
 
 
 @pytest.mark.slow
@@ -39,7 +34,7 @@ class RealWorkerTests(TransactionTestCase):
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "memory_project.settings.development",
-            "DATABASE_URL": _database_url(),
+            "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": self.valkey.url,
             "MEMORY_VAR_DIR": str(root),
         }

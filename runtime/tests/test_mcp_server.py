@@ -13,9 +13,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from core.errors import DATABASE_TIMEOUT
+from core.testing import database_url
 from facts.models import Fact
 from runtime.testing import live_mcp_server, server_env
-from runtime.testing import test_database_url as database_url  # not collected as a test
 
 pytestmark = pytest.mark.slow
 

