@@ -438,7 +438,9 @@ def fuse(
     return ranked
 
 
-def bm25_sql(scope_sql: str, *, materialized: bool = False, stats_given: bool = False) -> str:
+def bm25_sql(
+    scope_sql: str, *, materialized: bool = False, stats_given: bool = False, terms_person: str | None = None
+) -> str:
     """BM25 over the tsvectors of a scope, best first.
 
     `scope_sql` selects `id`, `tsv` (a tsvector) and `created_at` of the rows to rank, with named
@@ -458,6 +460,13 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False, stats_given: bool = 
     `materialized=False` lets PostgreSQL push the match into the scope query (a stored
     tsvector with a GIN index); `materialized=True` reads the scope once, for a scope query
     that is costly to repeat (a join, or tsvectors computed at query time).
+
+    `terms_person` names the parameter of a person whose rows the scope selects, when it also
+    answers `terms`: the row's lexemes keyed by that person (`<person id>:<lexeme>`, as
+    `episodic_person_terms` indexes them). The match then reads the person's own postings of
+    the query's terms, whatever the table's size, and tests `@@` only on what they find; the
+    test is written so that the table-wide GIN index cannot serve it, which the planner would
+    otherwise intersect too (docs/speed.md, "Each person's own postings").
     """
     cte = "MATERIALIZED" if materialized else "NOT MATERIALIZED"
     if stats_given:
@@ -474,6 +483,10 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False, stats_given: bool = 
                        ) newest
                    ), 1)::float8 AS avgdl
         """
+    match = "s.tsv @@ (SELECT tsq FROM qt)"
+    if terms_person:
+        keys = f"(SELECT array_agg(%({terms_person})s::uuid::text || ':' || lexeme) FROM q)"
+        match = f"s.terms && {keys} AND ({match}) IS TRUE"
     return f"""
         WITH scope AS {cte} ({scope_sql}),
         q AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))),
@@ -486,7 +499,7 @@ def bm25_sql(scope_sql: str, *, materialized: bool = False, stats_given: bool = 
         -- the scope. Joined, they were built again for every row of the scope whenever it
         -- took the second plan, as it does for a person newer than the table's statistics
         -- (estimated at one row): 9.3 against 3.6 ms at 4,500 rows (docs/speed.md).
-        matched AS (SELECT s.id, s.tsv FROM scope s WHERE s.tsv @@ (SELECT tsq FROM qt)),
+        matched AS (SELECT s.id, s.tsv FROM scope s WHERE {match}),
         hits AS (
             SELECT m.id, u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,
                    length(m.tsv)::float8 AS dl
@@ -857,6 +870,9 @@ class Corpus:
     person: str | None = None
     # True when `lexical_scope_sql` is costly to run more than once (see bm25_sql).
     lexical_materialized: bool = False
+    # The name in `params` of the person whose rows `lexical_scope_sql` selects with their
+    # `terms` (bm25_sql's `terms_person`); None when it answers no `terms`.
+    lexical_terms_person: str | None = None
     # (column of `vector_table`, name in `params`) pairs naming the rows that a search on the
     # HNSW plan asks to put in the graph (`_graph_request`): the scope or one enclosing it.
     graph_scope: tuple[tuple[str, str], ...] = ()
@@ -1034,6 +1050,7 @@ def hybrid_search(
             sql = bm25_sql(
                 corpus.lexical_scope_sql,
                 materialized=corpus.lexical_materialized,
+                terms_person=corpus.lexical_terms_person,
                 stats_given=bm25_stats is not None,
             )
             lexical_statement = (sql, lexical_params)

@@ -180,8 +180,11 @@ def entry_search_hybrid(
     }
     corpus = Corpus(
         lexical_scope_sql=(
-            "SELECT id, search_vector AS tsv, created_at FROM episodes_episodicentry "
-            "WHERE workspace_id = %(workspace)s "
+            "SELECT id, search_vector AS tsv, created_at, "
+            # The entry's words keyed by its person, indexed (episodic 0011): BM25 reads the
+            # person's own postings of the query's terms.
+            "episodic_person_terms(memory_user_id, search_vector) AS terms "
+            "FROM episodes_episodicentry WHERE workspace_id = %(workspace)s "
             "AND agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND status = %(active)s "
             # Held entries are not recalled until approved (docs/review.md).
             "AND review = %(approved)s"
@@ -207,6 +210,7 @@ def entry_search_hybrid(
         ),
         params=params,
         person=params["person_name"],
+        lexical_terms_person="memory_user",
         has_context=False,
         sources_sql=_ENTRY_SOURCES_SQL,
     )

@@ -1,3 +1,4 @@
+import json
 import threading
 import uuid
 from dataclasses import replace
@@ -511,10 +512,7 @@ class Bm25StatisticsTests(MemoryTestCase):
         assert hits[0][0] == self.entries[1].pk
 
 
-class Bm25PlanTests(MemoryTestCase):
-    """BM25's plan is PostgreSQL's to choose, from the table's statistics; what it costs must
-    not hang on that choice."""
-
+class BulkEntries:
     def entries(self, person, count: int) -> None:
         words = ["kite", "zebra", "lisbon", "marathon", "sourdough", "garden", "chess", "ferry"]
         contents = [f"note {i}: {words[i % 8]} and {words[(i * 3) % 8]}" for i in range(count)]
@@ -530,6 +528,11 @@ class Bm25PlanTests(MemoryTestCase):
             )
             for content in contents
         )
+
+
+class Bm25PlanTests(BulkEntries, MemoryTestCase):
+    """BM25's plan is PostgreSQL's to choose, from the table's statistics; what it costs must
+    not hang on that choice."""
 
     def test_the_query_terms_are_built_once_for_a_person_newer_than_the_statistics(self):
         """The statistics know one person; a second one's 400 entries arrive after them, so
@@ -576,6 +579,76 @@ class Bm25PlanTests(MemoryTestCase):
         ]
         # Every entry holding one of the three terms: 5 of every 8 (i and 3i modulo 8).
         assert len(rows) == 250
+
+
+class PersonTermsTests(BulkEntries, MemoryTestCase):
+    """BM25 finds a person's entries through their own postings (`episodic_person_terms`,
+    episodic 0011), not the postings of every person of the table."""
+
+    def setUp(self):
+        self.people = [
+            memory_user_factory(self.workspace, canonical_id=f"telegram:{i}", display_name=name)
+            for i, name in enumerate(["Ada", "Bo", "Cy"])
+        ]
+        for person in self.people:
+            self.entries(person, 300)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE episodes_episodicentry")
+
+    def lexical_statement(self, person, query: str):
+        sent = []
+
+        def wrapper(execute, sql, params, many, context):
+            if "tsv" in sql:
+                sent.append((sql, params))
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(wrapper):
+            result = entry_search_hybrid(
+                agent=self.agent, memory_user=person, query=query, mode="lexical", top_k=300
+            )
+        [(sql, params)] = sent
+        return sql, params, {h.entry.pk: round(h.parts["lexical"], 9) for h in result.hits}
+
+    def test_the_match_reads_the_person_terms_index(self):
+        sql, params, _hits = self.lexical_statement(self.people[1], "kite zebra garden")
+        with connection.cursor() as cursor:
+            # A table this small is cheaper to read whole: keep the planner to its indexes.
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+            plan = json.dumps(cursor.fetchone()[0])
+        assert "episodes_entry_person_terms" in plan
+        # The table-wide index of the words is not read at all.
+        assert '"episodes_entry_search"' not in plan
+
+    def test_the_same_entries_and_scores_as_the_table_wide_match(self):
+        for person in self.people:
+            for query in ("kite zebra garden", "ferry", "Lisbon marathon chess", "the and of"):
+                sql, params, hits = self.lexical_statement(person, query)
+                plain = bm25_sql(
+                    "SELECT id, search_vector AS tsv, created_at FROM episodes_episodicentry "
+                    "WHERE workspace_id = %(workspace)s AND agent_id = %(agent)s "
+                    "AND memory_user_id = %(memory_user)s"
+                )
+                with connection.cursor() as cursor:
+                    cursor.execute(plain, {**params, "limit": 300})
+                    rows = {row[0]: round(row[1], 9) for row in cursor.fetchall()}
+                assert "terms" in sql and hits == rows, (person.display_name, query)
+                if query == "the and of":
+                    assert hits == {}
+                else:
+                    assert hits
+
+    def test_the_index_keys_an_entry_by_its_person(self):
+        entry = EpisodicEntry.objects.filter(memory_user=self.people[0]).first()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT episodic_person_terms(memory_user_id, search_vector) FROM episodes_episodicentry "
+                "WHERE id = %s",
+                [entry.pk],
+            )
+            keys = cursor.fetchone()[0]
+        assert keys and all(key.startswith(f"{self.people[0].pk}:") for key in keys)
 
 
 class VectorPlanRoutingTests(MemoryTestCase):
