@@ -232,6 +232,11 @@ class Command(BaseCommand):
             'the person it serves: "the user" for the name.',
         )
         parser.add_argument(
+            "--questions-json",
+            help="Also write every question's result per run: its category and half, the rank "
+            "(0-based, null past the top 20) of each evidence turn, and the top 10's dia_ids.",
+        )
+        parser.add_argument(
             "--split",
             help="Comma-separated sample ids of the tuning half: every run is also summarized "
             "per half (these, and the rest).",
@@ -275,6 +280,7 @@ class Command(BaseCommand):
         provider = embedding_provider_for(workspace)
         search = entry_search_hybrid if entries else partial(message_search_related, workspace=workspace)
         runs = {mode: [] for mode in modes}
+        asked = {mode: [] for mode in modes}
         per_conversation = {}
         timings = {"ingest_s": 0.0, "embed_s": 0.0, "search_s": 0.0}
         try:
@@ -345,6 +351,20 @@ class Command(BaseCommand):
                         row["category"] = category
                         row["half"] = "tuning" if sample["sample_id"] in tuning else "held-out"
                         conv_rows[mode].append(row)
+                        asked[mode].append(
+                            {
+                                "sample_id": sample["sample_id"],
+                                "question": question,
+                                "category": CATEGORIES[category],
+                                "half": row["half"],
+                                "recall@10": row[10],
+                                "evidence_ranks": {
+                                    dia: (ranked.index(dia) if dia in ranked else None)
+                                    for dia in sorted(evidence)
+                                },
+                                "top10": ranked[:10],
+                            }
+                        )
                         runs[mode].append(row)
                 timings["search_s"] += time.perf_counter() - started
                 per_conversation[sample["sample_id"]] = {
@@ -400,6 +420,8 @@ class Command(BaseCommand):
             for name, halves in report["halves"].items():
                 for half, run in halves.items():
                     overall = run["overall"]
+                    if not overall:
+                        continue  # No question in this half (a split naming every conversation).
                     cats = " ".join(f"{c} {v.get('recall@10', 0):.3f}" for c, v in run["by_category"].items())
                     self.stdout.write(
                         f"{name:<10} {half:<9} {overall['recall@5']:>7.3f} {overall['recall@10']:>7.3f} "
@@ -409,3 +431,6 @@ class Command(BaseCommand):
         if options["json_path"]:
             with open(options["json_path"], "w") as handle:
                 json.dump(report, handle, indent=2, sort_keys=True)
+        if options["questions_json"]:
+            with open(options["questions_json"], "w") as handle:
+                json.dump({names.get(mode, mode): rows for mode, rows in asked.items()}, handle, indent=1)
