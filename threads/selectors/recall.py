@@ -173,12 +173,16 @@ def message_search_related(
     }
     corpus = Corpus(
         # search_tsv: stored by PostgreSQL (threads migration 0003) for user and assistant
-        # messages with content, from "name-or-role: content".
+        # messages with content, from "name-or-role: content". The person's threads are an
+        # array built once (an InitPlan), not a join: PostgreSQL reads their messages by the
+        # thread index. The join was estimated from the table's average thread, and for a
+        # person with long threads it scanned every message of the table (docs/speed.md,
+        # "Semantic recall's messages").
         lexical_scope_sql=(
-            "SELECT m.id, m.search_tsv AS tsv, m.created_at "
-            "FROM threads_message m JOIN threads_thread t ON t.id = m.thread_id "
+            "SELECT m.id, m.search_tsv AS tsv, m.created_at FROM threads_message m "
+            "WHERE m.thread_id = ANY(ARRAY(SELECT t.id FROM threads_thread t "
             "WHERE t.workspace_id = %(workspace)s AND t.agent_id = %(agent)s "
-            "AND t.memory_user_id = %(memory_user)s AND m.role IN ('user', 'assistant') "
+            "AND t.memory_user_id = %(memory_user)s)) AND m.role IN ('user', 'assistant') "
             "AND m.content <> '' AND NOT (m.id = ANY(%(exclude)s::uuid[]))"
         ),
         scope_size_sql=(
@@ -206,7 +210,8 @@ def message_search_related(
         params=params,
         person=params["person_name"],
         has_context=True,
-        # The scope is a join: read once (measured 54 vs 69 ms p50 at 10,000 messages).
+        # Read once, and each row tested: the search_tsv index's matches are every person's,
+        # so intersecting them cost a small history more than reading it.
         lexical_materialized=True,
     )
     outcome = hybrid_search(

@@ -1,0 +1,81 @@
+from django.db import connection
+
+from core.testing import MemoryTestCase
+from identities.tests.factories import MemoryUserFactory
+from threads.selectors import message_search_related
+from threads.services import thread_append_messages
+from threads.tests.factories import make_thread
+
+WORDS = ["kite", "zebra", "garden", "lantern", "violin", "harbour", "pepper", "meadow"]
+
+
+class RecallScopePlanTests(MemoryTestCase):
+    """Semantic recall reads the searched person's messages, never the table's: what a search
+    costs must not grow with everyone else's history (docs/speed.md, "Semantic recall's
+    messages")."""
+
+    def history(self, person, *, threads: int, per_thread: int) -> int:
+        for _ in range(threads):
+            thread = make_thread(workspace=self.workspace, agent=self.agent, memory_user=person)
+            thread_append_messages(
+                thread=thread,
+                messages=[
+                    {
+                        "role": "user" if i % 2 == 0 else "assistant",
+                        "content": f"{WORDS[i % 8]} {WORDS[(3 * i) % 8]} note {i}",
+                    }
+                    for i in range(per_thread)
+                ],
+            )
+        return threads * per_thread
+
+    def test_the_persons_messages_are_read_by_their_threads(self):
+        """Nine other people with 500 messages each, the person with as many. Joined to their
+        threads, the messages were estimated from the table's average thread, and PostgreSQL
+        scanned all 5,000 of them to find the person's 500."""
+        for index in range(9):
+            other = MemoryUserFactory(workspace=self.workspace, canonical_id=f"telegram:other-{index}")
+            self.history(other, threads=5, per_thread=100)
+        person = MemoryUserFactory(workspace=self.workspace, canonical_id="telegram:person")
+        own = self.history(person, threads=5, per_thread=100)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE threads_message")
+            cursor.execute("ANALYZE threads_thread")
+
+        statements = []
+
+        def capture(execute, sql, params, many, context):
+            if "WITH scope AS" in sql:
+                statements.append((sql, params))
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(capture):
+            result = message_search_related(
+                workspace=self.workspace,
+                agent=self.agent,
+                memory_user=person,
+                query="kite garden",
+                top_k=10,
+                mode="lexical",
+            )
+        ((sql, params),) = statements
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+            plan = cursor.fetchone()[0][0]["Plan"]
+
+        def nodes(node):
+            yield node
+            for child in node.get("Plans", ()):
+                yield from nodes(child)
+
+        removed = ("Rows Removed by Filter", "Rows Removed by Index Recheck")
+        read = [
+            (node["Node Type"], node["Actual Rows"] + sum(node.get(key, 0) for key in removed))
+            for node in nodes(plan)
+            if node.get("Relation Name") == "threads_message"
+        ]
+        assert read, plan
+        assert all(rows <= own for _type, rows in read), read
+        # Still the person's own matches, best first.
+        assert len(result.hits) == 10
+        assert all(hit.message.thread.memory_user_id == person.pk for hit in result.hits)
