@@ -32,6 +32,35 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@contextmanager
+def statements_sent(containing: str):
+    """The (sql, params) of every statement sent on the default connection while the block
+    runs whose text contains `containing`: the statement a search built, to EXPLAIN it."""
+    sent: list[tuple[str, object]] = []
+
+    def capture(execute, sql, params, many, context):
+        if containing in sql:
+            sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        yield sent
+
+
+def plan_nodes(sql: str, params) -> list[dict]:
+    """Every node of the plan PostgreSQL ran `sql` with (`EXPLAIN (ANALYZE, FORMAT JSON)`), the
+    top one first: a test reads from them what a statement read, whatever the plan's shape."""
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+        plan = cursor.fetchone()[0][0]["Plan"]
+    nodes, pending = [], [plan]
+    while pending:
+        node = pending.pop(0)
+        nodes.append(node)
+        pending.extend(node.get("Plans", ()))
+    return nodes
+
+
 def hnsw_above(scope_size: int):
     """Settings under which a scope of more than `scope_size` vectors takes the HNSW plan
     whatever its table's size (core.ranking.exact_scope_max without its cost model)."""

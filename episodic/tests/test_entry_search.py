@@ -14,7 +14,7 @@ from django.utils import timezone
 from core.embeddings import LOCAL_MODEL_NAME, EmbeddingError, LocalEmbeddingProvider
 from core.errors import ApplicationError
 from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector_sql
-from core.testing import MemoryTestCase, fused_candidates, hnsw_above
+from core.testing import MemoryTestCase, fused_candidates, hnsw_above, plan_nodes, statements_sent
 from core.testing_openai import OpenAITestServer
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.selectors import ENTRY_WEIGHTS, entry_search_hybrid
@@ -558,18 +558,10 @@ class Bm25PlanTests(BulkEntries, MemoryTestCase):
             "query": "kite zebra garden",
             "limit": 500,
         }
+        every = plan_nodes(sql, params)
         with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
-            plan = cursor.fetchone()[0][0]["Plan"]
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-
-        def nodes(node):
-            yield node
-            for child in node.get("Plans", ()):
-                yield from nodes(child)
-
-        every = list(nodes(plan))
         # The plan this test is about: the person's rows read through the scope, each tested.
         tested = [n for n in every if "@@" in n.get("Filter", "") + n.get("Join Filter", "")]
         removed = ("Rows Removed by Filter", "Rows Removed by Join Filter")
@@ -596,14 +588,7 @@ class PersonTermsTests(BulkEntries, MemoryTestCase):
             cursor.execute("ANALYZE episodes_episodicentry")
 
     def lexical_statement(self, person, query: str):
-        sent = []
-
-        def wrapper(execute, sql, params, many, context):
-            if "tsv" in sql:
-                sent.append((sql, params))
-            return execute(sql, params, many, context)
-
-        with connection.execute_wrapper(wrapper):
+        with statements_sent("tsv") as sent:
             result = entry_search_hybrid(
                 agent=self.agent, memory_user=person, query=query, mode="lexical", top_k=300
             )

@@ -1,6 +1,6 @@
 from django.db import connection
 
-from core.testing import MemoryTestCase
+from core.testing import MemoryTestCase, plan_nodes, statements_sent
 from identities.tests.factories import MemoryUserFactory
 from threads.selectors import message_search_related
 from threads.services import thread_append_messages
@@ -42,14 +42,7 @@ class RecallScopePlanTests(MemoryTestCase):
             cursor.execute("ANALYZE threads_message")
             cursor.execute("ANALYZE threads_thread")
 
-        statements = []
-
-        def capture(execute, sql, params, many, context):
-            if "WITH scope AS" in sql:
-                statements.append((sql, params))
-            return execute(sql, params, many, context)
-
-        with connection.execute_wrapper(capture):
+        with statements_sent("WITH scope AS") as sent:
             result = message_search_related(
                 workspace=self.workspace,
                 agent=self.agent,
@@ -58,23 +51,16 @@ class RecallScopePlanTests(MemoryTestCase):
                 top_k=10,
                 mode="lexical",
             )
-        ((sql, params),) = statements
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
-            plan = cursor.fetchone()[0][0]["Plan"]
-
-        def nodes(node):
-            yield node
-            for child in node.get("Plans", ()):
-                yield from nodes(child)
+        [(sql, params)] = sent
+        nodes = plan_nodes(sql, params)
 
         removed = ("Rows Removed by Filter", "Rows Removed by Index Recheck")
         read = [
             (node["Node Type"], node["Actual Rows"] + sum(node.get(key, 0) for key in removed))
-            for node in nodes(plan)
+            for node in nodes
             if node.get("Relation Name") == "threads_message"
         ]
-        assert read, plan
+        assert read, nodes
         assert all(rows <= own for _type, rows in read), read
         # Still the person's own matches, best first.
         assert len(result.hits) == 10
