@@ -135,7 +135,9 @@ def readyz(request):
     if warnings:
         body["warnings"] = warnings
     response = JsonResponse(body, status=503 if reasons else 200)
-    if reasons == ["warming"]:
-        # Expected for the first seconds of every process: not an error for django.request's log.
+    if "warming" in reasons:
+        # Expected for the first seconds of every process, as is a worker that has not beaten
+        # yet when the whole stack starts: not an error for django.request's log. Once warm, a
+        # 503 is logged.
         response._has_been_logged = True
     return response

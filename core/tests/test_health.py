@@ -78,6 +78,33 @@ class WarmUpReadinessTests(MemoryTestCase):
         assert set(check["steps_ms"]) == {"urls", "database", "tokens", "embeddings"}
         assert check["embeddings"] == {"provider": "local", "model": "all-MiniLM-L6-v2"}
 
+    def test_a_stack_starting_logs_no_error_while_its_process_warms(self):
+        # Seen on every `scripts/run`: the first /readyz poll found the process warming and the
+        # worker not yet beating, and django.request logged it as an ERROR.
+        WorkerHeartbeat.objects.all().delete()
+        loading = threading.Event()
+        loaded = threading.Event()
+
+        def slow_model(text):
+            loading.set()
+            loaded.wait(10)
+            return {"provider": "local", "model": "all-MiniLM-L6-v2"}
+
+        with mock.patch("core.embeddings.embedding_warm", slow_model):
+            thread = warmup.warmup_start()
+            assert loading.wait(30)
+            with self.assertNoLogs("django.request"):
+                response = self.client.get("/readyz")
+            loaded.set()
+            thread.join(30)
+        assert response.status_code == 503
+        assert response.json()["reasons"] == ["warming", "no_worker_heartbeat"]
+
+        # Warm, a missing worker is a fault worth the log.
+        with self.assertLogs("django.request", level="ERROR"):
+            response = self.client.get("/readyz")
+        assert response.json()["reasons"] == ["no_worker_heartbeat"]
+
     def test_a_failed_warm_up_is_503_with_its_error(self):
         with mock.patch("core.lib.tokens.count_tokens", side_effect=RuntimeError("encoding missing")):
             warmup.warmup_start(background=False)
