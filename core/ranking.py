@@ -244,6 +244,19 @@ USER_MENTION = re.compile(
     r"|manuals?|guides?|groups?|space|mode|land)\b)",
     re.IGNORECASE,
 )
+# What "user" names as its owner when it stands before it: "the user preferences" are the
+# person's preferences ("Ada's preferences", in their own words "my preferences"), where "the
+# user likes tea" keeps "user" the subject. Only nouns that are rarely verbs: "the user needs
+# help" and "the user plans a trip" stay as they are.
+USER_OWNED = re.compile(
+    r"\s+(?:preferences?|settings?|profiles?|details?|info|information|data|accounts?|history"
+    r"|goals?|interests?|feedback|questions?|issues?|problems?|concerns?|schedules?|location"
+    r"|timezone|languages?|emails?|address(?:es)?|birthday|age|job|occupation|background"
+    r"|habits?|hobby|hobbies|favou?rites?|opinions?|memor(?:y|ies)|messages?|notes?"
+    r"|allerg(?:y|ies)|diet|family|friends?|pets?|projects?|tasks?|requirements?|context"
+    r"|persona)(?!\w)",
+    re.IGNORECASE,
+)
 # The first words of a display name that are not the person's given name.
 NAME_TITLES = frozenset({"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir", "dame", "lady", "lord"})
 
@@ -275,14 +288,19 @@ def person_mentioned(query: str, person: str | None) -> str:
     """`query` with "the user" (and a person's given name alone) as the searched `person`,
     by the name their rows speak with.
 
-    "What are the user's hobbies?" ranks as "What are Caroline's hobbies?" would: the
-    speaker term lifts Caroline's rows, and the vectors look for "my hobbies" when the pool
-    holds her own words (`first_person`; docs/episodic.md, "Issue 19: the person as "the
-    user""). `person` None: the corpus is not one person's, and the query stays as it is.
+    "What are the user's hobbies?" (or "the user hobbies": `USER_OWNED`) ranks as "What are
+    Caroline's hobbies?" would: the speaker term lifts Caroline's rows, and the vectors look
+    for "my hobbies" when the pool holds her own words (`first_person`; docs/episodic.md,
+    "Issue 19: the person as "the user""). `person` None: the corpus is not one person's, and
+    the query stays as it is.
     """
     if not person:
         return query
-    return _given_name_as_person(USER_MENTION.sub(lambda _match: person, query), person)
+
+    def as_person(match: re.Match) -> str:
+        return f"{person}'s" if USER_OWNED.match(query, match.end()) else person
+
+    return _given_name_as_person(USER_MENTION.sub(as_person, query), person)
 
 
 def person_named_whole(named: set[str], query: str, person: str | None) -> set[str]:

@@ -183,6 +183,21 @@ class PersonMentionedTests(SimpleTestCase):
         assert person_mentioned("user likes tea; our user said so", "Ada") == "Ada likes tea; Ada said so"
         assert person_mentioned("the user's user id", "Ada") == "Ada's user id"
 
+    def test_the_user_before_what_they_own_is_a_possessive(self):
+        # "What are the user preferences?" read as "What are Ada preferences?", and its
+        # vector was searched as "What are I preferences?".
+        assert person_mentioned("What are the user preferences?", "Ada") == "What are Ada's preferences?"
+        assert (
+            person_mentioned("user settings and user\tHobbies", "Ada") == "Ada's settings and Ada's\tHobbies"
+        )
+        assert first_person(person_mentioned("the user preferences", "user"), {"user"}) == "my preferences"
+        # Still the subject before a verb, and never twice a possessive.
+        assert person_mentioned("Does the user like tea?", "Ada") == "Does Ada like tea?"
+        assert person_mentioned("the user needs help", "Ada") == "Ada needs help"
+        assert person_mentioned("the user's preferences", "Ada") == "Ada's preferences"
+        assert person_mentioned("the user prefers tea", "Ada") == "Ada prefers tea"
+        assert person_mentioned("the user agesture", "Ada") == "Ada agesture"
+
     def test_a_given_name_alone_is_the_person(self):
         """A profile gives "Ada Lovelace"; an agent asks about "Ada"."""
         person = "Ada Lovelace"
