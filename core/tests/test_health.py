@@ -1,3 +1,4 @@
+import contextlib
 import json
 import runpy
 import threading
@@ -48,7 +49,9 @@ class WarmUpReadinessTests(MemoryTestCase):
         assert response.status_code == 200
         assert response.json()["checks"]["warmup"] == {"ok": True, "status": "not_started"}
 
-    def test_warming_answers_503_with_a_reason_until_loaded(self):
+    @contextlib.contextmanager
+    def warming(self):
+        """This process warming up, its model load held until the block ends."""
         loading = threading.Event()
         loaded = threading.Event()
 
@@ -60,6 +63,14 @@ class WarmUpReadinessTests(MemoryTestCase):
         with mock.patch("core.embeddings.embedding_warm", slow_model):
             thread = warmup.warmup_start()
             assert loading.wait(30)
+            try:
+                yield
+            finally:
+                loaded.set()
+                thread.join(30)
+
+    def test_warming_answers_503_with_a_reason_until_loaded(self):
+        with self.warming():
             response = self.client.get("/readyz")
             assert response.status_code == 503
             body = response.json()
@@ -68,8 +79,6 @@ class WarmUpReadinessTests(MemoryTestCase):
             assert body["checks"]["warmup"]["status"] == "warming"
             # A second start in the same process does not warm twice.
             assert warmup.warmup_start() is None
-            loaded.set()
-            thread.join(30)
 
         response = self.client.get("/readyz")
         assert response.status_code == 200
@@ -82,21 +91,8 @@ class WarmUpReadinessTests(MemoryTestCase):
         # Seen on every `scripts/run`: the first /readyz poll found the process warming and the
         # worker not yet beating, and django.request logged it as an ERROR.
         WorkerHeartbeat.objects.all().delete()
-        loading = threading.Event()
-        loaded = threading.Event()
-
-        def slow_model(text):
-            loading.set()
-            loaded.wait(10)
-            return {"provider": "local", "model": "all-MiniLM-L6-v2"}
-
-        with mock.patch("core.embeddings.embedding_warm", slow_model):
-            thread = warmup.warmup_start()
-            assert loading.wait(30)
-            with self.assertNoLogs("django.request"):
-                response = self.client.get("/readyz")
-            loaded.set()
-            thread.join(30)
+        with self.warming(), self.assertNoLogs("django.request"):
+            response = self.client.get("/readyz")
         assert response.status_code == 503
         assert response.json()["reasons"] == ["warming", "no_worker_heartbeat"]
 
