@@ -257,6 +257,9 @@ USER_OWNED = re.compile(
     r"|persona)(?!\w)",
     re.IGNORECASE,
 )
+# The words a writer uses of themselves: in a query the person wrote ("Can you remind me what my
+# sister is called?") they are the person (`hybrid_search`'s `asked_by_person`). Not "i.e.".
+FIRST_PERSON_WORDS = re.compile(r"(?<![\w.])(?:i|me|my|mine|myself)(?!\w|\.\w)", re.IGNORECASE)
 # The first words of a display name that are not the person's given name.
 NAME_TITLES = frozenset({"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir", "dame", "lady", "lord"})
 
@@ -374,11 +377,13 @@ def fuse(
     weights: RankingWeights = DEFAULT_WEIGHTS,
     now: datetime | None = None,
     query: str = "",
+    asker: str | None = None,
 ) -> list[tuple[Candidate, float]]:
     """Rank `candidates` (best first) with the fused score described in the module docstring.
 
     A channel no candidate has (entries have no context vector, rows not embedded yet) is
-    skipped; a candidate missing one channel gets that channel's lowest pool value.
+    skipped; a candidate missing one channel gets that channel's lowest pool value. `asker`:
+    the name of a speaker the query speaks as ("my sister"), named by it for the speaker term.
     """
     if not candidates:
         return []
@@ -427,6 +432,9 @@ def fuse(
             ]
     if weights.speaker > 0 and query:
         named = named_speakers(query, (c.speaker for c in candidates))
+        if asker:
+            # The speakers whose name is the asker's ("Caroline" for "Caroline Rivera").
+            named |= named_speakers(asker, (c.speaker for c in candidates))
         if named:
             # A row of no known speaker (None: an entry written without a source) may hold
             # what the named speaker said: the term sets apart the rows of the others.
@@ -1029,8 +1037,14 @@ def hybrid_search(
     weights: RankingWeights = DEFAULT_WEIGHTS,
     now: datetime | None = None,
     embed_query: Callable[[str], list[float] | None] | None = None,
+    asked_by_person: bool = False,
 ) -> SearchOutcome:
     """Candidates from each channel, their neighbours, every channel scored exactly, fused.
+
+    `asked_by_person`: the query is the searched person's own words (the message a context is
+    built for), so its "I", "me" and "my" name them for the speaker term, as their name would
+    (docs/episodic.md, "Issue 19: the person's own questions"). Its vector needs no rewrite:
+    it is already in their words.
 
     `query_vector` may be a Future (`query_vector_for`): while it is computed, BM25 is sent
     on its own, and the vector statements follow once it is there; a failed one searches
@@ -1045,6 +1059,7 @@ def hybrid_search(
     # "the user" is the searched person: ranked from here on as if the query named them
     # (their name then lifts their rows by the speaker term, not lexically: person_unsaid).
     lexical_query = person_unsaid(query, corpus.person)
+    asker = corpus.person if asked_by_person and FIRST_PERSON_WORDS.search(query) else None
     query = person_mentioned(query, corpus.person)
     params = dict(corpus.params)
     pool = weights.pool
@@ -1206,7 +1221,7 @@ def hybrid_search(
         )
     if plan == PLAN_HNSW:
         _graph_request(corpus, params, model=model)
-    ranked = fuse(candidates, weights=weights, now=now, query=query)
+    ranked = fuse(candidates, weights=weights, now=now, query=query, asker=asker)
     return SearchOutcome(ranked=ranked, plan=plan, scope_size=scope_size)
 
 

@@ -156,12 +156,14 @@ def entry_search_hybrid(
     provider=None,
     query_vector: list[float] | None = None,
     model: str | None = None,
+    asked_by_person: bool = False,
 ) -> EntrySearchResult:
     """The `top_k` active, approved entries of (agent, memory user) for `query`, best first.
 
     Lexical (BM25 over the stored tsvector), vector (cosine under the workspace's current
     embedding model, plan routed by scope size) and recency, fused by core.ranking. An
-    entry whose vector has not landed yet is still found lexically.
+    entry whose vector has not landed yet is still found lexically. `asked_by_person`: the
+    query is the person's own words (`core.ranking.hybrid_search`).
     """
     episodic_memory_required(agent)
     query = query_clean(query)
@@ -224,6 +226,7 @@ def entry_search_hybrid(
         weights=weights,
         now=now,
         embed_query=query_embedder(workspace=agent.workspace, provider=provider, model=model or ""),
+        asked_by_person=asked_by_person,
     )
     top = outcome.ranked[:top_k]
     # A statement built once: the ORM compiling this query cost about as much as running it.

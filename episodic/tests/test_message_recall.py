@@ -1,5 +1,6 @@
 from dataclasses import replace
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -300,6 +301,41 @@ class UnnamedUserTests(SpeakerSearchCase):
                 result = self.search(f"What did {name}'s class paint?")
                 assert result.hits[0].message.pk == self.turns[1].pk
                 assert self.speakers("paint") == ["", name, "Bo"]
+
+
+class AskedByPersonTests(SpeakerSearchCase):
+    """The message a context is built for is the person's own words: its "I" and "my" name
+    them for the speaker term, as their name would (core.ranking.hybrid_search)."""
+
+    TURNS = UnnamedUserTests.TURNS
+
+    def scores(self, query, **kwargs):
+        return {h.message.pk: h.score for h in self.search(query, **kwargs).hits}
+
+    def test_my_lifts_the_persons_own_turns(self):
+        asked = self.scores("What did my class paint?", asked_by_person=True)
+        unasked = self.scores("What did my class paint?")
+        person, agent, bo = self.turns[1].pk, self.turns[0].pk, self.turns[2].pk
+        assert asked[person] - unasked[person] == pytest.approx(MESSAGE_WEIGHTS.speaker)
+        assert asked[agent] == pytest.approx(unasked[agent])
+        assert asked[bo] == pytest.approx(unasked[bo])
+        assert next(iter(asked)) == person
+
+    def test_asked_as_by_name(self):
+        """Ranked as "What did Caroline's class paint?" is: the same speaker term."""
+        asked = self.scores("What did my class paint?", asked_by_person=True, mode="lexical")
+        named = self.scores("What did Caroline's class paint?", mode="lexical")
+        assert asked == pytest.approx(named)
+
+    def test_a_question_without_the_first_person_is_unchanged(self):
+        for query in ("What did the class paint?", "Which class painted, i.e. a lake?"):
+            with self.subTest(query=query):
+                assert self.scores(query, asked_by_person=True) == pytest.approx(self.scores(query))
+
+    def test_the_query_is_embedded_as_written(self):
+        before = len(self.embedded_texts())
+        self.search("What did my class paint?", asked_by_person=True)
+        assert self.embedded_texts()[before:] == [["What did my class paint?"]]
 
 
 class UserMentionTests(SpeakerSearchCase):

@@ -5,6 +5,7 @@ from django.test import SimpleTestCase
 from core.errors import ApplicationError
 from core.ranking import (
     DEFAULT_WEIGHTS,
+    FIRST_PERSON_WORDS,
     Candidate,
     RankingWeights,
     first_person,
@@ -171,6 +172,16 @@ class FirstPersonTests(SimpleTestCase):
         # A name is text, never a pattern.
         assert first_person("Is a.b (x) here?", {"a.b (x)"}) == "Is I here?"
         assert first_person("Is axb (x) here?", {"a.b (x)"}) == "Is axb (x) here?"
+
+
+class FirstPersonWordsTests(SimpleTestCase):
+    def test_the_words_a_writer_uses_of_themselves(self):
+        for query in ("Where did I go?", "remind me", "MY sister", "is it mine", "i forgot", "I'm late"):
+            with self.subTest(query=query):
+                assert FIRST_PERSON_WORDS.search(query)
+        for query in ("Where did Ida go?", "i.e. the lake", "my.example.com", "the mines", "Is IT here?"):
+            with self.subTest(query=query):
+                assert not FIRST_PERSON_WORDS.search(query)
 
 
 class PersonMentionedTests(SimpleTestCase):

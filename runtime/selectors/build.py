@@ -456,11 +456,12 @@ def _history(
         return _no_history()
     from threads.selectors import message_history_window
 
-    recall = {}
+    # The incoming message is the person's own words (their "my" names them).
+    recall = {"recall_query_by_person": True}
     if query is not None:
-        recall = {"recall_query": query.text, "recall_vector": query.vector, "recall_model": query.model}
+        recall.update(recall_query=query.text, recall_vector=query.vector, recall_model=query.model)
     elif message.strip():
-        recall = {"recall_query": message}
+        recall.update(recall_query=message)
     window = message_history_window(
         thread=context.thread,
         node=node,

@@ -501,6 +501,8 @@ def context_memory(
         top_k=query.top_k,
         query_vector=query.vector,
         model=query.model,
+        # The incoming message is the person's own words: its "my" names them.
+        asked_by_person=True,
     )
     hits = search.hits
     entries = [getattr(hit, "entry", hit) for hit in hits]

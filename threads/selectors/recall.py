@@ -42,6 +42,7 @@ def _recalled_section(
     system_as: str,
     query_vector: list | None = None,
     model: str | None = None,
+    asked_by_person: bool = False,
 ):
     """The recalled block: (hits as dicts, the chat message carrying them, its tokens).
 
@@ -61,6 +62,7 @@ def _recalled_section(
         top_k=top_k,
         query_vector=query_vector,
         model=model,
+        asked_by_person=asked_by_person,
     )
     hits, lines = [], []
     used = count_tokens(RECALLED_HEADER) + 8
@@ -147,6 +149,7 @@ def message_search_related(
     provider=None,
     query_vector: list[float] | None = None,
     model: str | None = None,
+    asked_by_person: bool = False,
 ) -> MessageSearchResult:
     """Older user/assistant messages of this person's threads with `agent` related to `query`.
 
@@ -154,7 +157,8 @@ def message_search_related(
     `exclude_message_ids` are left out (the window already holds them). Messages are
     ranked by the same fused score as entries, plus their thread neighbours' scores.
     Lexical matching reads the messages directly, so a message is findable before its
-    vector lands.
+    vector lands. `asked_by_person`: the query is the person's own words
+    (`core.ranking.hybrid_search`).
     """
     query = query_clean(query)
     weights = mode_weights(mode, weights or MESSAGE_WEIGHTS, top_k=top_k)
@@ -223,6 +227,7 @@ def message_search_related(
         now=now or timezone.now(),
         # A query naming a speaker is searched again as they would say it (core.ranking).
         embed_query=query_embedder(workspace=workspace, provider=provider, model=model or ""),
+        asked_by_person=asked_by_person,
     )
     from threads.models import Message
 

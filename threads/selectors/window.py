@@ -221,6 +221,7 @@ def message_history_window(
     recall_query: str | None = None,
     recall_vector: list | None = None,
     recall_model: str | None = None,
+    recall_query_by_person: bool = False,
     agent: str | None = None,
     tool_format: str = "native",
 ) -> HistoryWindow:
@@ -243,7 +244,10 @@ def message_history_window(
        `recall_query` (default: the newest user message; cut to EPISODIC_QUERY_MAX_LENGTH
        characters) come next, in one clearly marked block, and their tokens count against
        `max_tokens` too (at most a quarter of it). `recall_vector` / `recall_model`, the
-       query's embedding when the caller already has it, save embedding it again.
+       query's embedding when the caller already has it, save embedding it again. The
+       newest user message is the person's own words, and so is `recall_query` when
+       `recall_query_by_person` says so: their "I" and "my" then name them
+       (`core.ranking.hybrid_search`'s `asked_by_person`).
 
     A message's files (`files="include"`) come as stored references in `files`
     (`content_format="plain"`) or rendered into its content parts (`parts`: OpenAI's shape,
@@ -367,6 +371,7 @@ def message_history_window(
                 system_as=system_as,
                 query_vector=recall_vector if recall_query else None,
                 model=recall_model if recall_query else None,
+                asked_by_person=recall_query_by_person or not recall_query,
             )
 
     budget = max_tokens - summary_tokens - recalled_tokens

@@ -32,7 +32,7 @@ from functools import partial
 
 from django.core.management.base import BaseCommand, CommandError
 
-from core.ranking import whole_word
+from core.ranking import first_person, whole_word
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20)
@@ -72,6 +72,12 @@ def user_question(question: str, name: str) -> str:
     "the user" ("What do Melanie's kids like?" -> "What do the user's kids like?")."""
     text = re.sub(whole_word(name), "the user", question)
     return text[:1].upper() + text[1:] if text.startswith("the user") else text
+
+
+def person_question(question: str, name: str) -> str:
+    """`question` as the person (`name`) asks it of an agent, in their own words ("What do
+    Caroline's kids like?" -> "What do my kids like?"), as a context's incoming message is."""
+    return first_person(question, {name.casefold()})
 
 
 def person_display_name(speaker: str, options: dict) -> str:
@@ -232,6 +238,13 @@ class Command(BaseCommand):
             'the person it serves: "the user" for the name.',
         )
         parser.add_argument(
+            "--person-questions",
+            action="store_true",
+            help="Ask the questions that name the person (speaker A) as the person asks them, in "
+            'their own words ("my kids" for "Caroline\'s kids"), searched as a context searches '
+            'the incoming message (its "I" and "my" are the person).',
+        )
+        parser.add_argument(
             "--questions-json",
             help="Also write every question's result per run: its category and half, the rank "
             "(0-based, null past the top 20) of each evidence turn, and the top 10's dia_ids.",
@@ -325,6 +338,8 @@ class Command(BaseCommand):
                         question = qa["question"]
                         if options["user_questions"]:
                             question = user_question(question, conv["speaker_a"])
+                        elif options["person_questions"]:
+                            question = person_question(question, conv["speaker_a"])
                         questions.append((question, evidence, qa["category"]))
                 # Each question as the search API embeds a query (`embed_query`: the int8 graph
                 # for the default model, docs/speed.md).
@@ -342,6 +357,7 @@ class Command(BaseCommand):
                             weights=variants.get(mode),
                             query_vector=vector,
                             model=provider.model_name,
+                            asked_by_person=options["person_questions"],
                         )
                         hit_ids = [hit.entry.pk if entries else hit.message.pk for hit in result.hits]
                         ranked = [dia_of.get(pk) for pk in hit_ids]
@@ -390,6 +406,7 @@ class Command(BaseCommand):
                 "nameless_person": options["nameless_person"],
                 "full_name": options["full_name"],
                 "user_questions": options["user_questions"],
+                "person_questions": options["person_questions"],
                 "embedding_model": provider.model_name,
                 "weights": base_weights.as_dict(),
                 "bm25": {"k1": 1.2, "b": 0.75, "text_search_config": "english"},

@@ -277,6 +277,42 @@ class ContextAssembleTests(MemoryTestCase):
         assert (embed.call_count, embed_query.call_count) == (0, 1)
         assert any("golden retriever" in hit["content"] for hit in body["history"]["recalled"])
 
+    def test_the_incoming_message_speaks_as_the_person(self):
+        """Its "my" is the person's: both the <memory> search and the recall rank it as their
+        name would (core.ranking.hybrid_search's `asked_by_person`)."""
+        from unittest import mock
+
+        from core import ranking
+        from core.services import agent_update
+        from episodic.tests.factories import entry_factory
+
+        agent_update(agent=self.agent, memory_settings={"semantic_recall": True})
+        older = thread_create(workspace=self.workspace, agent=self.agent, memory_user=self.person)
+        with self.captureOnCommitCallbacks(execute=True):
+            thread_append_messages(thread=older, messages=[{"role": "user", "content": "My dog is a beagle"}])
+        entry_factory(agent=self.agent, memory_user=self.person, content="Ada's dog is a beagle.")
+        fuse = ranking.fuse
+
+        def askers(message):
+            """The `asker` of each search the context makes for `message`."""
+            seen = []
+
+            def spy(candidates, **kwargs):
+                seen.append(kwargs.get("asker"))
+                return fuse(candidates, **kwargs)
+
+            with mock.patch.object(ranking, "fuse", spy):
+                response = self.post(
+                    memory_user=str(self.person.pk), thread=str(self.thread.pk), message=message
+                )
+            assert response.status_code == 200, response.json()
+            return seen
+
+        # The entries of <memory> and the recalled messages.
+        assert len(askers("What breed is my dog?")) == 2
+        assert set(askers("What breed is my dog?")) == {"Ada"}
+        assert set(askers("What breed is the dog?")) == {None}
+
     def test_a_person_known_only_by_name_still_has_a_profile(self):
         """Regression: the name sat in the block's header, and a block with no fact line
         rendered as nothing, so the name was lost until a first fact was stored."""
