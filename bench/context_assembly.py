@@ -28,7 +28,14 @@ import time
 import uuid
 from datetime import timedelta
 
-from bench.harness import machine_reference_ms, print_table, setup_django, summarize, write_json
+from bench.harness import (
+    autovacuum_report,
+    machine_reference_ms,
+    print_table,
+    setup_django,
+    summarize,
+    write_json,
+)
 
 WORDS = [
     *("lisbon", "porto", "flight", "window", "seat", "vegetarian", "meal", "invoice", "budget"),
@@ -313,15 +320,7 @@ def main() -> None:
 
     with connection.cursor() as cursor:
         # Whether autovacuum ran on the loaded tables while the calls were measured.
-        cursor.execute(
-            "SELECT relname, autovacuum_count, autoanalyze_count, last_autovacuum::text "
-            "FROM pg_stat_user_tables WHERE relname = ANY(%s) ORDER BY relname",
-            [list(loaded)],
-        )
-        results["autovacuum"] = {
-            name: {"vacuums": vacuums, "analyzes": analyzes, "last": last}
-            for name, vacuums, analyzes, last in cursor
-        }
+        results["autovacuum"] = autovacuum_report(cursor, tables=list(loaded))
     results["measured_from"] = measured_from
     results["machine_reference_ms"] = reference = machine_reference_ms()
     print_table(

@@ -95,6 +95,22 @@ def machine_reference_ms() -> float:
     return round(statistics.median(samples), 1)
 
 
+def autovacuum_report(cursor, *, tables: list[str] | None = None) -> dict:
+    """How often autovacuum vacuumed and analyzed each of `tables` (default: every table of
+    more than 10,000 rows) of the cursor's database, and when it last vacuumed it: whether it
+    ran beside a benchmark's measures."""
+    where = "relname = ANY(%s)" if tables is not None else "n_live_tup > 10000"
+    cursor.execute(
+        "SELECT relname, autovacuum_count, autoanalyze_count, last_autovacuum::text "
+        f"FROM pg_stat_user_tables WHERE {where} ORDER BY relname",
+        [list(tables)] if tables is not None else [],
+    )
+    return {
+        name: {"vacuums": vacuums, "analyzes": analyzes, "last": last}
+        for name, vacuums, analyzes, last in cursor.fetchall()
+    }
+
+
 def write_json(path: str | None, payload: dict) -> None:
     if path:
         with open(path, "w") as handle:

@@ -57,7 +57,7 @@ from pathlib import Path
 import httpx
 
 from bench.gunicorn_workers import Config, Gunicorn, Servers
-from bench.harness import percentile, write_json
+from bench.harness import autovacuum_report, percentile, write_json
 from bench.peers import dataset
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -122,19 +122,11 @@ def vacuum(uri: str) -> float:
 
 
 def autovacuums(uri: str) -> dict:
-    """The database's tables of more than 10,000 rows: how often autovacuum vacuumed and
-    analyzed each, and when it last vacuumed it."""
+    """`bench.harness.autovacuum_report` of the large tables of the database at `uri`."""
     import psycopg
 
-    with psycopg.connect(uri) as conn:
-        rows = conn.execute(
-            "SELECT relname, autovacuum_count, autoanalyze_count, last_autovacuum::text "
-            "FROM pg_stat_user_tables WHERE n_live_tup > 10000 ORDER BY relname"
-        ).fetchall()
-    return {
-        name: {"vacuums": vacuums, "analyzes": analyzes, "last": last}
-        for name, vacuums, analyzes, last in rows
-    }
+    with psycopg.connect(uri) as conn, conn.cursor() as cursor:
+        return autovacuum_report(cursor)
 
 
 def quality(results: list[list[str]], expected: list[str | None]) -> dict:
