@@ -215,7 +215,7 @@ def named_dates(query: str) -> tuple[set[int], set[int]]:
     return years, months
 
 
-def first_person(query: str, named: set[str]) -> str:
+def first_person(query: str, named: set[str], *, addressed: set[str] = frozenset()) -> str:
     """`query` with each of the `named` speakers as they would speak of themselves:
     "What do Melanie's kids like?" -> "What do my kids like?", "Where did Melanie go?" ->
     "Where did I go?".
@@ -223,12 +223,19 @@ def first_person(query: str, named: set[str]) -> str:
     A speaker's own messages say "my kids", not their name: a query vector that carries
     the name looks for messages that address or mention them instead (docs/episodic.md,
     "Issue 19: speakers in the first person").
+
+    `addressed`: speakers the query's writer speaks to, as "you" and "your" ("What book did I
+    recommend to Melanie?" asked by Caroline of Melanie -> "What book did I recommend to
+    you?"; docs/episodic.md, "Issue 19: the other speaker in the person's own words").
     """
     text = query
-    for name in sorted(named, key=len, reverse=True):
+    forms = dict.fromkeys(named, ("my", "I"))
+    forms.update(dict.fromkeys(addressed, ("your", "you")))
+    for name in sorted(forms, key=len, reverse=True):
+        possessive, plain = forms[name]
         word = r"(?<!\w)" + re.escape(name)
-        text = re.sub(word + r"['\u2019]s(?!\w)", "my", text, flags=re.IGNORECASE)
-        text = re.sub(word + r"(?!\w)", "I", text, flags=re.IGNORECASE)
+        text = re.sub(word + r"['\u2019]s(?!\w)", possessive, text, flags=re.IGNORECASE)
+        text = re.sub(word + r"(?!\w)", plain, text, flags=re.IGNORECASE)
     return text
 
 
@@ -1043,8 +1050,8 @@ def hybrid_search(
 
     `asked_by_person`: the query is the searched person's own words (the message a context is
     built for), so its "I", "me" and "my" name them for the speaker term, as their name would
-    (docs/episodic.md, "Issue 19: the person's own questions"). Its vector needs no rewrite:
-    it is already in their words.
+    (docs/episodic.md, "Issue 19: the person's own questions"). Its vector needs no rewrite
+    for them: it is already in their words; another speaker it names is "you" to the vectors.
 
     `query_vector` may be a Future (`query_vector_for`): while it is computed, BM25 is sent
     on its own, and the vector statements follow once it is there; a failed one searches
@@ -1164,7 +1171,13 @@ def hybrid_search(
             # (or a corpus without speakers) costs nothing more.
             named_now = named_speakers(query, (speaker for speaker, _group in features.values()))
             named_now |= person_named_whole(named_now, query, corpus.person)
-            rewritten = first_person(query, named_now) if named_now else query
+            addressed = set()
+            if asker:
+                # The person's own words already say "I" of them: the other speakers they
+                # name are the ones they talk with, "you" to them.
+                mine = named_speakers(asker, named_now)
+                named_now, addressed = mine, named_now - mine
+            rewritten = first_person(query, named_now, addressed=addressed)
             rewritten_vector = embed_query(rewritten) if rewritten != query else None
             if rewritten_vector is not None and len(rewritten_vector) == len(query_vector):
                 qvec = vector_literal(rewritten_vector)

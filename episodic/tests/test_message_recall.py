@@ -338,6 +338,37 @@ class AskedByPersonTests(SpeakerSearchCase):
         assert self.embedded_texts()[before:] == [["What did my class paint?"]]
 
 
+class AskedByPersonNamingAnotherTests(SpeakerSearchCase):
+    """The person's own words name the speaker they talk with: that speaker is "you" to the
+    vectors, as the person's "I" is the person (core.ranking.first_person's `addressed`)."""
+
+    TURNS = FirstPersonQueryTests.TURNS
+
+    def test_the_other_speaker_is_spoken_to(self):
+        before = len(self.embedded_texts())
+        self.search("What did I ask about Melanie's kids?", asked_by_person=True)
+        assert self.embedded_texts()[before:] == [
+            ["What did I ask about Melanie's kids?"],
+            ["What did I ask about your kids?"],
+        ]
+
+    def test_the_persons_own_name_is_still_the_first_person(self):
+        before = len(self.embedded_texts())
+        self.search("Did Caroline or I ask Melanie?", asked_by_person=True)
+        assert self.embedded_texts()[before:] == [
+            ["Did Caroline or I ask Melanie?"],
+            ["Did I or I ask you?"],
+        ]
+
+    def test_not_asked_by_the_person_every_named_speaker_is_the_first_person(self):
+        before = len(self.embedded_texts())
+        self.search("What did I ask about Melanie's kids?")
+        assert self.embedded_texts()[before:] == [
+            ["What did I ask about Melanie's kids?"],
+            ["What did I ask about my kids?"],
+        ]
+
+
 class UserMentionTests(SpeakerSearchCase):
     """Agents ask about the person they serve as "the user": in that person's memory it ranks
     as their name would (core.ranking.person_mentioned)."""

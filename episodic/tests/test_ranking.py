@@ -165,6 +165,19 @@ class FirstPersonTests(SimpleTestCase):
         # Both named: each becomes the first person; the longer name is replaced first.
         assert first_person("Did Ann and Anna meet?", {"ann", "anna"}) == "Did I and I meet?"
 
+    def test_addressed_speakers_are_spoken_to(self):
+        asked = first_person(
+            "What book did Caroline recommend to Melanie?", {"caroline"}, addressed={"melanie"}
+        )
+        assert asked == "What book did I recommend to you?"
+        assert (
+            first_person("Did I like Melanie\u2019s kids?", set(), addressed={"melanie"})
+            == "Did I like your kids?"
+        )
+        # Each name takes its own form, the longer name first.
+        assert first_person("Did Ann meet Anna?", {"ann"}, addressed={"anna"}) == "Did I meet you?"
+        assert first_person("Did Ann meet Anna?", {"anna"}, addressed={"ann"}) == "Did you meet I?"
+
     def test_only_whole_names_change(self):
         assert first_person("Do the Melanies like it?", {"melanie"}) == "Do the Melanies like it?"
         assert first_person("Where is Caroline?", {"melanie"}) == "Where is Caroline?"
