@@ -785,6 +785,12 @@ class EntrySearchApi(APIView):
         top_k = serializers.IntegerField(required=False, min_value=1, max_value=100)
         mode = serializers.ChoiceField(choices=["hybrid", "lexical", "vector"], default="hybrid")
         render = serializers.BooleanField(default=False, help_text="Also return the <memory> block.")
+        asked_by_person = serializers.BooleanField(
+            default=False,
+            help_text="The query is the person's own words (the message they sent, as a context "
+            'searches it): its "I", "me" and "my" are the person, ranked as their name would be, '
+            'and another speaker it names is "you". Leave it false for a query the agent wrote.',
+        )
 
         # The person whose memory is searched: named, or the thread's (core.schema).
         required_any_of = (("memory_user",), ("thread",))
@@ -838,6 +844,7 @@ class EntrySearchApi(APIView):
             mode=data["mode"],
             query_vector=query_vector,
             model=model,
+            asked_by_person=data["asked_by_person"],
         )
         recall_served(context=context, metric=RECALLS_SEARCH)
         body = {

@@ -602,6 +602,11 @@ class ThreadHistoryApi(APIView):
         recall_query = serializers.CharField(
             max_length=4000, required=False, help_text="Default: the newest user message."
         )
+        recall_query_by_person = serializers.BooleanField(
+            default=False,
+            help_text='`recall_query` is the person\'s own words: its "I", "me" and "my" are the '
+            "person, as they are in the newest user message (the default query).",
+        )
         agent = serializers.SlugField(
             max_length=100,
             required=False,

@@ -6,6 +6,7 @@ from datetime import timedelta
 from unittest import mock
 
 import numpy as np
+import pytest
 from django.db import connection
 from django.test import TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
@@ -329,6 +330,45 @@ class EntrySpeakerTests(MemoryTestCase):
                     ["What did my class paint?"],
                 ]
                 assert response.json()["results"][0]["entry"]["id"] == str(painted.pk)
+
+    def api_search(self, query, **fields):
+        body = {"agent": self.agent.slug, "memory_user": str(self.person.pk), "query": query, **fields}
+        return self.api().post("/api/v1/episodic-entries/search/", body, format="json")
+
+    def test_the_persons_own_words_through_the_api(self):
+        """`asked_by_person`: the query is the message the person sent, so its "my" lifts the
+        person's own entries by the speaker term, as their name would; left out, it is the
+        agent's query and "my" is nobody's."""
+        painted = self.unnamed_user_entry()
+
+        def scores(**fields):
+            response = self.api_search("Do my kids or my class paint?", mode="lexical", **fields)
+            assert response.status_code == 200, response.content
+            return {hit["entry"]["id"]: hit["score"] for hit in response.json()["results"]}
+
+        asked, unasked = scores(asked_by_person=True), scores()
+        assert unasked == scores(asked_by_person=False)
+        carolines, melanies = (str(painted.pk), str(self.asked.pk)), str(self.answered.pk)
+        assert set(asked) == {*carolines, melanies}
+        for entry_id in carolines:
+            assert asked[entry_id] - unasked[entry_id] == pytest.approx(ENTRY_WEIGHTS.speaker)
+        assert asked[melanies] == pytest.approx(unasked[melanies])
+
+    def test_the_speaker_the_person_names_is_you_through_the_api(self):
+        before = len(self.embedded_texts())
+        response = self.api_search("What do I know of Melanie's kids?", asked_by_person=True)
+        assert response.status_code == 200, response.content
+        assert self.embedded_texts()[before:] == [
+            ["What do I know of Melanie's kids?"],
+            ["What do I know of your kids?"],
+        ]
+
+    def test_asked_by_person_takes_only_a_boolean(self):
+        for value in ("maybe", 2, [], {"a": 1}, None):
+            with self.subTest(value=value):
+                response = self.api_search("my class", asked_by_person=value)
+                assert response.status_code == 400, response.content
+                assert response.json()["error"]["fields"]["asked_by_person"]
 
     def test_a_note_without_a_source_is_not_buried_under_the_speakers_turns(self):
         """An agent's note about Melanie, written without a source, answers better than her

@@ -2285,6 +2285,11 @@ export interface components {
              * @default false
              */
             render?: boolean;
+            /**
+             * @description The query is the person's own words (the message they sent, as a context searches it): its "I", "me" and "my" are the person, ranked as their name would be, and another speaker it names is "you". Leave it false for a query the agent wrote.
+             * @default false
+             */
+            asked_by_person?: boolean;
         } & ({
             /** Format: uuid */
             memory_user: string | null;
@@ -12317,6 +12322,8 @@ export interface operations {
                 node?: string;
                 /** @description Default: the newest user message. */
                 recall_query?: string;
+                /** @description `recall_query` is the person's own words: its "I", "me" and "my" are the person, as they are in the newest user message (the default query). */
+                recall_query_by_person?: boolean;
                 /** @description Default: the agent's setting. */
                 semantic_recall?: boolean | null;
                 /**

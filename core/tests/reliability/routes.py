@@ -567,7 +567,16 @@ API_CASES: dict[str, ApiCase] = {
     ),
     "api:threads:tool-result": ApiCase(path=lambda w: {"thread_id": w.thread.pk, "message_id": w.m_tool.pk}),
     "api:threads:history": ApiCase(
-        path=_thread, query={"get": lambda w: {"max_messages": "10", "tool_format": "text", "agent": A2_SLUG}}
+        path=_thread,
+        query={
+            "get": lambda w: {
+                "max_messages": "10",
+                "tool_format": "text",
+                "agent": A2_SLUG,
+                "recall_query": "Lisbon",
+                "recall_query_by_person": "true",
+            }
+        },
     ),
     "api:threads:compact": ApiCase(path=_thread),
     "api:threads:plan": ApiCase(
@@ -721,7 +730,14 @@ API_CASES: dict[str, ApiCase] = {
     "api:episodic_entries:search": ApiCase(
         path=_none,
         bodies={
-            "post": lambda w: {**_ctx(w), "query": "Lisbon", "mode": "lexical", "render": True, "top_k": 5}
+            "post": lambda w: {
+                **_ctx(w),
+                "query": "Lisbon",
+                "mode": "lexical",
+                "render": True,
+                "top_k": 5,
+                "asked_by_person": True,
+            }
         },
         refs=(Ref("post", lambda w: {"thread": str(w.thread.pk), "query": "Lisbon", "mode": "lexical"}),),
     ),

@@ -1,12 +1,13 @@
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from core.services import agent_update
 from core.testing import MemoryTestCase
 from identities.tests.factories import MemoryUserFactory
 from threads.models import MessageEmbedding
-from threads.selectors import RECALLED_CLOSE, RECALLED_OPEN, message_history_window
+from threads.selectors import MESSAGE_WEIGHTS, RECALLED_CLOSE, RECALLED_OPEN, message_history_window
 from threads.tests.factories import append, make_thread
 
 
@@ -80,6 +81,26 @@ class HistoryWindowSemanticRecallTests(MemoryTestCase):
         assert str(self.old[0].pk) in [hit["id"] for hit in response.json()["recalled"]]
         off = self.api().get(f"/api/v1/threads/{self.thread.pk}/history/", {"semantic_recall": "false"})
         assert off.json()["recalled"] == []
+
+    def test_history_api_reads_a_recall_query_as_the_persons_words_on_request(self):
+        """`recall_query_by_person`: the given query's "my" is the person, as it is in the
+        newest user message: their own turns are lifted by the speaker term, the agent's are not."""
+        agent_update(agent=self.agent, memory_settings={"semantic_recall_top_k": 4})
+        url = f"/api/v1/threads/{self.thread.pk}/history/"
+
+        def scores(**params):
+            response = self.api().get(url, {"recall_query": "my dog Biscuit swimming", **params})
+            assert response.status_code == 200, response.content
+            return {hit["id"]: hit["score"] for hit in response.json()["recalled"]}
+
+        asked, unasked = scores(recall_query_by_person="true"), scores()
+        assert unasked == scores(recall_query_by_person="false")
+        persons, agents = str(self.old[0].pk), str(self.old[1].pk)
+        assert asked[persons] - unasked[persons] == pytest.approx(MESSAGE_WEIGHTS.speaker, abs=1e-3)
+        assert asked[agents] == pytest.approx(unasked[agents], abs=1e-3)
+        refused = self.api().get(url, {"recall_query": "my dog", "recall_query_by_person": "maybe"})
+        assert refused.status_code == 400
+        assert refused.json()["error"]["fields"]["recall_query_by_person"]
 
     def test_a_long_newest_message_still_recalls(self):
         """A user message longer than a search query may be is cut to the query limit, not an error."""
