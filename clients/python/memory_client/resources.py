@@ -156,8 +156,18 @@ class Threads(CrudResource):
         max_messages: int | None = None,
         delegation: str | None = None,
         files: str | None = None,
+        content_format: str | None = None,
         system_as: str | None = None,
+        memory_mode: str | None = None,
+        semantic_recall: bool | None = None,
+        recall_query: str | None = None,
+        recall_query_by_person: bool | None = None,
+        agent: str | None = None,
+        tool_format: str | None = None,
     ) -> JSON:
+        """The window to send to the model. `semantic_recall` also recalls the person's related
+        older messages for `recall_query` (default: the newest user message, which is the
+        person's own words; `recall_query_by_person=True` says a given query is too)."""
         params = {
             "leaf": _pk(leaf) if leaf is not None else None,
             "node": node,
@@ -165,7 +175,14 @@ class Threads(CrudResource):
             "max_messages": max_messages,
             "delegation": delegation,
             "files": files,
+            "content_format": content_format,
             "system_as": system_as,
+            "memory_mode": memory_mode,
+            "semantic_recall": semantic_recall,
+            "recall_query": recall_query,
+            "recall_query_by_person": recall_query_by_person,
+            "agent": agent,
+            "tool_format": tool_format,
         }
         return self._run(Request("GET", f"threads/{_pk(thread_id)}/history/", params=params))
 

@@ -51,6 +51,14 @@ def test_conversation_resources(client):
         "failure"
     ]
     client.threads.append_message(thread["id"], role="assistant", content="Searching.", node_id="researcher")
+    # The window's other options reach the server: the sub-agent's own history.
+    window = client.threads.history(
+        thread["id"], content_format="parts", memory_mode="node", node="researcher", tool_format="text"
+    )
+    assert window["memory_mode"] == "node" and window["node"] == "researcher"
+    assert [m["content"] for m in window["messages"]] == ["Searching."]
+    window = client.threads.history(thread["id"], memory_mode="conversation", node="researcher")
+    assert window["memory_mode"] == "conversation" and window["node"] is None
     assert client.threads.compact(thread["id"])["node"] is None
     assert client.threads.compact(thread["id"], node="researcher")["node"] == "researcher"
     with pytest.raises(ValidationError):
@@ -199,3 +207,30 @@ def test_evidence_and_purge_by_source(client):
     assert client.threads.purge_derived(thread["id"], message=message_id)["entries"] == 1
     with pytest.raises(NotFoundError):
         client.evidence.get("entry", entry["id"])
+
+
+def test_history_recalls_the_persons_older_messages(client):
+    """`semantic_recall` with a `recall_query` in the person's own words: their older turn is
+    recalled into the window, and a value the server refuses is a ValidationError."""
+    person = client.memory_users.identify(channel="telegram", external_id="recall-1")["memory_user"]
+    old = client.threads.create(agent="assistant", memory_user=person["id"], channel_chat_id="old")
+    client.threads.append_messages(
+        old["id"],
+        [
+            {"role": "user", "content": "My sister Bea lives in Porto."},
+            {"role": "assistant", "content": "Noted: Porto."},
+        ],
+    )
+    new = client.threads.create(agent="assistant", memory_user=person["id"], channel_chat_id="new")
+    client.threads.append_message(new["id"], role="user", content="Hello again")
+    window = client.threads.history(
+        new["id"],
+        semantic_recall=True,
+        recall_query="Where does my sister live?",
+        recall_query_by_person=True,
+    )
+    assert "My sister Bea lives in Porto." in [hit["content"] for hit in window["recalled"]]
+    assert window["messages"][-1]["content"] == "Hello again"
+    with pytest.raises(ValidationError) as refused:
+        client.threads.history(new["id"], recall_query="x", tool_format="yaml")
+    assert "tool_format" in str(refused.value)
