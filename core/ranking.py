@@ -239,6 +239,24 @@ def first_person(query: str, named: set[str], *, addressed: set[str] = frozenset
     return text
 
 
+def first_named(query: str, named: set[str]) -> tuple[set[str], set[str]]:
+    """The `named` speakers split into the one `query` names first (with the names that are a
+    part of theirs: "Caroline" in "Caroline Rivera") and the others.
+
+    A question naming two speakers ("What book did Caroline recommend to Melanie?") asks about
+    a turn between them, and in it the first said "I" and spoke to the other as "you"
+    (docs/episodic.md, "Issue 19: the other speaker in the person's own words").
+    """
+
+    def place(name: str) -> tuple[int, int]:
+        found = re.search(whole_word(name), query, flags=re.IGNORECASE)
+        return (found.start() if found else len(query), -len(name))
+
+    first = min(named, key=place)
+    own = {name for name in named if re.search(whole_word(name), first, flags=re.IGNORECASE)}
+    return own, named - own
+
+
 # What a person without a display name is called in their own memory: the role their
 # unnamed turns are indexed under (threads.selectors.person_speaker).
 UNNAMED_PERSON = "user"
@@ -1177,6 +1195,9 @@ def hybrid_search(
                 # name are the ones they talk with, "you" to them.
                 mine = named_speakers(asker, named_now)
                 named_now, addressed = mine, named_now - mine
+            elif len(named_now) > 1:
+                # Two speakers named: a turn between them, as the first named said it.
+                named_now, addressed = first_named(query, named_now)
             rewritten = first_person(query, named_now, addressed=addressed)
             rewritten_vector = embed_query(rewritten) if rewritten != query else None
             if rewritten_vector is not None and len(rewritten_vector) == len(query_vector):

@@ -194,6 +194,15 @@ class FirstPersonQueryTests(SpeakerSearchCase):
         assert self.embedded_texts()[before:] == [["What do Melanie's kids like?"], ["What do my kids like?"]]
         assert result.hits[0].message.pk == self.turns[1].pk
 
+    def test_two_named_speakers_are_a_turn_between_them(self):
+        """ "I and I" is no turn anyone says: the first named speaks, to the other."""
+        before = len(self.embedded_texts())
+        self.search("What did Caroline ask about Melanie's kids?")
+        assert self.embedded_texts()[before:] == [
+            ["What did Caroline ask about Melanie's kids?"],
+            ["What did I ask about your kids?"],
+        ]
+
     def test_a_query_naming_no_speaker_is_embedded_once(self):
         before = len(self.embedded_texts())
         self.search("Which lake was painted?")

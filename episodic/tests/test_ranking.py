@@ -8,6 +8,7 @@ from core.ranking import (
     FIRST_PERSON_WORDS,
     Candidate,
     RankingWeights,
+    first_named,
     first_person,
     fuse,
     mode_weights,
@@ -177,6 +178,23 @@ class FirstPersonTests(SimpleTestCase):
         # Each name takes its own form, the longer name first.
         assert first_person("Did Ann meet Anna?", {"ann"}, addressed={"anna"}) == "Did I meet you?"
         assert first_person("Did Ann meet Anna?", {"anna"}, addressed={"ann"}) == "Did you meet I?"
+
+    def test_the_first_named_speaker_speaks_to_the_other(self):
+        assert first_named("What book did Caroline recommend to Melanie?", {"caroline", "melanie"}) == (
+            {"caroline"},
+            {"melanie"},
+        )
+        assert first_named("Did MELANIE thank Caroline?", {"caroline", "melanie"}) == (
+            {"melanie"},
+            {"caroline"},
+        )
+        # A name that is part of the first speaker's is theirs, wherever it stands.
+        named = {"caroline", "caroline rivera", "melanie"}
+        assert first_named("Did Caroline Rivera call Melanie, Caroline?", named) == (
+            {"caroline", "caroline rivera"},
+            {"melanie"},
+        )
+        assert first_named("Did Ann meet Anna?", {"ann", "anna"}) == ({"ann"}, {"anna"})
 
     def test_only_whole_names_change(self):
         assert first_person("Do the Melanies like it?", {"melanie"}) == "Do the Melanies like it?"
