@@ -353,29 +353,23 @@ class AskedByPersonNamingAnotherTests(SpeakerSearchCase):
 
     TURNS = FirstPersonQueryTests.TURNS
 
-    def test_the_other_speaker_is_spoken_to(self):
+    def embedded_for(self, query, **kwargs):
+        """What a search for `query` embeds: the query, then its rewrite if it has one."""
         before = len(self.embedded_texts())
-        self.search("What did I ask about Melanie's kids?", asked_by_person=True)
-        assert self.embedded_texts()[before:] == [
-            ["What did I ask about Melanie's kids?"],
-            ["What did I ask about your kids?"],
-        ]
+        self.search(query, **kwargs)
+        return [texts[0] for texts in self.embedded_texts()[before:]]
+
+    def test_the_other_speaker_is_spoken_to(self):
+        query = "What did I ask about Melanie's kids?"
+        assert self.embedded_for(query, asked_by_person=True) == [query, "What did I ask about your kids?"]
 
     def test_the_persons_own_name_is_still_the_first_person(self):
-        before = len(self.embedded_texts())
-        self.search("Did Caroline or I ask Melanie?", asked_by_person=True)
-        assert self.embedded_texts()[before:] == [
-            ["Did Caroline or I ask Melanie?"],
-            ["Did I or I ask you?"],
-        ]
+        query = "Did Caroline or I ask Melanie?"
+        assert self.embedded_for(query, asked_by_person=True) == [query, "Did I or I ask you?"]
 
     def test_not_asked_by_the_person_every_named_speaker_is_the_first_person(self):
-        before = len(self.embedded_texts())
-        self.search("What did I ask about Melanie's kids?")
-        assert self.embedded_texts()[before:] == [
-            ["What did I ask about Melanie's kids?"],
-            ["What did I ask about my kids?"],
-        ]
+        query = "What did I ask about Melanie's kids?"
+        assert self.embedded_for(query) == [query, "What did I ask about my kids?"]
 
 
 class UserMentionTests(SpeakerSearchCase):
