@@ -195,7 +195,7 @@ class FirstPersonQueryTests(SpeakerSearchCase):
         assert result.hits[0].message.pk == self.turns[1].pk
 
     def test_two_named_speakers_are_a_turn_between_them(self):
-        """ "I and I" is no turn anyone says: the first named speaks, to the other."""
+        """No turn says "I and I": the first speaker named speaks, to the other."""
         before = len(self.embedded_texts())
         self.search("What did Caroline ask about Melanie's kids?")
         assert self.embedded_texts()[before:] == [
