@@ -15,6 +15,7 @@ from core.serializers import ContextInputSerializer, StrictSerializer
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
 from episodic.selectors import (
+    EntrySearchFilters,
     entry_get,
     entry_list,
     entry_query_vector,
@@ -791,9 +792,37 @@ class EntrySearchApi(APIView):
             'searches it): its "I", "me" and "my" are the person, ranked as their name would be, '
             'and another speaker it names is "you". Leave it false for a query the agent wrote.',
         )
+        created_after = serializers.DateTimeField(
+            required=False, help_text="Only entries stored at or after this time (ISO 8601)."
+        )
+        created_before = serializers.DateTimeField(
+            required=False, help_text="Only entries stored before this time (ISO 8601)."
+        )
+        source = serializers.ListField(
+            child=serializers.ChoiceField(choices=EpisodicEntry.Source.choices),
+            required=False,
+            allow_empty=False,
+            max_length=len(EpisodicEntry.Source.choices),
+            help_text="Only entries of these sources.",
+        )
+        metadata = serializers.DictField(
+            required=False,
+            help_text='Only entries whose metadata contains this object: {"origin": "direct"} keeps '
+            "the entries with that member, whatever else they hold (PostgreSQL's jsonb containment: "
+            "a nested object matches by its members, an array by some of its items).",
+        )
 
         # The person whose memory is searched: named, or the thread's (core.schema).
         required_any_of = (("memory_user",), ("thread",))
+
+        def validate(self, data):
+            data = super().validate(data)
+            after, before = data.get("created_after"), data.get("created_before")
+            if after is not None and before is not None and after >= before:
+                raise serializers.ValidationError(
+                    {"created_before": ["Must be later than created_after."]}, code="invalid"
+                )
+            return data
 
     class OutputSerializer(serializers.Serializer):
         results = serializers.ListField(child=EntryHitSerializer())
@@ -845,6 +874,12 @@ class EntrySearchApi(APIView):
             query_vector=query_vector,
             model=model,
             asked_by_person=data["asked_by_person"],
+            filters=EntrySearchFilters(
+                created_after=data.get("created_after"),
+                created_before=data.get("created_before"),
+                sources=tuple(dict.fromkeys(data.get("source", ()))),
+                metadata=data.get("metadata"),
+            ),
         )
         recall_served(context=context, metric=RECALLS_SEARCH)
         body = {

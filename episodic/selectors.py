@@ -3,6 +3,7 @@
 Read scope is fixed to (agent, memory user): searches take both and never widen them.
 """
 
+import json
 import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -91,6 +92,45 @@ class EntrySearchResult:
     candidates: int | None = None
 
 
+@dataclass(frozen=True)
+class EntrySearchFilters:
+    """What a search keeps of the (agent, person) scope besides its active, approved entries;
+    every condition given must hold. Empty: the whole scope.
+
+    - `created_after` / `created_before`: stored at or after / before (the list API's filters);
+    - `sources`: any of these sources;
+    - `metadata`: metadata containing this object (PostgreSQL's jsonb `@>`: nested objects
+      match by their members, and an array contains an array of some of its items).
+    """
+
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    sources: tuple[str, ...] = ()
+    metadata: dict | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.created_after or self.created_before or self.sources or self.metadata is not None)
+
+    def sql(self, alias: str = "") -> tuple[str, dict]:
+        """(` AND ...` conditions on the entry table named `alias` (none: unqualified),
+        their named parameters)."""
+        column = f"{alias}." if alias else ""
+        conditions, params = [], {}
+        if self.created_after is not None:
+            conditions.append(f"{column}created_at >= %(filter_created_after)s")
+            params["filter_created_after"] = self.created_after
+        if self.created_before is not None:
+            conditions.append(f"{column}created_at < %(filter_created_before)s")
+            params["filter_created_before"] = self.created_before
+        if self.sources:
+            conditions.append(f"{column}source = ANY(%(filter_sources)s)")
+            params["filter_sources"] = list(self.sources)
+        if self.metadata is not None:
+            conditions.append(f"{column}metadata @> %(filter_metadata)s::jsonb")
+            params["filter_metadata"] = json.dumps(self.metadata)
+        return "".join(f" AND {condition}" for condition in conditions), params
+
+
 def episodic_memory_required(agent) -> None:
     """The agent's `episodic_memory` switch, answered as a create or an extraction answers it
     (409 `episodic_disabled`): every search (the API, the agent tools, the MCP server) goes
@@ -157,13 +197,16 @@ def entry_search_hybrid(
     query_vector: list[float] | None = None,
     model: str | None = None,
     asked_by_person: bool = False,
+    filters: EntrySearchFilters | None = None,
 ) -> EntrySearchResult:
     """The `top_k` active, approved entries of (agent, memory user) for `query`, best first.
 
     Lexical (BM25 over the stored tsvector), vector (cosine under the workspace's current
     embedding model, plan routed by scope size) and recency, fused by core.ranking. An
     entry whose vector has not landed yet is still found lexically. `asked_by_person`: the
-    query is the person's own words (`core.ranking.hybrid_search`).
+    query is the person's own words (`core.ranking.hybrid_search`). `filters` narrow the
+    scope before either channel picks its candidates, so a narrow filter still gets a full
+    pool of its own entries, and BM25 weighs terms within what it keeps.
     """
     episodic_memory_required(agent)
     query = query_clean(query)
@@ -180,6 +223,17 @@ def entry_search_hybrid(
         "approved": EpisodicEntry.Review.APPROVED,
         "person_name": person_speaker(memory_user),
     }
+    kept, filter_params = (filters or EntrySearchFilters()).sql()
+    described, _ = (filters or EntrySearchFilters()).sql("e")
+    params.update(filter_params)
+    vector_scope = "agent_id = %(agent)s AND memory_user_id = %(memory_user)s"
+    if kept:
+        # The scope's vectors of the entries kept: the exact plan sorts only those, the HNSW
+        # plan's iterative scan walks on until its pool of them is full.
+        vector_scope += (
+            " AND entry_id IN (SELECT id FROM episodes_episodicentry WHERE workspace_id = %(workspace)s "
+            f"AND agent_id = %(agent)s AND memory_user_id = %(memory_user)s{kept})"
+        )
     corpus = Corpus(
         lexical_scope_sql=(
             "SELECT id, search_vector AS tsv, created_at, "
@@ -189,7 +243,7 @@ def entry_search_hybrid(
             "FROM episodes_episodicentry WHERE workspace_id = %(workspace)s "
             "AND agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND status = %(active)s "
             # Held entries are not recalled until approved (docs/review.md).
-            "AND review = %(approved)s"
+            "AND review = %(approved)s" + kept
         ),
         scope_size_sql=(
             "SELECT count(*) FROM (SELECT 1 FROM episodes_entryembedding "
@@ -198,7 +252,7 @@ def entry_search_hybrid(
         ),
         vector_table="episodes_entryembedding",
         vector_id_column="entry_id",
-        vector_scope_where="agent_id = %(agent)s AND memory_user_id = %(memory_user)s",
+        vector_scope_where=vector_scope,
         graph_scope=(("agent_id", "agent"), ("memory_user_id", "memory_user")),
         describe_sql=(
             # An entry's speaker and neighbours are its source message's (_ENTRY_SOURCES_SQL:
@@ -208,7 +262,7 @@ def entry_search_hybrid(
             "1 - (v.embedding <=> %(qvec)s::vector), NULL, e.source_message_ids ->> 0, e.source_thread_id "
             "FROM episodes_episodicentry e LEFT JOIN episodes_entryembedding v "
             "ON v.entry_id = e.id AND v.model = %(model)s "
-            "WHERE e.id = ANY(%(ids)s) AND e.status = %(active)s AND e.review = %(approved)s"
+            "WHERE e.id = ANY(%(ids)s) AND e.status = %(active)s AND e.review = %(approved)s" + described
         ),
         params=params,
         person=params["person_name"],

@@ -18,7 +18,7 @@ from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector
 from core.testing import MemoryTestCase, fused_candidates, hnsw_above, plan_nodes, statements_sent
 from core.testing_openai import OpenAITestServer
 from episodic.models import EntryEmbedding, EpisodicEntry
-from episodic.selectors import ENTRY_WEIGHTS, entry_search_hybrid
+from episodic.selectors import ENTRY_WEIGHTS, EntrySearchFilters, entry_search_hybrid
 from episodic.services import entry_content_hash
 from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
 from threads.models import Message
@@ -173,6 +173,166 @@ class EntrySearchTests(MemoryTestCase):
             self.search("marathon", mode="magic")
         except ApplicationError as exc:
             assert "mode" in exc.fields
+
+
+class EntrySearchFilterTests(MemoryTestCase):
+    """`filters` narrow the searched (agent, person) scope before either channel picks its
+    candidates; they never widen it."""
+
+    def setUp(self):
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        use_test_embeddings(self.server, self.workspace)
+        self.person = memory_user_factory(self.workspace)
+        self.now = timezone.now()
+
+    def stored(self, content, *, days_ago=0, person=None, **kwargs):
+        entry = entry_factory(agent=self.agent, memory_user=person or self.person, content=content, **kwargs)
+        EpisodicEntry.objects.filter(pk=entry.pk).update(created_at=self.now - timedelta(days=days_ago))
+        return entry
+
+    def found(self, query="Ada trip", **filters):
+        result = entry_search_hybrid(
+            agent=self.agent,
+            memory_user=self.person,
+            query=query,
+            top_k=20,
+            filters=EntrySearchFilters(**filters),
+        )
+        return {hit.entry for hit in result.hits}
+
+    def test_each_filter_keeps_only_its_entries(self):
+        old = self.stored("Ada planned a trip to Porto.", days_ago=40, metadata={"topic": "travel", "n": 1})
+        recent = self.stored(
+            "Ada booked a trip to Lisbon.",
+            days_ago=2,
+            source=EpisodicEntry.Source.AGENT_DIRECT,
+            metadata={"topic": "travel", "tags": ["work", "rail"]},
+        )
+        today = self.stored("Ada cancelled the trip to Madrid.", metadata={"topic": "plans", "n": 2})
+        week_ago = self.now - timedelta(days=7)
+        assert self.found() == {old, recent, today}
+        assert self.found(created_after=week_ago) == {recent, today}
+        assert self.found(created_before=week_ago) == {old}
+        assert self.found(
+            created_after=self.now - timedelta(days=3), created_before=self.now - timedelta(days=1)
+        ) == {recent}
+        assert self.found(sources=(EpisodicEntry.Source.AGENT_DIRECT,)) == {recent}
+        both = (EpisodicEntry.Source.AGENT_DIRECT, EpisodicEntry.Source.USER_ASSERTION)
+        assert self.found(sources=both) == {old, recent, today}
+        assert self.found(metadata={"topic": "travel"}) == {old, recent}
+        assert self.found(metadata={"tags": ["rail"]}) == {recent}
+        assert self.found(metadata={"n": 2}) == {today}
+        assert self.found(metadata={"topic": "travel", "n": 2}) == set()
+        assert self.found(metadata={}) == {old, recent, today}
+        assert self.found(metadata={"topic": "travel"}, created_after=week_ago) == {recent}
+
+    def test_both_channels_are_filtered(self):
+        """Lexical and vector candidates alike: an entry the filter leaves out is not found by
+        either, and one it keeps is found by each."""
+        kept = self.stored("Ada's trip to Porto by train.", metadata={"keep": True})
+        self.stored("Ada's trip to Porto by train, again.", metadata={"keep": False})
+        for mode in ("lexical", "vector", "hybrid"):
+            with self.subTest(mode=mode):
+                result = entry_search_hybrid(
+                    agent=self.agent,
+                    memory_user=self.person,
+                    query="trip to Porto by train",
+                    mode=mode,
+                    filters=EntrySearchFilters(metadata={"keep": True}),
+                )
+                assert [hit.entry for hit in result.hits] == [kept]
+
+    def test_a_narrow_filter_gets_a_full_pool_of_its_own(self):
+        """The filter is applied before each channel's pool of 50 is cut, not after: the five
+        tagged entries that match the query least are all found, behind 60 that match it
+        better."""
+        for i in range(60):
+            self.stored(f"Ada took a trip to Porto by train, number {i}.")
+        tagged = {
+            self.stored(f"Ada mentioned a trip once, item {i}.", metadata={"list": "short"}) for i in range(5)
+        }
+        result = entry_search_hybrid(
+            agent=self.agent,
+            memory_user=self.person,
+            query="trip to Porto by train",
+            top_k=10,
+            filters=EntrySearchFilters(metadata={"list": "short"}),
+        )
+        assert {hit.entry for hit in result.hits} == tagged
+
+    def test_filters_never_widen_the_scope(self):
+        """Another person's and another agent's entries, and rejected, held or superseded
+        ones, stay out whatever the filter matches."""
+        other = memory_user_factory(self.workspace, canonical_id="telegram:7", display_name="Bo")
+        tag = {"metadata": {"topic": "travel"}}
+        self.stored("Bo's trip to Rome.", person=other, **tag)
+        entry_factory(agent=self.other_agent, memory_user=self.person, content="Ada trip to Oslo.", **tag)
+        for status in (EpisodicEntry.Status.REJECTED, EpisodicEntry.Status.SUPERSEDED):
+            self.stored(f"Ada trip, {status}.", status=status, **tag)
+        self.stored("Ada trip, held.", review=EpisodicEntry.Review.HELD, **tag)
+        mine = self.stored("Ada trip to Faro.", **tag)
+        assert self.found(query="trip", metadata={"topic": "travel"}) == {mine}
+        assert self.found(query="trip", created_after=self.now - timedelta(days=1)) == {mine}
+
+    def test_a_filters_values_are_parameters(self):
+        """Quotes, a closing parenthesis and a jsonb cast in a member are data."""
+        odd = {"k'); DROP TABLE episodes_episodicentry; --": "v'::jsonb"}
+        entry = self.stored("Ada trip to Braga.", metadata=odd)
+        assert self.found(metadata=odd) == {entry}
+        assert self.found(metadata={"k": "v"}) == set()
+
+    def test_unfiltered_searches_send_the_statements_they_sent(self):
+        """No filter, no condition: the statements of a search without filters are unchanged."""
+        self.stored("Ada planned a trip to Porto.")
+        with CaptureQueriesContext(connection) as plain:
+            self.found()
+        assert not any("filter_" in q["sql"] or "metadata @>" in q["sql"] for q in plain)
+
+    def api_search(self, **fields):
+        body = {"agent": self.agent.slug, "memory_user": str(self.person.pk), "query": "Ada trip", **fields}
+        return self.api().post("/api/v1/episodic-entries/search/", body, format="json")
+
+    def test_filters_through_the_api(self):
+        self.stored("Ada planned a trip to Porto.", days_ago=40, metadata={"topic": "travel"})
+        recent = self.stored(
+            "Ada booked a trip to Lisbon.",
+            days_ago=2,
+            source=EpisodicEntry.Source.AGENT_DIRECT,
+            metadata={"topic": "travel"},
+        )
+        self.stored("Ada cancelled the trip to Madrid.", source=EpisodicEntry.Source.AGENT_DIRECT)
+        response = self.api_search(
+            created_after=(self.now - timedelta(days=7)).isoformat(),
+            created_before=self.now.isoformat(),
+            source=["agent_direct", "agent_direct"],
+            metadata={"topic": "travel"},
+            render=True,
+        )
+        assert response.status_code == 200, response.content
+        body = response.json()
+        assert [hit["entry"]["id"] for hit in body["results"]] == [str(recent.pk)]
+        assert "Lisbon" in body["memory"] and "Porto" not in body["memory"]
+
+    def test_refused_filters_name_their_field(self):
+        now = self.now.isoformat()
+        cases = {
+            "created_after": ["yesterday", 1700000000, None, ["2026-01-01"]],
+            "created_before": ["2026-13-01", {}, None],
+            "source": ["agent_direct", [], ["gossip"], [1], None],
+            "metadata": [[], "topic", 1, None],
+        }
+        for name, values in cases.items():
+            for value in values:
+                with self.subTest(field=name, value=value):
+                    response = self.api_search(**{name: value})
+                    assert response.status_code == 400, response.content
+                    assert response.json()["error"]["fields"][name]
+        for after in (now, (self.now + timedelta(seconds=1)).isoformat()):
+            with self.subTest(created_after=after):
+                response = self.api_search(created_after=after, created_before=now)
+                assert response.status_code == 400, response.content
+                assert response.json()["error"]["fields"]["created_before"]
 
 
 class EntrySpeakerTests(MemoryTestCase):
@@ -777,6 +937,29 @@ class VectorPlanRoutingTests(MemoryTestCase):
         assert result.plan == PLAN_HNSW
         assert result.hits[0].entry == self.entries[3]
         assert self.INDEX in self.explain(PLAN_HNSW)
+
+    def test_a_filtered_search_finds_the_nearest_it_keeps_on_either_plan(self):
+        """Every third entry kept, a quarter of them in the graph: both plans answer the
+        kept entries nearest the query, in order, and only those."""
+        kept = self.entries[::3]
+        EpisodicEntry.objects.filter(pk__in=[e.pk for e in kept]).update(metadata={"kept": True})
+        EntryEmbedding.objects.filter(entry_id__in=[e.pk for e in self.entries[::4]]).update(in_graph=True)
+        kept_ids = {e.pk for e in kept}
+        expected = [pk for pk in self.exact_ids(k=60) if pk in kept_ids][:5]
+        for plan, settings_ in ((PLAN_EXACT, override_settings()), (PLAN_HNSW, hnsw_above(10))):
+            with self.subTest(plan=plan), settings_:
+                result = entry_search_hybrid(
+                    agent=self.agent,
+                    memory_user=self.person,
+                    query="note",
+                    mode="vector",
+                    query_vector=self.vectors[3].tolist(),
+                    model=self.MODEL,
+                    top_k=5,
+                    filters=EntrySearchFilters(metadata={"kept": True}),
+                )
+                assert result.plan == plan
+                assert [hit.entry.pk for hit in result.hits] == expected
 
     def in_graph(self, person=None) -> int:
         rows = EntryEmbedding.objects.filter(memory_user=person or self.person, model=self.MODEL)

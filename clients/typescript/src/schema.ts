@@ -2290,6 +2290,22 @@ export interface components {
              * @default false
              */
             asked_by_person?: boolean;
+            /**
+             * Format: date-time
+             * @description Only entries stored at or after this time (ISO 8601).
+             */
+            created_after?: string;
+            /**
+             * Format: date-time
+             * @description Only entries stored before this time (ISO 8601).
+             */
+            created_before?: string;
+            /** @description Only entries of these sources. */
+            source?: components["schemas"]["EpisodicEntrySourceEnum"][];
+            /** @description Only entries whose metadata contains this object: {"origin": "direct"} keeps the entries with that member, whatever else they hold (PostgreSQL's jsonb containment: a nested object matches by its members, an array by some of its items). */
+            metadata?: {
+                [key: string]: unknown;
+            };
         } & ({
             /** Format: uuid */
             memory_user: string | null;

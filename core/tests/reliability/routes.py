@@ -737,6 +737,10 @@ API_CASES: dict[str, ApiCase] = {
                 "render": True,
                 "top_k": 5,
                 "asked_by_person": True,
+                "created_after": "2000-01-01T00:00:00Z",
+                "created_before": "2100-01-01T00:00:00Z",
+                "source": list(EpisodicEntry.Source.values),
+                "metadata": {},
             }
         },
         refs=(Ref("post", lambda w: {"thread": str(w.thread.pk), "query": "Lisbon", "mode": "lexical"}),),
