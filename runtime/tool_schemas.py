@@ -41,6 +41,16 @@ MEMORY_USER = {**_UUID, "description": "Id of the person (memory user) you are t
 THREAD = {**_UUID, "description": "Id of the current conversation thread."}
 QUERY = {"type": "string", "maxLength": 2000}
 TOP_K = {"type": "integer", "minimum": 1, "maximum": 100}
+CREATED_AFTER = {
+    "type": "string",
+    "maxLength": 64,
+    "description": "Only memories stored at or after this time: an ISO 8601 date or date and time.",
+}
+CREATED_BEFORE = {
+    "type": "string",
+    "maxLength": 64,
+    "description": "Only memories stored before this time: an ISO 8601 date or date and time.",
+}
 
 
 def _object(properties: dict, required: tuple = ()) -> dict:
@@ -117,6 +127,8 @@ RECALL_MEMORY = _object(
         "memory_user": MEMORY_USER,
         "thread": THREAD,
         "top_k": TOP_K,
+        "created_after": CREATED_AFTER,
+        "created_before": CREATED_BEFORE,
         "agent": AGENT,
     },
     ("query",),
@@ -134,6 +146,8 @@ SEARCH = _object(
             "default": "hybrid",
             "description": "hybrid: words and meaning; lexical: words only; vector: meaning only.",
         },
+        "created_after": CREATED_AFTER,
+        "created_before": CREATED_BEFORE,
         "agent": AGENT,
     },
     ("query",),

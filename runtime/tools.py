@@ -10,7 +10,11 @@ every string passed through `core.lib.escaping.strip_invisible` (`_for_model`).
 import functools
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, time
 from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
 
 from core.access import Principal, require_write
 from core.counters import RECALLS_CONTEXT, RECALLS_RECALL, RECALLS_SEARCH, recall_served
@@ -60,6 +64,38 @@ def _check_query(query: str | None) -> str | None:
     if query is not None and len(query) > TOOL_QUERY_MAX_CHARS:
         raise ApplicationError(QUERY_TOO_LONG, fields={"query": [QUERY_TOO_LONG]})
     return query
+
+
+TIME_INVALID = "must be an ISO 8601 date or date and time, e.g. 2026-11-01 or 2026-11-01T09:00:00Z."
+TIME_RANGE_EMPTY = "created_before must be later than created_after."
+
+
+def _check_time(name: str, value: str | None) -> datetime | None:
+    """`value` as an aware datetime (a date is its midnight, a time without an offset is in
+    the server's zone), or None when not given."""
+    if value is None:
+        return None
+    parsed = None
+    if isinstance(value, str):
+        try:
+            parsed = parse_datetime(value)
+            if parsed is None and (day := parse_date(value)) is not None:
+                parsed = datetime.combine(day, time.min)
+        except ValueError:
+            parsed = None
+    if parsed is None:
+        raise ApplicationError(f"{name} {TIME_INVALID}", fields={name: [TIME_INVALID]})
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+
+
+def _entry_filters(created_after: str | None, created_before: str | None):
+    from episodic.selectors import EntrySearchFilters
+
+    after = _check_time("created_after", created_after)
+    before = _check_time("created_before", created_before)
+    if after is not None and before is not None and after >= before:
+        raise ApplicationError(TIME_RANGE_EMPTY, fields={"created_before": [TIME_RANGE_EMPTY]})
+    return EntrySearchFilters(created_after=after, created_before=before)
 
 
 def _iso(value) -> str | None:
@@ -257,17 +293,25 @@ def recall_memory(
     thread: str | None = None,
     top_k: int | None = None,
     agent: str | None = None,
+    created_after: str | None = None,
+    created_before: str | None = None,
 ) -> dict:
     """Search this person's episodic memories (things they told you or agreed to in earlier
     conversations) for `query`; best matches first, with how long ago each was stored and
-    the <memory> block to quote from."""
+    the <memory> block to quote from. `created_after` / `created_before` (ISO 8601) keep
+    only the memories stored in that time, e.g. for "what did I tell you last week"."""
     from core.memory_settings import memory_settings_for
     from episodic.selectors import entry_render_memory_block, entry_search_hybrid
 
+    filters = _entry_filters(created_after, created_before)
     context = _person_context(principal, agent=agent, memory_user=memory_user, thread=thread)
     top_k = _check_limit(top_k) if top_k is not None else memory_settings_for(context.agent).auto_inject_top_k
     result = entry_search_hybrid(
-        agent=context.agent, memory_user=context.memory_user, query=_check_query(query), top_k=top_k
+        agent=context.agent,
+        memory_user=context.memory_user,
+        query=_check_query(query),
+        top_k=top_k,
+        filters=filters,
     )
     recall_served(context=context, metric=RECALLS_SEARCH)
     entries = [hit.entry for hit in result.hits]
@@ -311,15 +355,19 @@ def search(
     top_k: int | None = None,
     mode: str = "hybrid",
     agent: str | None = None,
+    created_after: str | None = None,
+    created_before: str | None = None,
 ) -> dict:
     """Search this person's episodic memories for `query` and get each match with its score:
-    mode "hybrid" (words and meaning, the default), "lexical" (words) or "vector" (meaning).
+    mode "hybrid" (words and meaning, the default), "lexical" (words) or "vector" (meaning);
+    `created_after` / `created_before` (ISO 8601) keep only the memories stored in that time.
     Use the ids with `forget` to drop a memory that is wrong."""
     from core.memory_settings import memory_settings_for
     from episodic.selectors import entry_search_hybrid
 
     if mode not in SEARCH_MODES:
         raise ApplicationError(SEARCH_MODE_UNKNOWN, fields={"mode": [SEARCH_MODE_UNKNOWN]})
+    filters = _entry_filters(created_after, created_before)
     context = _person_context(principal, agent=agent, memory_user=memory_user, thread=thread)
     top_k = _check_limit(top_k) if top_k is not None else memory_settings_for(context.agent).auto_inject_top_k
     result = entry_search_hybrid(
@@ -328,6 +376,7 @@ def search(
         query=_check_query(query),
         top_k=top_k,
         mode=mode,
+        filters=filters,
     )
     recall_served(context=context, metric=RECALLS_SEARCH)
     return {

@@ -2,6 +2,7 @@
 
 import json
 import uuid
+from datetime import UTC, datetime
 
 from mcp_types import CallToolResult
 
@@ -363,3 +364,36 @@ class ForgetAndSearchTests(ToolCallTestCase):
         assert found["results"][0]["score"] > 0
         result = self.post(anthropic_call("search", {"query": "cat", "agent": "assistant"}))
         assert "memory_user" in self.error(result)["fields"]
+
+    def test_memory_searches_keep_the_time_they_are_asked_for(self):
+        """`created_after` / `created_before` on recall_memory and search: a date is its
+        midnight, a time without an offset is the server's, and a bad or empty range is the
+        model's error naming the argument."""
+        old, recent = (
+            entry_factory(agent=self.agent, memory_user=self.person, content=text, embed=False)
+            for text in ("Ada adopted a cat named Miso.", "Ada's cat Miso is ill.")
+        )
+        EpisodicEntry.objects.filter(pk=old.pk).update(created_at=datetime(2026, 10, 3, 12, tzinfo=UTC))
+        EpisodicEntry.objects.filter(pk=recent.pk).update(created_at=datetime(2026, 11, 20, 9, tzinfo=UTC))
+        person = {"memory_user": str(self.person.pk), "agent": "assistant"}
+        for tool, extra in (("recall_memory", {}), ("search", {"mode": "lexical"})):
+            for times, expected in (
+                ({}, {old, recent}),
+                ({"created_after": "2026-11-01"}, {recent}),
+                ({"created_before": "2026-11-01T00:00:00Z"}, {old}),
+                ({"created_after": "2026-10-03T11:00:00+00:00", "created_before": "2026-10-04"}, {old}),
+                ({"created_after": "2026-11-21"}, set()),
+            ):
+                with self.subTest(tool=tool, **times):
+                    result = self.post(mcp_call(tool, {"query": "Miso cat", **person, **extra, **times}))
+                    found = {hit["id"] for hit in self.content(result)["results"]}
+                    assert found == {str(entry.pk) for entry in expected}
+            for times, field in (
+                ({"created_after": "last week"}, "created_after"),
+                ({"created_before": "2026-02-30"}, "created_before"),
+                ({"created_after": "2026-11-02", "created_before": "2026-11-01"}, "created_before"),
+                ({"created_after": 1700000000}, "created_after"),
+            ):
+                with self.subTest(tool=tool, refused=times):
+                    result = self.post(mcp_call(tool, {"query": "Miso cat", **person, **extra, **times}))
+                    assert field in self.error(result)["fields"]
