@@ -108,9 +108,6 @@ class EntrySearchFilters:
     sources: tuple[str, ...] = ()
     metadata: dict | None = None
 
-    def __bool__(self) -> bool:
-        return bool(self.created_after or self.created_before or self.sources or self.metadata is not None)
-
     def sql(self, alias: str = "") -> tuple[str, dict]:
         """(` AND ...` conditions on the entry table named `alias` (none: unqualified),
         their named parameters)."""
@@ -223,8 +220,9 @@ def entry_search_hybrid(
         "approved": EpisodicEntry.Review.APPROVED,
         "person_name": person_speaker(memory_user),
     }
-    kept, filter_params = (filters or EntrySearchFilters()).sql()
-    described, _ = (filters or EntrySearchFilters()).sql("e")
+    filters = filters or EntrySearchFilters()
+    kept, filter_params = filters.sql()
+    described, _ = filters.sql("e")
     params.update(filter_params)
     vector_scope = "agent_id = %(agent)s AND memory_user_id = %(memory_user)s"
     if kept:
