@@ -792,21 +792,24 @@ class EntrySearchApi(APIView):
             'searches it): its "I", "me" and "my" are the person, ranked as their name would be, '
             'and another speaker it names is "you". Leave it false for a query the agent wrote.',
         )
+        # Each filter left out or null: no such condition.
         created_after = serializers.DateTimeField(
-            required=False, help_text="Only entries stored at or after this time (ISO 8601)."
+            required=False, allow_null=True, help_text="Only entries stored at or after this time (ISO 8601)."
         )
         created_before = serializers.DateTimeField(
-            required=False, help_text="Only entries stored before this time (ISO 8601)."
+            required=False, allow_null=True, help_text="Only entries stored before this time (ISO 8601)."
         )
         source = serializers.ListField(
             child=serializers.ChoiceField(choices=EpisodicEntry.Source.choices),
             required=False,
+            allow_null=True,
             allow_empty=False,
             max_length=len(EpisodicEntry.Source.choices),
             help_text="Only entries of these sources.",
         )
         metadata = serializers.DictField(
             required=False,
+            allow_null=True,
             help_text='Only entries whose metadata contains this object: {"origin": "direct"} keeps '
             "the entries with that member, whatever else they hold (PostgreSQL's jsonb containment: "
             "a nested object matches by its members, an array by some of its items).",
@@ -877,7 +880,7 @@ class EntrySearchApi(APIView):
             filters=EntrySearchFilters(
                 created_after=data.get("created_after"),
                 created_before=data.get("created_before"),
-                sources=tuple(dict.fromkeys(data.get("source", ()))),
+                sources=tuple(dict.fromkeys(data.get("source") or ())),
                 metadata=data.get("metadata"),
             ),
         )

@@ -2294,18 +2294,18 @@ export interface components {
              * Format: date-time
              * @description Only entries stored at or after this time (ISO 8601).
              */
-            created_after?: string;
+            created_after?: string | null;
             /**
              * Format: date-time
              * @description Only entries stored before this time (ISO 8601).
              */
-            created_before?: string;
+            created_before?: string | null;
             /** @description Only entries of these sources. */
-            source?: components["schemas"]["EpisodicEntrySourceEnum"][];
+            source?: components["schemas"]["EpisodicEntrySourceEnum"][] | null;
             /** @description Only entries whose metadata contains this object: {"origin": "direct"} keeps the entries with that member, whatever else they hold (PostgreSQL's jsonb containment: a nested object matches by its members, an array by some of its items). */
             metadata?: {
                 [key: string]: unknown;
-            };
+            } | null;
         } & ({
             /** Format: uuid */
             memory_user: string | null;
