@@ -148,6 +148,16 @@ def test_episodic_and_context_resources(client):
     found = client.episodic_entries.search(agent="assistant", memory_user=user["id"], query="marathon")
     assert found["results"][0]["entry"]["content"] == "Ran the Berlin marathon in 2023."
 
+    def searched(**filters):
+        found = client.episodic_entries.search(
+            agent="assistant", memory_user=user["id"], query="marathon", **filters
+        )
+        return [hit["entry"]["content"] for hit in found["results"]]
+
+    assert searched(source=["user_assertion"], created_after=None) == ["Ran the Berlin marathon in 2023."]
+    assert searched(created_after="2100-01-01T00:00:00Z") == []
+    assert searched(metadata={"origin": "elsewhere"}) == []
+
     context = client.context.assemble(
         agent="assistant",
         memory_user=user["id"],
