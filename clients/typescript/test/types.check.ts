@@ -1,4 +1,4 @@
-// Compile-time checks of the public types (`npm run typecheck`): no code here runs.
+// Compile-time checks of the public types (`npm run compile`): no code here runs.
 import { MemoryClient, type ListPath, type MessageInput } from "../src/index.js";
 
 declare const client: MemoryClient;
@@ -17,6 +17,15 @@ export async function agentLoop(): Promise<void> {
   const _stored: string[] = "stored" in extracted ? extracted.stored.map((e) => e.content) : [];
   const found = await client.episodicEntries.search({ memory_user: person.id, query: "marathon" });
   const _score: number | undefined = found.results[0]?.score;
+  await client.episodicEntries.search({
+    memory_user: person.id,
+    query: "marathon",
+    created_after: "2026-11-01T00:00:00Z",
+    source: ["user_assertion"],
+    metadata: { topic: "sport" },
+  });
+  // @ts-expect-error: not a source
+  await client.episodicEntries.search({ memory_user: person.id, query: "x", source: ["gossip"] });
   const recalled = await client.memory.recall({ query: "tea" });
   void recalled;
   for await (const fact of client.paginate("/api/v1/facts/", { memory_user: person.id })) {
