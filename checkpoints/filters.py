@@ -1,42 +1,7 @@
 import django_filters
-from django import forms
-from django.core.exceptions import ValidationError
 
 from checkpoints.models import Checkpoint
-from core.parsers import json_loads_checked
-
-METADATA_INVALID = 'metadata must be a JSON object, for example {"source": "loop"}.'
-
-
-def metadata_filter_value(value):
-    """Parse the `metadata` query value (a JSON object); raises ValidationError otherwise."""
-    if isinstance(value, dict):
-        return value
-    try:
-        parsed = json_loads_checked(value)
-    except (TypeError, ValueError):
-        raise ValidationError(METADATA_INVALID)
-    if not isinstance(parsed, dict):
-        raise ValidationError(METADATA_INVALID)
-    return parsed
-
-
-class JSONObjectField(forms.CharField):
-    def to_python(self, value):
-        value = super().to_python(value)
-        if value in self.empty_values:
-            return None
-        return metadata_filter_value(value)
-
-
-class MetadataFilter(django_filters.Filter):
-    field_class = JSONObjectField
-
-    def filter(self, qs, value):
-        if not value:
-            return qs
-        # JSONB containment (@>): {"source": "loop"} matches metadata with at least that pair.
-        return qs.filter(metadata__contains=value)
+from core.filters import MetadataFilter
 
 
 class CheckpointFilter(django_filters.FilterSet):

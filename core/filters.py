@@ -1,9 +1,13 @@
 """FilterSet and full-text helpers every tier's selectors share (kept here so no tier imports
 another tier's filters for them)."""
 
+import django_filters
+from django import forms
 from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.core.exceptions import ValidationError
 
 from core.errors import INVALID_INPUT, ApplicationError
+from core.parsers import json_loads_checked
 
 
 def filterset_apply(filterset_class, data, queryset, **kwargs):
@@ -20,3 +24,40 @@ def text_search(queryset, query: str, *, column: str = "search_text"):
     return queryset.annotate(_search=SearchVector(column, config="english")).filter(
         _search=SearchQuery(query, search_type="websearch", config="english")
     )
+
+
+METADATA_INVALID = 'metadata must be a JSON object, for example {"source": "loop"}.'
+
+
+def metadata_filter_value(value):
+    """Parse the `metadata` query value (a JSON object); raises ValidationError otherwise."""
+    if isinstance(value, dict):
+        return value
+    try:
+        parsed = json_loads_checked(value)
+    except (TypeError, ValueError):
+        raise ValidationError(METADATA_INVALID)
+    if not isinstance(parsed, dict):
+        raise ValidationError(METADATA_INVALID)
+    return parsed
+
+
+class JSONObjectField(forms.CharField):
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value in self.empty_values:
+            return None
+        return metadata_filter_value(value)
+
+
+class MetadataFilter(django_filters.Filter):
+    """`?metadata={...}`: rows whose `metadata` column contains the object (checkpoints,
+    episodic entries)."""
+
+    field_class = JSONObjectField
+
+    def filter(self, qs, value):
+        if not value:
+            return qs
+        # JSONB containment (@>): {"source": "loop"} matches metadata with at least that pair.
+        return qs.filter(metadata__contains=value)

@@ -1,6 +1,7 @@
 import django_filters
 from django.contrib.postgres.search import SearchQuery
 
+from core.filters import MetadataFilter
 from episodic.models import EpisodicEntry
 
 
@@ -15,6 +16,7 @@ class EpisodicEntryFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="filter_q", label="Full-text search")
     created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    metadata = MetadataFilter(help_text="JSON object; entries whose metadata contains it.")
     # A choice, not a BooleanFilter: its widget reads an unknown value as "unset" instead of an error.
     include_superseded = django_filters.ChoiceFilter(
         choices=[("true", "true"), ("false", "false")],

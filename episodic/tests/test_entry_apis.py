@@ -80,6 +80,28 @@ class EntryApiTests(MemoryTestCase):
         assert response.status_code == 400
         assert "status" in response.json()["error"]["fields"]
 
+    def test_list_filters_by_metadata_containment(self):
+        """`?metadata=` holds a JSON object the entry's metadata contains, as the checkpoint
+        list reads it; anything else is a 400 naming the filter."""
+        EpisodicEntry.objects.filter(pk=self.entry.pk).update(
+            metadata={"topic": "sport", "tags": ["run", "race"]}
+        )
+
+        def listed(value):
+            response = self.api().get(LIST, {"metadata": value})
+            assert response.status_code == 200, response.content
+            return {row["id"] for row in response.json()["results"]}
+
+        assert listed('{"topic": "sport"}') == {str(self.entry.pk)}
+        assert listed('{"tags": ["race"]}') == {str(self.entry.pk)}
+        assert listed('{"topic": "tax"}') == set()
+        assert listed("{}") == {str(self.entry.pk), str(self.other_agents_entry.pk)}
+        for value in ("[]", "sport", '{"topic": ', '{"a": NaN}', '{"a": "\\u0000"}'):
+            with self.subTest(value=value):
+                response = self.api().get(LIST, {"metadata": value})
+                assert response.status_code == 400, response.content
+                assert "metadata" in response.json()["error"]["fields"]
+
     def test_agent_bound_key_sees_only_its_agent(self):
         ids = [r["id"] for r in self.api(self.agent_key).get(LIST).json()["results"]]
         assert ids == [str(self.entry.pk)]

@@ -5841,6 +5841,7 @@ export interface operations {
                 /** @description Number of results to return per page. */
                 limit?: number;
                 memory_user?: string;
+                metadata?: string;
                 /** @description The initial index from which to return the results. */
                 offset?: number;
                 q?: string;
