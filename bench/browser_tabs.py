@@ -196,6 +196,7 @@ def build(n_rows: int, seed: int = 11):
                 source="user_assertion",
                 evidence=content,
                 status=rng.choice(["active", "active", "superseded"]),
+                metadata={"origin": rng.choice(["direct", "llm", "client"])},
                 created_at=ago(),
             )
         )
@@ -269,6 +270,7 @@ def cases(workspace, agents, users_in, threads_in):
         ("entries: first page", f"{base}/entries/"),
         ("entries: status=active, one user", f"{base}/entries/?status=active&memory_user={user}"),
         ("entries: full-text q=charlie", f"{base}/entries/?q=charlie"),
+        ("entries: metadata origin=client", f'{base}/entries/?metadata={{"origin": "client"}}'),
         ("threads: first page", f"{base}/threads/"),
         ("threads: agent, sort=-messages", f"{base}/threads/?agent={agents[2].slug}&sort=-messages"),
         ("checkpoints: first page", f"{base}/checkpoints/"),
