@@ -283,7 +283,7 @@ class EntrySearchFilterTests(MemoryTestCase):
         assert self.found(metadata={"k": "v"}) == set()
 
     def test_unfiltered_searches_send_the_statements_they_sent(self):
-        """No filter, no condition: the statements of a search without filters are unchanged."""
+        """No filter, no condition: a search without filters sends none of theirs."""
         self.stored("Ada planned a trip to Porto.")
         with CaptureQueriesContext(connection) as plain:
             self.found()
@@ -951,8 +951,8 @@ class VectorPlanRoutingTests(MemoryTestCase):
         assert self.INDEX in self.explain(PLAN_HNSW)
 
     def test_a_filtered_search_finds_the_nearest_it_keeps_on_either_plan(self):
-        """Every third entry kept, a quarter of them in the graph: both plans answer the
-        kept entries nearest the query, in order, and only those."""
+        """Every third entry kept, every fourth in the graph: both plans answer the kept
+        entries nearest the query, in order, and only those."""
         kept = self.entries[::3]
         EpisodicEntry.objects.filter(pk__in=[e.pk for e in kept]).update(metadata={"kept": True})
         EntryEmbedding.objects.filter(entry_id__in=[e.pk for e in self.entries[::4]]).update(in_graph=True)
