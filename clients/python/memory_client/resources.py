@@ -464,7 +464,12 @@ class EpisodicEntries(CrudResource):
         return self._run(Request("POST", "episodic-entries/batch/", json=body, idempotent=True))
 
     def search(self, *, query: str, **fields: Any) -> JSON:
-        """``recall_memory(query)``: hybrid search over one (agent, person) scope."""
+        """``recall_memory(query)``: hybrid search over one (agent, person) scope.
+
+        ``fields`` are the API's: ``agent``, ``memory_user`` or ``thread``, ``top_k``, ``mode``,
+        ``render``, ``asked_by_person``, and the filters ``created_after`` / ``created_before``
+        (ISO 8601), ``source`` (a list) and ``metadata`` (an object the entry's metadata contains).
+        """
         body = {"query": query, **fields}
         return self._run(Request("POST", "episodic-entries/search/", json=body, idempotent=True))
 
