@@ -81,6 +81,18 @@ def json_check(value) -> None:
     raise JSONRefused(message, fields={_path_name(path) or "non_field_errors": [message]})
 
 
+def json_storable(value) -> bool:
+    """True when PostgreSQL's jsonb can hold `value` as it is: no NaN or Infinity (which
+    Python's json reads and writes by default), no NUL or lone surrogate in any text, and
+    nested no deeper than the API accepts. For values that did not come through the API's
+    parser (a tool call's arguments, a direct service call)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return _first_problem(value, with_paths=False) is None
+
+
 def _depth_check(value) -> None:
     """The depth part of json_check alone: walks containers only (a 5 MB list of numbers: ~40 ms)."""
     stack = [(value, 1)] if isinstance(value, dict | list) else []

@@ -14,6 +14,7 @@ from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError, NotFoundError
 from core.lib.escaping import escape_text
 from core.lib.rows import ModelRows
+from core.parsers import json_storable
 from core.ranking import (
     DEFAULT_WEIGHTS,
     Corpus,
@@ -33,6 +34,7 @@ from threads.selectors import MESSAGE_NEIGHBOURS_SQL, MESSAGE_SPEAKER_SQL, perso
 logger = logging.getLogger(__name__)
 
 ENTRY_NOT_FOUND = "Episodic entry not found."
+METADATA_FILTER_INVALID = "metadata must be a JSON object (no NaN or Infinity)."
 
 # Entries are ranked from 50 candidates a channel (never fewer than asked for), as messages
 # are: on LoCoMo's turns stored as entries (`bench_locomo --corpus entries`) a pool of 50
@@ -107,6 +109,11 @@ class EntrySearchFilters:
     created_before: datetime | None = None
     sources: tuple[str, ...] = ()
     metadata: dict | None = None
+
+    def __post_init__(self):
+        metadata = self.metadata
+        if metadata is not None and not (isinstance(metadata, dict) and json_storable(metadata)):
+            raise ApplicationError(METADATA_FILTER_INVALID, fields={"metadata": [METADATA_FILTER_INVALID]})
 
     def sql(self, alias: str = "") -> tuple[str, dict]:
         """(` AND ...` conditions on the entry table named `alias` (none: unqualified),

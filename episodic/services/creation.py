@@ -17,6 +17,7 @@ from core.errors import ApplicationError, ConflictError
 from core.lib.consolidation import claim_decided_by_rule
 from core.lib.escaping import strip_invisible
 from core.memory_settings import memory_settings_for, review_holds
+from core.parsers import json_storable
 from episodic.models import EpisodicEntry
 from episodic.services.candidates import USER_SOURCES, _evidence_messages
 from episodic.services.entries import CONTENT_REQUIRED, SOURCE_UNKNOWN
@@ -33,6 +34,7 @@ MESSAGE_OTHER_THREAD = "The source message is not in the thread named."
 ITEMS_REQUIRED = "Send at least one entry."
 ITEMS_TOO_MANY = "At most {limit} entries per request."
 METADATA_NOT_OBJECT = "Must be an object."
+METADATA_NOT_JSON = "Must be JSON: no NaN or Infinity."
 DUPLICATE_VANISHED = "The entry this one duplicates was deleted meanwhile; send it again."
 
 DIRECT_ORIGIN = "direct"
@@ -68,6 +70,9 @@ def _item_clean(raw: dict, *, agent, memory_user, thread) -> dict:
     metadata = raw.get("metadata") or {}
     if not isinstance(metadata, dict):
         errors["metadata"] = [METADATA_NOT_OBJECT]
+    elif not json_storable(metadata):
+        # The API's parser refuses them; a tool call's JSON may not have.
+        errors["metadata"] = [METADATA_NOT_JSON]
     message = raw.get("source_message")
     if message is not None:
         if thread is not None and message.thread_id != thread.pk:

@@ -10,6 +10,7 @@ from unittest import mock
 from django.test import override_settings
 from django.urls import reverse
 
+from core.errors import ApplicationError
 from core.models import AuditEvent
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
@@ -21,7 +22,9 @@ from episodic.services import (
     REJECT_DUPLICATE_HASH,
     REJECT_DUPLICATE_SIMILAR,
     entries_create,
+    entry_create,
 )
+from episodic.services.creation import METADATA_NOT_JSON
 from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
 from threads.services import thread_append_messages, thread_create
 
@@ -62,6 +65,22 @@ class EntryCreateTests(MemoryTestCase):
         assert entry.agent == self.agent and entry.memory_user == self.person
         assert EntryEmbedding.objects.filter(entry=entry).count() == 1
         assert AuditEvent.objects.filter(entity_type="episodic_entry", entity_id=str(entry.pk)).count() == 1
+
+    def test_metadata_jsonb_cannot_hold_is_refused_by_the_service(self):
+        """The API's parser refuses NaN, Infinity, NUL and lone surrogates; a direct call of the
+        service (a tool's arguments, an import) is refused by the service, not by PostgreSQL."""
+        for metadata in ({"n": float("nan")}, {"a": [float("inf")]}, {"k": "a\x00b"}, {"\ud800": 1}):
+            with self.subTest(metadata=repr(metadata)):
+                with self.assertRaises(ApplicationError) as caught:
+                    entry_create(
+                        agent=self.agent,
+                        memory_user=self.person,
+                        content="Ada likes jazz.",
+                        metadata=metadata,
+                        actor="test",
+                    )
+                assert caught.exception.fields["metadata"] == [METADATA_NOT_JSON]
+        assert not EpisodicEntry.objects.exists()
 
     def test_the_new_entry_is_found_by_search_and_in_the_list(self):
         entry_id = self.create(content="Ada is allergic to peanuts.").json()["id"]

@@ -282,6 +282,15 @@ class EntrySearchFilterTests(MemoryTestCase):
         assert self.found(metadata=odd) == {entry}
         assert self.found(metadata={"k": "v"}) == set()
 
+    def test_a_metadata_filter_jsonb_cannot_hold_is_refused(self):
+        """NaN and Infinity (which a tool call's JSON may carry) are a 400 naming `metadata`,
+        not a database error."""
+        for metadata in ({"n": float("nan")}, {"a": [float("-inf")]}, {"k": "a\x00b"}):
+            with self.subTest(metadata=repr(metadata)), self.assertRaises(ApplicationError) as caught:
+                EntrySearchFilters(metadata=metadata)
+            assert caught.exception.status_code == 400
+            assert "metadata" in caught.exception.fields
+
     def test_unfiltered_searches_send_the_statements_they_sent(self):
         """No filter, no condition: a search without filters sends none of theirs."""
         self.stored("Ada planned a trip to Porto.")
