@@ -51,6 +51,11 @@ CREATED_BEFORE = {
     "maxLength": 64,
     "description": "Only memories stored before this time: an ISO 8601 date or date and time.",
 }
+METADATA_FILTER = {
+    "type": "object",
+    "description": "Only memories stored with these labels (the metadata of store_memory), "
+    'e.g. {"project": "alpha"}.',
+}
 
 
 def _object(properties: dict, required: tuple = ()) -> dict:
@@ -129,6 +134,7 @@ RECALL_MEMORY = _object(
         "top_k": TOP_K,
         "created_after": CREATED_AFTER,
         "created_before": CREATED_BEFORE,
+        "metadata": METADATA_FILTER,
         "agent": AGENT,
     },
     ("query",),
@@ -148,6 +154,7 @@ SEARCH = _object(
         },
         "created_after": CREATED_AFTER,
         "created_before": CREATED_BEFORE,
+        "metadata": METADATA_FILTER,
         "agent": AGENT,
     },
     ("query",),
@@ -189,6 +196,11 @@ STORE_MEMORY = _object(
         "memory_user": MEMORY_USER,
         "thread": THREAD,
         "source_message": {**_UUID, "description": "Id of the message the note comes from."},
+        "metadata": {
+            "type": "object",
+            "description": 'Labels stored with the note, e.g. {"project": "alpha"}; recall_memory and '
+            "search can filter by them.",
+        },
         "agent": AGENT,
     },
     ("content",),

@@ -88,14 +88,14 @@ def _check_time(name: str, value: str | None) -> datetime | None:
     return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
 
 
-def _entry_filters(created_after: str | None, created_before: str | None):
+def _entry_filters(created_after: str | None, created_before: str | None, metadata: dict | None):
     from episodic.selectors import EntrySearchFilters
 
     after = _check_time("created_after", created_after)
     before = _check_time("created_before", created_before)
     if after is not None and before is not None and after >= before:
         raise ApplicationError(TIME_RANGE_EMPTY, fields={"created_before": [TIME_RANGE_EMPTY]})
-    return EntrySearchFilters(created_after=after, created_before=before)
+    return EntrySearchFilters(created_after=after, created_before=before, metadata=metadata)
 
 
 def _iso(value) -> str | None:
@@ -295,15 +295,17 @@ def recall_memory(
     agent: str | None = None,
     created_after: str | None = None,
     created_before: str | None = None,
+    metadata: dict | None = None,
 ) -> dict:
     """Search this person's episodic memories (things they told you or agreed to in earlier
     conversations) for `query`; best matches first, with how long ago each was stored and
     the <memory> block to quote from. `created_after` / `created_before` (ISO 8601) keep
-    only the memories stored in that time, e.g. for "what did I tell you last week"."""
+    only the memories stored in that time, e.g. for "what did I tell you last week";
+    `metadata` only those stored with these labels (`store_memory`'s metadata)."""
     from core.memory_settings import memory_settings_for
     from episodic.selectors import entry_render_memory_block, entry_search_hybrid
 
-    filters = _entry_filters(created_after, created_before)
+    filters = _entry_filters(created_after, created_before, metadata)
     context = _person_context(principal, agent=agent, memory_user=memory_user, thread=thread)
     top_k = _check_limit(top_k) if top_k is not None else memory_settings_for(context.agent).auto_inject_top_k
     result = entry_search_hybrid(
@@ -357,17 +359,19 @@ def search(
     agent: str | None = None,
     created_after: str | None = None,
     created_before: str | None = None,
+    metadata: dict | None = None,
 ) -> dict:
     """Search this person's episodic memories for `query` and get each match with its score:
     mode "hybrid" (words and meaning, the default), "lexical" (words) or "vector" (meaning);
-    `created_after` / `created_before` (ISO 8601) keep only the memories stored in that time.
-    Use the ids with `forget` to drop a memory that is wrong."""
+    `created_after` / `created_before` (ISO 8601) keep only the memories stored in that time,
+    `metadata` only those stored with these labels. Use the ids with `forget` to drop a
+    memory that is wrong."""
     from core.memory_settings import memory_settings_for
     from episodic.selectors import entry_search_hybrid
 
     if mode not in SEARCH_MODES:
         raise ApplicationError(SEARCH_MODE_UNKNOWN, fields={"mode": [SEARCH_MODE_UNKNOWN]})
-    filters = _entry_filters(created_after, created_before)
+    filters = _entry_filters(created_after, created_before, metadata)
     context = _person_context(principal, agent=agent, memory_user=memory_user, thread=thread)
     top_k = _check_limit(top_k) if top_k is not None else memory_settings_for(context.agent).auto_inject_top_k
     result = entry_search_hybrid(
@@ -637,6 +641,7 @@ def store_memory(
     thread: str | None = None,
     source_message: str | None = None,
     agent: str | None = None,
+    metadata: dict | None = None,
 ) -> dict:
     """Remember something about this person that you already know, as one short
     self-contained sentence in the third person (an event, plan, decision or situation of
@@ -644,8 +649,9 @@ def store_memory(
     user_assertion, user_accepted_assistant_proposal and verified_assistant_finding). A note
     already stored, or nearly the same, is not stored twice: the answer then has created
     false and the stored note. A note that changes a stored one (a move, a new value)
-    replaces it; `consolidation` then says what happened to the older note and why. Stable
-    preferences belong in `remember` as facts."""
+    replaces it; `consolidation` then says what happened to the older note and why. Optional
+    `metadata`: labels stored with the note ({"project": "alpha"}), which recall_memory and
+    search can filter by. Stable preferences belong in `remember` as facts."""
     from core.access import reference_resolve
     from episodic.apis import EntryListApi
     from episodic.services import entry_create
@@ -663,6 +669,7 @@ def store_memory(
                 "evidence": evidence,
                 "source": source,
                 "source_message": source_message,
+                "metadata": metadata,
             }.items()
             if value is not None
         }
@@ -700,6 +707,7 @@ def store_memory(
         source=data["source"],
         evidence=data["evidence"],
         source_message=message,
+        metadata=data.get("metadata"),
         actor=principal.actor,
     )
     entry = result.entry

@@ -113,3 +113,24 @@ class StoreMemoryToolTests(MemoryTestCase):
             unknown.exception.fields,
         )
         assert not EpisodicEntry.objects.exists()
+
+    def test_labels_are_stored_and_filter_the_memory_searches(self):
+        """`metadata` is stored with the note (beside the `origin` every direct note gets), and
+        recall_memory and search keep only the notes that carry it."""
+        tagged = self.store(content="Ada is planning the Porto offsite.", metadata={"project": "alpha"})
+        self.store(content="Ada is planning a holiday in Porto.")
+        entry = EpisodicEntry.objects.get(pk=tagged["entry"]["id"])
+        assert entry.metadata == {"project": "alpha", "origin": "direct"}
+        person = {"memory_user": str(self.person.pk)}
+        for tool, extra in ((tools.recall_memory, {}), (tools.search, {"mode": "lexical"})):
+            with self.subTest(tool=tool.__name__):
+                found = tool(principal=self.principal(), query="Porto", **person, **extra)
+                assert len(found["results"]) == 2
+                found = tool(
+                    principal=self.principal(),
+                    query="Porto",
+                    metadata={"project": "alpha"},
+                    **person,
+                    **extra,
+                )
+                assert [hit["id"] for hit in found["results"]] == [tagged["entry"]["id"]]

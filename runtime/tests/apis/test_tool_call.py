@@ -365,6 +365,24 @@ class ForgetAndSearchTests(ToolCallTestCase):
         result = self.post(anthropic_call("search", {"query": "cat", "agent": "assistant"}))
         assert "memory_user" in self.error(result)["fields"]
 
+    def test_nan_in_labels_is_the_models_error(self):
+        """OpenAI's arguments are a JSON string, which Python's json reads NaN and Infinity
+        from; PostgreSQL's jsonb holds neither. Storing or filtering by such labels is the
+        model's error naming `metadata`, and nothing is stored."""
+        person = {"memory_user": str(self.person.pk), "agent": "assistant"}
+        calls = [
+            openai_call(
+                "store_memory", {"content": "Ada likes jazz.", "metadata": {"n": float("nan")}, **person}
+            ),
+            openai_call("recall_memory", {"query": "jazz", "metadata": {"n": float("inf")}, **person}),
+            openai_call("search", {"query": "jazz", "metadata": {"a": [float("-inf")]}, **person}),
+        ]
+        for call in calls:
+            with self.subTest(tool=call["function"]["name"]):
+                assert "NaN" in call["function"]["arguments"] or "Infinity" in call["function"]["arguments"]
+                assert "metadata" in self.error(self.post(call))["fields"]
+        assert not EpisodicEntry.objects.filter(memory_user=self.person).exists()
+
     def test_memory_searches_keep_the_time_they_are_asked_for(self):
         """`created_after` / `created_before` on recall_memory and search: a date is its
         midnight, a time without an offset is the server's, and a bad or empty range is the

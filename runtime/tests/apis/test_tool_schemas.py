@@ -54,9 +54,16 @@ class ToolSchemaShapeTests(MemoryTestCase):
         tools = {t["function"]["name"]: t["function"] for t in self.get()}
         schema = tools["recall_memory"]["parameters"]
         assert schema["required"] == ["query"]
-        assert {"query", "memory_user", "thread", "top_k", "created_after", "created_before", "agent"} == set(
-            schema["properties"]
-        )
+        assert {
+            "query",
+            "memory_user",
+            "thread",
+            "top_k",
+            "created_after",
+            "created_before",
+            "metadata",
+            "agent",
+        } == set(schema["properties"])
         assert "episodic" in tools["recall_memory"]["description"]
 
     def test_remember_defaults_to_the_global_scope_and_overwrite(self):
