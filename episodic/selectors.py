@@ -34,7 +34,9 @@ from threads.selectors import MESSAGE_NEIGHBOURS_SQL, MESSAGE_SPEAKER_SQL, perso
 logger = logging.getLogger(__name__)
 
 ENTRY_NOT_FOUND = "Episodic entry not found."
-METADATA_FILTER_INVALID = "metadata must be a JSON object (no NaN or Infinity)."
+METADATA_FILTER_INVALID = (
+    "metadata must be a JSON object PostgreSQL can store: no NaN, Infinity, NUL or lone surrogate."
+)
 
 # Entries are ranked from 50 candidates a channel (never fewer than asked for), as messages
 # are: on LoCoMo's turns stored as entries (`bench_locomo --corpus entries`) a pool of 50

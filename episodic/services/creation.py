@@ -34,7 +34,7 @@ MESSAGE_OTHER_THREAD = "The source message is not in the thread named."
 ITEMS_REQUIRED = "Send at least one entry."
 ITEMS_TOO_MANY = "At most {limit} entries per request."
 METADATA_NOT_OBJECT = "Must be an object."
-METADATA_NOT_JSON = "Must be JSON: no NaN or Infinity."
+METADATA_NOT_JSON = "Must be JSON that PostgreSQL can store: no NaN or Infinity, no NUL or lone surrogate."
 DUPLICATE_VANISHED = "The entry this one duplicates was deleted meanwhile; send it again."
 
 DIRECT_ORIGIN = "direct"
