@@ -67,8 +67,8 @@ class EntryCreateTests(MemoryTestCase):
         assert AuditEvent.objects.filter(entity_type="episodic_entry", entity_id=str(entry.pk)).count() == 1
 
     def test_metadata_jsonb_cannot_hold_is_refused_by_the_service(self):
-        """The API's parser refuses NaN, Infinity, NUL and lone surrogates; a direct call of the
-        service (a tool's arguments, an import) is refused by the service, not by PostgreSQL."""
+        """The API's parser refuses NaN, Infinity, NUL and lone surrogates; a value that did not
+        come through it (a tool call's arguments) is refused by the service, not by PostgreSQL."""
         for metadata in ({"n": float("nan")}, {"a": [float("inf")]}, {"k": "a\x00b"}, {"\ud800": 1}):
             with self.subTest(metadata=repr(metadata)):
                 with self.assertRaises(ApplicationError) as caught:
