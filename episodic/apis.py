@@ -818,15 +818,6 @@ class EntrySearchApi(APIView):
         # The person whose memory is searched: named, or the thread's (core.schema).
         required_any_of = (("memory_user",), ("thread",))
 
-        def validate(self, data):
-            data = super().validate(data)
-            after, before = data.get("created_after"), data.get("created_before")
-            if after is not None and before is not None and after >= before:
-                raise serializers.ValidationError(
-                    {"created_before": ["Must be later than created_after."]}, code="invalid"
-                )
-            return data
-
     class OutputSerializer(serializers.Serializer):
         results = serializers.ListField(child=EntryHitSerializer())
         plan = serializers.CharField(allow_null=True, help_text="Vector plan used: exact or hnsw.")
@@ -861,6 +852,13 @@ class EntrySearchApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        # Refused (an empty time range, metadata jsonb cannot hold) before anything is embedded.
+        filters = EntrySearchFilters(
+            created_after=data.get("created_after"),
+            created_before=data.get("created_before"),
+            sources=tuple(dict.fromkeys(data.get("source") or ())),
+            metadata=data.get("metadata"),
+        )
         # The local model embeds the query while the agent and the person are resolved.
         query_vector, model = entry_query_vector(
             workspace=request.user.workspace, query=data["query"], mode=data["mode"]
@@ -877,12 +875,7 @@ class EntrySearchApi(APIView):
             query_vector=query_vector,
             model=model,
             asked_by_person=data["asked_by_person"],
-            filters=EntrySearchFilters(
-                created_after=data.get("created_after"),
-                created_before=data.get("created_before"),
-                sources=tuple(dict.fromkeys(data.get("source") or ())),
-                metadata=data.get("metadata"),
-            ),
+            filters=filters,
         )
         recall_served(context=context, metric=RECALLS_SEARCH)
         body = {

@@ -34,6 +34,7 @@ from threads.selectors import MESSAGE_NEIGHBOURS_SQL, MESSAGE_SPEAKER_SQL, perso
 logger = logging.getLogger(__name__)
 
 ENTRY_NOT_FOUND = "Episodic entry not found."
+TIME_RANGE_EMPTY = "created_before must be later than created_after."
 METADATA_FILTER_INVALID = (
     "metadata must be a JSON object PostgreSQL can store: no NaN, Infinity, NUL or lone surrogate."
 )
@@ -113,6 +114,9 @@ class EntrySearchFilters:
     metadata: dict | None = None
 
     def __post_init__(self):
+        after, before = self.created_after, self.created_before
+        if after is not None and before is not None and after >= before:
+            raise ApplicationError(TIME_RANGE_EMPTY, fields={"created_before": [TIME_RANGE_EMPTY]})
         metadata = self.metadata
         if metadata is not None and not (isinstance(metadata, dict) and json_storable(metadata)):
             raise ApplicationError(METADATA_FILTER_INVALID, fields={"metadata": [METADATA_FILTER_INVALID]})

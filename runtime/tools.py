@@ -67,7 +67,6 @@ def _check_query(query: str | None) -> str | None:
 
 
 TIME_INVALID = "must be an ISO 8601 date or date and time, e.g. 2026-11-01 or 2026-11-01T09:00:00Z."
-TIME_RANGE_EMPTY = "created_before must be later than created_after."
 
 
 def _check_time(name: str, value: str | None) -> datetime | None:
@@ -91,11 +90,11 @@ def _check_time(name: str, value: str | None) -> datetime | None:
 def _entry_filters(created_after: str | None, created_before: str | None, metadata: dict | None):
     from episodic.selectors import EntrySearchFilters
 
-    after = _check_time("created_after", created_after)
-    before = _check_time("created_before", created_before)
-    if after is not None and before is not None and after >= before:
-        raise ApplicationError(TIME_RANGE_EMPTY, fields={"created_before": [TIME_RANGE_EMPTY]})
-    return EntrySearchFilters(created_after=after, created_before=before, metadata=metadata)
+    return EntrySearchFilters(
+        created_after=_check_time("created_after", created_after),
+        created_before=_check_time("created_before", created_before),
+        metadata=metadata,
+    )
 
 
 def _iso(value) -> str | None:
