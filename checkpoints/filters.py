@@ -1,10 +1,10 @@
 import django_filters
 
 from checkpoints.models import Checkpoint
-from core.filters import MetadataFilter
+from core.filters import FilterSet, MetadataFilter
 
 
-class CheckpointFilter(django_filters.FilterSet):
+class CheckpointFilter(FilterSet):
     """Filters of the checkpoint list APIs and the /memories browser."""
 
     thread = django_filters.UUIDFilter(field_name="thread_id")

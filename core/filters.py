@@ -1,6 +1,8 @@
 """FilterSet and full-text helpers every tier's selectors share (kept here so no tier imports
 another tier's filters for them)."""
 
+from datetime import date
+
 import django_filters
 from django import forms
 from django.contrib.postgres.search import SearchQuery, SearchVector
@@ -8,6 +10,67 @@ from django.core.exceptions import ValidationError
 
 from core.errors import INVALID_INPUT, ApplicationError
 from core.parsers import json_loads_checked
+
+
+def range_empty_message(low: str, high: str, *, moments: bool = True, equal_holds: bool = False) -> str:
+    """The refusal of a range between filters `low` and `high` that can hold nothing."""
+    if moments:
+        return f"{high} must be {'at or after' if equal_holds else 'later than'} {low}."
+    return f"{high} must be {'at least' if equal_holds else 'greater than'} {low}."
+
+
+# A range's two ends: the lookup of its lower end and of its upper end, and whether a range
+# whose ends are equal still holds a value (`gte` and `lte` both keep the end itself).
+_LOWER_LOOKUPS = {"gte": True, "gt": False}
+_UPPER_LOOKUPS = {"lte": True, "lt": False}
+
+
+class _RangeCheckedForm(forms.Form):
+    """A filter form that refuses a range that can hold nothing (`ranges`: (lower filter, upper
+    filter, whether equal ends hold a value)), naming its upper end."""
+
+    ranges: tuple[tuple[str, str, bool], ...] = ()
+
+    def clean(self):
+        cleaned = super().clean()
+        for low, high, equal_holds in self.ranges:
+            start, end = cleaned.get(low), cleaned.get(high)
+            if start is None or end is None:
+                continue
+            if start > end or (start == end and not equal_holds):
+                moments = isinstance(start, date)
+                self.add_error(high, range_empty_message(low, high, moments=moments, equal_holds=equal_holds))
+        return cleaned
+
+
+class FilterSet(django_filters.FilterSet):
+    """Every tier's FilterSet. Two filters on one field, a lower and an upper bound
+    (`created_after` / `created_before`), are a range: one that can hold no row is refused
+    (400 naming the upper bound) instead of answering an empty page that looks like no data."""
+
+    def get_form_class(self):
+        form_class = super().get_form_class()
+        ranges = _filter_ranges(self.filters)
+        if not ranges:
+            return form_class
+        return type(form_class.__name__, (_RangeCheckedForm, form_class), {"ranges": ranges})
+
+
+def _filter_ranges(filters: dict) -> tuple[tuple[str, str, bool], ...]:
+    lower, upper = {}, {}
+    for name, filter_ in filters.items():
+        if getattr(filter_, "method", None) is not None:
+            continue
+        lookup = filter_.lookup_expr
+        if lookup in _LOWER_LOOKUPS:
+            lower.setdefault(filter_.field_name, (name, _LOWER_LOOKUPS[lookup]))
+        elif lookup in _UPPER_LOOKUPS:
+            upper.setdefault(filter_.field_name, (name, _UPPER_LOOKUPS[lookup]))
+    return tuple(
+        (low, upper[field][0], low_holds and upper[field][1])
+        for field, (low, low_holds) in lower.items()
+        if field in upper
+    )
 
 
 def filterset_apply(filterset_class, data, queryset, **kwargs):

@@ -1,10 +1,11 @@
 import django_filters
 from django.db.models import Q
 
+from core.filters import FilterSet
 from episodes.models import Episode
 
 
-class EpisodeFilter(django_filters.FilterSet):
+class EpisodeFilter(FilterSet):
     """Filters of the episode list API and the /memories episodes tab."""
 
     agent = django_filters.CharFilter(field_name="agent__slug")

@@ -1,11 +1,11 @@
 import django_filters
 from django.contrib.postgres.search import SearchQuery
 
-from core.filters import MetadataFilter
+from core.filters import FilterSet, MetadataFilter
 from episodic.models import EpisodicEntry
 
 
-class EpisodicEntryFilter(django_filters.FilterSet):
+class EpisodicEntryFilter(FilterSet):
     """Filters of the episodic entry list API and the /memories episodic tab."""
 
     agent = django_filters.CharFilter(field_name="agent__slug")

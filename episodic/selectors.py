@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError, NotFoundError
+from core.filters import filterset_apply, range_empty_message
 from core.lib.escaping import escape_text
 from core.lib.rows import ModelRows
 from core.parsers import json_storable
@@ -34,7 +35,7 @@ from threads.selectors import MESSAGE_NEIGHBOURS_SQL, MESSAGE_SPEAKER_SQL, perso
 logger = logging.getLogger(__name__)
 
 ENTRY_NOT_FOUND = "Episodic entry not found."
-TIME_RANGE_EMPTY = "created_before must be later than created_after."
+TIME_RANGE_EMPTY = range_empty_message("created_after", "created_before")
 METADATA_FILTER_INVALID = (
     "metadata must be a JSON object PostgreSQL can store: no NaN, Infinity, NUL or lone surrogate."
 )
@@ -68,8 +69,6 @@ def entry_get(*, principal: Principal, entry_id) -> EpisodicEntry:
 
 
 def entry_list(*, principal: Principal, filters=None):
-    from facts.filters import filterset_apply
-
     # Held entries wait in the review queue (review.selectors), not in the list of what is remembered.
     queryset = (
         entry_scoped_queryset(principal=principal)

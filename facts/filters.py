@@ -4,15 +4,11 @@ import django_filters
 from django.contrib.postgres.search import SearchQuery
 from django.db.models import Q
 
-# Re-exported: episodes/selectors.py, episodic/selectors.py and procedures/filters.py still
-# import them from here; new code imports core.filters.
-from core.filters import filterset_apply, text_search
+from core.filters import FilterSet
 from facts.models import Fact, FactKey, key_normalize
 
-__all__ = ["FactFilter", "filterset_apply", "text_search"]
 
-
-class FactFilter(django_filters.FilterSet):
+class FactFilter(FilterSet):
     """Filters of the fact list API and the /memories facts tab.
 
     `current` defaults to true (the open version of each key); `current=false` lists only

@@ -1,10 +1,11 @@
 import django_filters
 from django.db.models import Exists, OuterRef, Q
 
+from core.filters import FilterSet
 from identities.models import ChannelIdentity, MemoryUser
 
 
-class MemoryUserFilter(django_filters.FilterSet):
+class MemoryUserFilter(FilterSet):
     """Filters of the memory user list API and the /memories users tab.
 
     Merged users are hidden unless `merged=true` (only merged) or `merged=all`.

@@ -1,11 +1,11 @@
 import django_filters
 from django.db.models import Q
 
-from facts.filters import text_search
+from core.filters import FilterSet, text_search
 from procedures.models import Procedure
 
 
-class ProcedureFilter(django_filters.FilterSet):
+class ProcedureFilter(FilterSet):
     """Filters of the procedure list API and the /memories procedures tab."""
 
     q = django_filters.CharFilter(method="filter_q", label="Full-text search")

@@ -1,9 +1,10 @@
 import django_filters
 
+from core.filters import FilterSet
 from reflection.models import ReflectionProfile, ReflectionRun
 
 
-class ReflectionRunFilter(django_filters.FilterSet):
+class ReflectionRunFilter(FilterSet):
     """Filters of the reflection run list (API and /memories)."""
 
     agent = django_filters.CharFilter(field_name="agent__slug", max_length=100)
@@ -14,7 +15,7 @@ class ReflectionRunFilter(django_filters.FilterSet):
         fields = []
 
 
-class ReflectionProfileFilter(django_filters.FilterSet):
+class ReflectionProfileFilter(FilterSet):
     agent = django_filters.CharFilter(field_name="agent__slug", max_length=100)
     memory_user = django_filters.UUIDFilter(field_name="memory_user_id")
 

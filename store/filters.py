@@ -7,6 +7,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
 
 from core.errors import ApplicationError
+from core.filters import FilterSet
 from store.models import NAMESPACE_SEPARATOR, StoreItem
 
 FILTER_NOT_OBJECT = "filter must be a JSON object of field names to values or to {operator: value}."
@@ -95,7 +96,7 @@ class NamespacePrefixFilter(django_filters.CharFilter):
         )
 
 
-class StoreItemFilter(django_filters.FilterSet):
+class StoreItemFilter(FilterSet):
     """Filters of the item lists: the API's, the /memories Store tab and the admin's."""
 
     namespace_prefix = NamespacePrefixFilter(help_text='Dotted namespace prefix, e.g. "memories.ada".')

@@ -1,11 +1,12 @@
 import django_filters
 from django.db.models import Q
 
+from core.filters import FilterSet
 from identities.models import MemoryUser
 from threads.models import Thread
 
 
-class ThreadFilter(django_filters.FilterSet):
+class ThreadFilter(FilterSet):
     """Filters of the thread list API and the /memories browser.
 
     Pass `workspace=` so the memory user is looked up in it; a user merged into another

@@ -1,10 +1,11 @@
 import django_filters
 
+from core.filters import FilterSet
 from webhooks.events import EVENT_TYPES, PING
 from webhooks.models import WebhookDelivery
 
 
-class WebhookDeliveryFilter(django_filters.FilterSet):
+class WebhookDeliveryFilter(FilterSet):
     """Filters of a subscription's delivery log (API and /memories)."""
 
     status = django_filters.MultipleChoiceFilter(choices=WebhookDelivery.Status.choices)

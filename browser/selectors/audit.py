@@ -18,7 +18,7 @@ from django.db.models import CharField, Q, Value
 from django.db.models.functions import Cast
 
 from core.access import Principal
-from core.filters import filterset_apply
+from core.filters import FilterSet, filterset_apply
 from core.models import AuditEvent
 
 # (slug, label, entity types). The slug is the `tier` filter's value.
@@ -108,7 +108,7 @@ def person_entity_filter(*, workspace, memory_user_id) -> Q:
     return condition
 
 
-class AuditEventFilter(django_filters.FilterSet):
+class AuditEventFilter(FilterSet):
     """Filters of the audit trail page and its CSV export. Pass `principal=`: the person is
     looked up in its workspace, and the admin-only tiers are offered to admins only."""
 

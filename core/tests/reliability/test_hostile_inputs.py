@@ -12,6 +12,7 @@ import io
 import json
 from urllib.parse import quote, urlencode
 
+import django_filters
 import pytest
 from django.db import DatabaseError
 from django.test import Client, TestCase, override_settings
@@ -130,6 +131,14 @@ def query_parameters() -> dict:
             names = [p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"]
             found[(path, method)] = names
     return found
+
+
+def documented_ranges(names) -> list[tuple[str, str]]:
+    """The (lower, upper) bound pairs among a list's query parameters: `x_after` / `x_before`
+    and `min_x` / `max_x`."""
+    pairs = [(name, name.removesuffix("after") + "before") for name in names if name.endswith("_after")]
+    pairs += [(name, "max_" + name.removeprefix("min_")) for name in names if name.startswith("min_")]
+    return [(low, high) for low, high in pairs if high in names]
 
 
 def schema_path(route: str) -> str:
@@ -297,6 +306,73 @@ class HostileInputTests(TestCase):
                                 if problem:
                                     problems.append(f"{label}: {problem}")
                             assert not problems, problems
+
+    def test_empty_ranges(self):
+        """A list filtered by a range that can hold nothing (`created_after` at or past
+        `created_before`, `min_confidence` above `max_confidence`: any two bounds of one field)
+        is a 400 naming the upper bound, not an empty page that reads as "no such memory"; a
+        range that holds a value is answered."""
+        w = self.world
+        parameters = query_parameters()
+        checked = []
+        with quiet_request_log():
+            for route in routes(("api/v1/",)):
+                if "get" not in route.methods:
+                    continue
+                names = parameters.get((schema_path(route.route), "get"), [])
+                case = API_CASES[route.name]
+                path = reverse(route.name, kwargs=case.path(w))
+                valid = case.query["get"](w) if "get" in case.query else {}
+                for low, high in documented_ranges(names):
+                    checked.append(f"{route.name}: {low}")
+                    with self.subTest(route=route.name, range=low):
+                        if low.startswith("min_"):  # Both bounds included: equal ends hold a value.
+                            more, less = "0.9", "0.5"
+                            empty, message = [(more, less)], f"{high} must be at least {low}."
+                        else:  # From `low` up to, not including, `high`.
+                            more, less = "2026-06-02T00:00:00Z", "2026-06-01T00:00:00Z"
+                            empty, message = [(more, less), (more, more)], f"{high} must be later than {low}."
+                        for start, end in empty:
+                            query = urlencode({**valid, low: start, high: end})
+                            response = self._send("get", path, b"", query)
+                            assert response.status_code == 400, (query, response.content[:300])
+                            assert response.json()["error"]["fields"] == {high: [message]}
+                        query = urlencode({**valid, low: less, high: more})
+                        assert self._send("get", path, b"", query).status_code == 200
+        # The entries, threads (created and active), checkpoints, episodes, facts' confidence,
+        # people, store items and webhook deliveries: a new list's range is checked unnamed.
+        assert len(checked) >= 9, checked
+
+    def test_empty_time_ranges_in_the_browser(self):
+        """The /memories tabs and the audit trail share the FilterSets: the toolbar says which
+        bound is wrong instead of showing an empty list."""
+        from browser.lib.tabs import TabSpec
+        from browser.selectors.audit import AuditEventFilter
+        from browser.views import checkpoints, entries, episodes, facts, procedures, threads, users
+        from core.filters import _filter_ranges
+
+        workspace = {"workspace_id": self.world.w1.pk}
+        pages = [
+            (reverse(f"memories:{value.slug}", kwargs=workspace), value.filterset)
+            for module in (checkpoints, entries, episodes, facts, procedures, threads, users)
+            for value in vars(module).values()
+            if isinstance(value, TabSpec)
+        ]
+        pages.append((reverse("memories:audit", kwargs=workspace), AuditEventFilter))
+        checked = []
+        for path, filterset in pages:
+            for low, high, _ in _filter_ranges(filterset.base_filters):
+                checked.append(f"{path}: {low}")
+                with self.subTest(page=path, range=low):
+                    if isinstance(filterset.base_filters[low], django_filters.NumberFilter):
+                        start, end, message = "0.9", "0.5", f"{high} must be at least {low}."
+                    else:
+                        start, end = "2026-06-02T00:00", "2026-06-01T00:00"
+                        message = f"{high} must be later than {low}."
+                    response = self._browse(path, urlencode({low: start, high: end}))
+                    assert response.status_code == 200
+                    assert message in response.content.decode()
+        assert len(checked) >= 7, checked
 
     def test_browser_filters(self):
         """The /memories tabs' filters (the API's FilterSets) never answer 5xx either."""
