@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 ENTRY_NOT_FOUND = "Episodic entry not found."
 TIME_RANGE_EMPTY = range_empty_message("created_after", "created_before")
+SOURCE_FILTER_INVALID = f"source must be a list of: {', '.join(EpisodicEntry.Source.values)}."
 METADATA_FILTER_INVALID = (
     "metadata must be a JSON object PostgreSQL can store: no NaN, Infinity, NUL or lone surrogate."
 )
@@ -116,6 +117,10 @@ class EntrySearchFilters:
         after, before = self.created_after, self.created_before
         if after is not None and before is not None and after >= before:
             raise ApplicationError(TIME_RANGE_EMPTY, fields={"created_before": [TIME_RANGE_EMPTY]})
+        sources = () if self.sources is None else self.sources
+        if not isinstance(sources, tuple) or not set(sources) <= set(EpisodicEntry.Source.values):
+            raise ApplicationError(SOURCE_FILTER_INVALID, fields={"source": [SOURCE_FILTER_INVALID]})
+        object.__setattr__(self, "sources", sources)
         metadata = self.metadata
         if metadata is not None and not (isinstance(metadata, dict) and json_storable(metadata)):
             raise ApplicationError(METADATA_FILTER_INVALID, fields={"metadata": [METADATA_FILTER_INVALID]})

@@ -51,6 +51,15 @@ CREATED_BEFORE = {
     "maxLength": 64,
     "description": "Only memories stored before this time: an ISO 8601 date or date and time.",
 }
+SOURCE_FILTER = {
+    "type": "array",
+    "items": {"type": "string", "enum": list(EpisodicEntry.Source.values)},
+    "minItems": 1,
+    "uniqueItems": True,
+    "description": "Only memories of these kinds: user_assertion (the person said it), "
+    "user_accepted_assistant_proposal (they agreed to what you proposed), verified_assistant_finding "
+    "(you checked it), agent_direct (stored with store_memory).",
+}
 METADATA_FILTER = {
     "type": "object",
     "description": "Only memories stored with these labels (the metadata of store_memory), "
@@ -134,6 +143,7 @@ RECALL_MEMORY = _object(
         "top_k": TOP_K,
         "created_after": CREATED_AFTER,
         "created_before": CREATED_BEFORE,
+        "source": SOURCE_FILTER,
         "metadata": METADATA_FILTER,
         "agent": AGENT,
     },
@@ -154,6 +164,7 @@ SEARCH = _object(
         },
         "created_after": CREATED_AFTER,
         "created_before": CREATED_BEFORE,
+        "source": SOURCE_FILTER,
         "metadata": METADATA_FILTER,
         "agent": AGENT,
     },

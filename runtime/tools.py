@@ -87,12 +87,13 @@ def _check_time(name: str, value: str | None) -> datetime | None:
     return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
 
 
-def _entry_filters(created_after: str | None, created_before: str | None, metadata: dict | None):
+def _entry_filters(created_after: str | None, created_before: str | None, source, metadata: dict | None):
     from episodic.selectors import EntrySearchFilters
 
     return EntrySearchFilters(
         created_after=_check_time("created_after", created_after),
         created_before=_check_time("created_before", created_before),
+        sources=tuple(dict.fromkeys(source)) if isinstance(source, list) else source,
         metadata=metadata,
     )
 
@@ -294,17 +295,19 @@ def recall_memory(
     agent: str | None = None,
     created_after: str | None = None,
     created_before: str | None = None,
+    source: list[str] | None = None,
     metadata: dict | None = None,
 ) -> dict:
     """Search this person's episodic memories (things they told you or agreed to in earlier
     conversations) for `query`; best matches first, with how long ago each was stored and
     the <memory> block to quote from. `created_after` / `created_before` (ISO 8601) keep
     only the memories stored in that time, e.g. for "what did I tell you last week";
-    `metadata` only those stored with these labels (`store_memory`'s metadata)."""
+    `source` only those of these kinds (e.g. ["user_assertion"]: what the person said
+    themselves); `metadata` only those stored with these labels (`store_memory`'s metadata)."""
     from core.memory_settings import memory_settings_for
     from episodic.selectors import entry_render_memory_block, entry_search_hybrid
 
-    filters = _entry_filters(created_after, created_before, metadata)
+    filters = _entry_filters(created_after, created_before, source, metadata)
     context = _person_context(principal, agent=agent, memory_user=memory_user, thread=thread)
     top_k = _check_limit(top_k) if top_k is not None else memory_settings_for(context.agent).auto_inject_top_k
     result = entry_search_hybrid(
@@ -358,19 +361,20 @@ def search(
     agent: str | None = None,
     created_after: str | None = None,
     created_before: str | None = None,
+    source: list[str] | None = None,
     metadata: dict | None = None,
 ) -> dict:
     """Search this person's episodic memories for `query` and get each match with its score:
     mode "hybrid" (words and meaning, the default), "lexical" (words) or "vector" (meaning);
     `created_after` / `created_before` (ISO 8601) keep only the memories stored in that time,
-    `metadata` only those stored with these labels. Use the ids with `forget` to drop a
-    memory that is wrong."""
+    `source` only those of these kinds, `metadata` only those stored with these labels. Use
+    the ids with `forget` to drop a memory that is wrong."""
     from core.memory_settings import memory_settings_for
     from episodic.selectors import entry_search_hybrid
 
     if mode not in SEARCH_MODES:
         raise ApplicationError(SEARCH_MODE_UNKNOWN, fields={"mode": [SEARCH_MODE_UNKNOWN]})
-    filters = _entry_filters(created_after, created_before, metadata)
+    filters = _entry_filters(created_after, created_before, source, metadata)
     context = _person_context(principal, agent=agent, memory_user=memory_user, thread=thread)
     top_k = _check_limit(top_k) if top_k is not None else memory_settings_for(context.agent).auto_inject_top_k
     result = entry_search_hybrid(

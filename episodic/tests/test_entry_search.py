@@ -291,6 +291,16 @@ class EntrySearchFilterTests(MemoryTestCase):
             assert caught.exception.status_code == 400
             assert "metadata" in caught.exception.fields
 
+    def test_a_source_filter_of_unknown_kinds_is_refused(self):
+        """Callers that skip the API's serializer (the tools, Python callers) get the same 400
+        naming `source`, not a filter that keeps nothing."""
+        assert EntrySearchFilters(sources=None).sources == ()
+        for sources in (("gossip",), "user_assertion", ["user_assertion"], (None,)):
+            with self.subTest(sources=sources), self.assertRaises(ApplicationError) as caught:
+                EntrySearchFilters(sources=sources)
+            assert caught.exception.status_code == 400
+            assert "source" in caught.exception.fields
+
     def test_unfiltered_searches_send_the_statements_they_sent(self):
         """No filter, no condition: a search without filters sends none of theirs."""
         self.stored("Ada planned a trip to Porto.")

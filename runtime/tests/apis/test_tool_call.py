@@ -383,6 +383,43 @@ class ForgetAndSearchTests(ToolCallTestCase):
                 assert "metadata" in self.error(self.post(call))["fields"]
         assert not EpisodicEntry.objects.filter(memory_user=self.person).exists()
 
+    def test_memory_searches_keep_the_sources_they_are_asked_for(self):
+        """`source` on recall_memory and search: what the person said themselves, or what the
+        agent stored; an unknown kind, an empty list or a bare string is the model's error
+        naming `source`."""
+        said = entry_factory(
+            agent=self.agent, memory_user=self.person, content="Ada adopted a cat named Miso."
+        )
+        stored = entry_factory(
+            agent=self.agent,
+            memory_user=self.person,
+            content="Ada's cat Miso needs a vet on Friday.",
+            source=EpisodicEntry.Source.AGENT_DIRECT,
+            evidence="",
+        )
+        person = {"memory_user": str(self.person.pk), "agent": "assistant"}
+        for tool, extra in (("recall_memory", {}), ("search", {"mode": "lexical"})):
+            for source, expected in (
+                (None, {said, stored}),
+                (["user_assertion"], {said}),
+                (["agent_direct", "verified_assistant_finding"], {stored}),
+            ):
+                with self.subTest(tool=tool, source=source):
+                    arguments = {"query": "Miso cat", **person, **extra}
+                    if source is not None:
+                        arguments["source"] = source
+                    result = self.post(mcp_call(tool, arguments))
+                    assert {hit["id"] for hit in self.content(result)["results"]} == {
+                        str(e.pk) for e in expected
+                    }
+            for source in (["gossip"], [], "user_assertion", [["user_assertion"]]):
+                with self.subTest(tool=tool, refused=source):
+                    result = self.post(
+                        mcp_call(tool, {"query": "Miso cat", **person, **extra, "source": source})
+                    )
+                    # A bad item is named by its path: `source.0`.
+                    assert {field.split(".")[0] for field in self.error(result)["fields"]} == {"source"}
+
     def test_memory_searches_keep_the_time_they_are_asked_for(self):
         """`created_after` / `created_before` on recall_memory and search: a date is its
         midnight, a time without an offset is the server's, and a bad or empty range is the

@@ -61,6 +61,7 @@ class ToolSchemaShapeTests(MemoryTestCase):
             "top_k",
             "created_after",
             "created_before",
+            "source",
             "metadata",
             "agent",
         } == set(schema["properties"])
