@@ -123,7 +123,14 @@ class Command(BaseCommand):
             signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
             signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
             threading.Thread(
-                target=self._announce_ready, args=(listening["web_url"], stopping), daemon=True
+                target=self._announce_ready,
+                args=(listening["web_url"], stopping),
+                kwargs={
+                    "mcp": (_client_host(options["host"]), options["mcp_port"])
+                    if options["mcp_port"]
+                    else None
+                },
+                daemon=True,
             ).start()
             supervisor.run(stopping, on_poll=EmbeddedServersWatch(valkey=valkey, postgres=embedded_postgres))
             self.stdout.write("Stopping…")
@@ -164,22 +171,36 @@ class Command(BaseCommand):
             "gunicorn_control_socket": None,
         }
 
-    def _announce_ready(self, web_url: str, stopping: threading.Event) -> None:
-        """Print once /readyz answers 200: every web process checked has loaded its models."""
+    def _announce_ready(
+        self,
+        web_url: str,
+        stopping: threading.Event,
+        *,
+        mcp: tuple[str, int] | None = None,
+        poll: float = 1.0,
+    ) -> None:
+        """Print once /readyz answers 200 (every web process checked has loaded its models) and
+        the MCP server, when there is one, accepts connections: what the printed addresses
+        promise. The MCP process binds on its own schedule, often after gunicorn's first answer."""
         started = time.monotonic()
         last_reasons = None
-        while not stopping.wait(1.0):
-            try:
-                with urllib.request.urlopen(web_url + "readyz", timeout=5) as response:
-                    if response.status == 200:
-                        elapsed = f"{time.monotonic() - started:.1f}"
-                        self.stdout.write(self.style.SUCCESS(f"Ready after {elapsed} s ({web_url}readyz)."))
-                        return
-            except urllib.error.HTTPError as exc:
-                with contextlib.suppress(ValueError, OSError):
-                    last_reasons = json.loads(exc.read()).get("reasons")
-            except OSError:
-                pass
+        web_ready = False
+        while not stopping.wait(poll):
+            if not web_ready:
+                try:
+                    with urllib.request.urlopen(web_url + "readyz", timeout=5) as response:
+                        web_ready = response.status == 200
+                except urllib.error.HTTPError as exc:
+                    with contextlib.suppress(ValueError, OSError):
+                        last_reasons = json.loads(exc.read()).get("reasons")
+                except OSError:
+                    pass
+            if web_ready:
+                if mcp is None or _accepts(mcp):
+                    elapsed = f"{time.monotonic() - started:.1f}"
+                    self.stdout.write(self.style.SUCCESS(f"Ready after {elapsed} s ({web_url}readyz)."))
+                    return
+                last_reasons = [f"the MCP server at port {mcp[1]} does not accept connections yet"]
             if time.monotonic() - started > READY_WAIT_SECONDS:
                 self.stderr.write(f"Not ready after {READY_WAIT_SECONDS} s: {last_reasons or 'no answer'}.")
                 return
@@ -366,6 +387,16 @@ def _free_port(host: str, exclude: set[int] = frozenset()) -> int:
 
 def _bind_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _accepts(address: tuple[str, int]) -> bool:
+    """Whether a TCP connection to (host as _client_host gives it, port) is accepted."""
+    host, port = address
+    try:
+        with socket.create_connection((host.strip("[]"), port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _client_host(host: str) -> str:

@@ -93,7 +93,8 @@ class ServeInstance:
         return self.listening
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> dict:
-        """The first 200 body of /readyz."""
+        """The first 200 body of /readyz, once serve has printed that every address it gave
+        answers (the MCP port binds on its own schedule)."""
         if not self.listening:
             self.wait_listening(timeout)
         body = {}
@@ -108,6 +109,7 @@ class ServeInstance:
             return response.status_code == 200
 
         self._wait(ready, timeout, f"/readyz 200 (last: {body})")
+        self._wait(lambda: "Ready after" in self.output(), timeout, "the 'Ready after' line")
         return body
 
     def _wait(self, condition, timeout: float, what: str) -> None:
