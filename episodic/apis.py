@@ -820,7 +820,12 @@ class EntrySearchApi(APIView):
 
     class OutputSerializer(serializers.Serializer):
         results = serializers.ListField(child=EntryHitSerializer())
-        plan = serializers.CharField(allow_null=True, help_text="Vector plan used: exact or hnsw.")
+        plan = serializers.CharField(
+            allow_null=True,
+            help_text="The vector plan chosen by the scope's size: exact (each of its vectors "
+            "compared) or hnsw (the index's iterative scan); null when the vector channel did not "
+            "run. With filters on an hnsw scope, PostgreSQL may compare the kept entries exactly.",
+        )
         memory = serializers.CharField(required=False)
 
     @extend_schema(

@@ -2315,7 +2315,7 @@ export interface components {
         });
         EntrySearchOutput: {
             results: components["schemas"]["EntryHit"][];
-            /** @description Vector plan used: exact or hnsw. */
+            /** @description The vector plan chosen by the scope's size: exact (each of its vectors compared) or hnsw (the index's iterative scan); null when the vector channel did not run. With filters on an hnsw scope, PostgreSQL may compare the kept entries exactly. */
             plan: string | null;
             memory?: string;
         };
