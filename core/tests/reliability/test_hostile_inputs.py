@@ -133,6 +133,22 @@ def query_parameters() -> dict:
     return found
 
 
+def body_properties() -> dict:
+    """{(schema path, method): [top-level JSON body member names]} from the OpenAPI document."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    components = schema.get("components", {}).get("schemas", {})
+    found = {}
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+            ref = body.get("schema", {}).get("$ref", "")
+            properties = components.get(ref.rsplit("/", 1)[-1], {}).get("properties", {}) if ref else {}
+            found[(path, method)] = list(properties)
+    return found
+
+
 def documented_ranges(names) -> list[tuple[str, str]]:
     """The (lower, upper) bound pairs among a list's query parameters: `x_after` / `x_before`
     and `min_x` / `max_x`."""
@@ -342,6 +358,30 @@ class HostileInputTests(TestCase):
         # The entries, threads (created and active), checkpoints, episodes, facts' confidence,
         # people, store items and webhook deliveries: a new list's range is checked unnamed.
         assert len(checked) >= 9, checked
+
+    def test_empty_ranges_in_search_bodies(self):
+        """The searches that take a time range in their body (episodic entries, episodes)
+        refuse an empty one the same way, naming the upper bound."""
+        w = self.world
+        checked = []
+        with quiet_request_log():
+            for (path_template, method), names in body_properties().items():
+                for low, high in documented_ranges(names):
+                    route = next(r for r in routes(("api/v1/",)) if schema_path(r.route) == path_template)
+                    case = API_CASES[route.name]
+                    path = reverse(route.name, kwargs=case.path(w))
+                    body = case.bodies[method](w)
+                    checked.append(f"{route.name}: {low}")
+                    message = f"{high} must be later than {low}."
+                    with self.subTest(route=route.name, range=low):
+                        for end in ("2026-06-01T00:00:00Z", "2026-06-02T00:00:00Z"):
+                            data = json.dumps({**body, low: "2026-06-02T00:00:00Z", high: end}).encode()
+                            response = self._send(method, path, data)
+                            assert response.status_code == 400, response.content[:300]
+                            assert response.json()["error"]["fields"] == {high: [message]}
+                        data = json.dumps({**body, low: "2026-06-01T00:00:00Z", high: "2026-06-02T00:00:00Z"})
+                        assert self._send(method, path, data.encode()).status_code == 200
+        assert len(checked) >= 2, checked
 
     def test_empty_time_ranges_in_the_browser(self):
         """The /memories tabs and the audit trail share the FilterSets: the toolbar says which
