@@ -118,7 +118,8 @@ class EntrySearchFilters:
         if after is not None and before is not None and after >= before:
             raise ApplicationError(TIME_RANGE_EMPTY, fields={"created_before": [TIME_RANGE_EMPTY]})
         sources = () if self.sources is None else self.sources
-        if not isinstance(sources, tuple) or not set(sources) <= set(EpisodicEntry.Source.values):
+        known = EpisodicEntry.Source.values
+        if not isinstance(sources, tuple) or not all(isinstance(s, str) and s in known for s in sources):
             raise ApplicationError(SOURCE_FILTER_INVALID, fields={"source": [SOURCE_FILTER_INVALID]})
         object.__setattr__(self, "sources", sources)
         metadata = self.metadata

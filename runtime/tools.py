@@ -93,7 +93,10 @@ def _entry_filters(created_after: str | None, created_before: str | None, source
     return EntrySearchFilters(
         created_after=_check_time("created_after", created_after),
         created_before=_check_time("created_before", created_before),
-        sources=tuple(dict.fromkeys(source)) if isinstance(source, list) else source,
+        # Repeated kinds once; anything but a list of strings reaches the filter as it came, refused.
+        sources=tuple(dict.fromkeys(source))
+        if isinstance(source, list) and all(isinstance(kind, str) for kind in source)
+        else source,
         metadata=metadata,
     )
 

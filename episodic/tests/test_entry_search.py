@@ -295,7 +295,7 @@ class EntrySearchFilterTests(MemoryTestCase):
         """Callers that skip the API's serializer (the tools, Python callers) get the same 400
         naming `source`, not a filter that keeps nothing."""
         assert EntrySearchFilters(sources=None).sources == ()
-        for sources in (("gossip",), "user_assertion", ["user_assertion"], (None,)):
+        for sources in (("gossip",), "user_assertion", ["user_assertion"], (None,), (["user_assertion"],)):
             with self.subTest(sources=sources), self.assertRaises(ApplicationError) as caught:
                 EntrySearchFilters(sources=sources)
             assert caught.exception.status_code == 400

@@ -114,6 +114,19 @@ class StoreMemoryToolTests(MemoryTestCase):
         )
         assert not EpisodicEntry.objects.exists()
 
+    def test_a_source_filter_from_python_is_checked_as_from_a_model(self):
+        """Python callers skip the tools' JSON Schema: a kind that is not one, or a list of
+        lists, is the same 400 naming `source`, not a TypeError."""
+        person = {"memory_user": str(self.person.pk)}
+        for tool in (tools.recall_memory, tools.search):
+            for source in (["gossip"], [["user_assertion"]], "user_assertion", [None]):
+                with (
+                    self.subTest(tool=tool.__name__, source=source),
+                    self.assertRaises(ApplicationError) as caught,
+                ):
+                    tool(principal=self.principal(), query="Porto", source=source, **person)
+                assert "source" in caught.exception.fields
+
     def test_labels_are_stored_and_filter_the_memory_searches(self):
         """`metadata` is stored with the note (beside the `origin` every direct note gets), and
         recall_memory and search keep only the notes that carry it."""
