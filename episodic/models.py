@@ -109,9 +109,12 @@ class EpisodicEntry(TimeStampedModel):
             ),
             # What search reads: the active, approved entries of one (agent, person). BM25's
             # document count over the scope becomes an index-only scan instead of a heap read
-            # per row (bench.episodic_perf --search-scales, docs/episodic.md Performance).
+            # per row (bench.episodic_perf --search-scales, docs/episodic.md Performance); with
+            # the id and source held too, so are a filtered search's kept entries by time or
+            # source (episodic.selectors.EntrySearchFilters, docs/speed.md).
             models.Index(
                 fields=["workspace", "agent", "memory_user", "-created_at"],
+                include=["id", "source"],
                 condition=models.Q(status="active", review="approved"),
                 name="episodes_entry_searchable",
             ),

@@ -245,10 +245,13 @@ def entry_search_hybrid(
     vector_scope = "agent_id = %(agent)s AND memory_user_id = %(memory_user)s"
     if kept:
         # The scope's vectors of the entries kept: the exact plan sorts only those, the HNSW
-        # plan's iterative scan walks on until its pool of them is full.
+        # plan's iterative scan walks on until its pool of them is full. Its conditions are the
+        # searchable index's (episodic 0012), which holds each entry's id, time and source: a
+        # time or source filter is an index-only scan, not a heap read per entry of the person.
         vector_scope += (
             " AND entry_id IN (SELECT id FROM episodes_episodicentry WHERE workspace_id = %(workspace)s "
-            f"AND agent_id = %(agent)s AND memory_user_id = %(memory_user)s{kept})"
+            "AND agent_id = %(agent)s AND memory_user_id = %(memory_user)s AND status = %(active)s "
+            f"AND review = %(approved)s{kept})"
         )
     corpus = Corpus(
         lexical_scope_sql=(

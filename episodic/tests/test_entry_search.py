@@ -175,6 +175,20 @@ class EntrySearchTests(MemoryTestCase):
             assert "mode" in exc.fields
 
 
+def kept_ids_sql(sql: str) -> str | None:
+    """The subquery of a filtered vector statement that selects the kept entries' ids."""
+    opening = "entry_id IN ("
+    start = sql.find(opening)
+    if start < 0:
+        return None
+    depth, start = 1, start + len(opening)
+    for position in range(start, len(sql)):
+        depth += {"(": 1, ")": -1}.get(sql[position], 0)
+        if depth == 0:
+            return sql[start:position]
+    raise AssertionError(f"unbalanced: {sql}")
+
+
 class EntrySearchFilterTests(MemoryTestCase):
     """`filters` narrow the searched (agent, person) scope before either channel picks its
     candidates; they never widen it."""
@@ -274,6 +288,55 @@ class EntrySearchFilterTests(MemoryTestCase):
         mine = self.stored("Ada trip to Faro.", **tag)
         assert self.found(query="trip", metadata={"topic": "travel"}) == {mine}
         assert self.found(query="trip", created_after=self.now - timedelta(days=1)) == {mine}
+
+    def test_a_time_or_source_filter_reads_the_kept_ids_from_the_index(self):
+        """The vector channel's kept entries can come from the searchable index alone (episodic
+        0012: it holds the id and source, and the semi-join states its conditions), not from a
+        heap read per entry of the person. The semi-join is explained on its own: how the whole
+        statement joins it depends on statistics a test's few rows do not settle."""
+        for i in range(30):
+            self.stored(f"Ada took trip number {i}.", days_ago=i)
+        # The person is one of many, as in a real table: their scope is what the index narrows to.
+        others = [memory_user_factory(self.workspace, canonical_id=f"other:{n}") for n in range(20)]
+        EpisodicEntry.objects.bulk_create(
+            EpisodicEntry(
+                workspace=self.workspace,
+                agent=agent,
+                memory_user=person,
+                content=f"Bo note {n}.",
+                content_hash=f"{person.pk}-{n}",
+                source=EpisodicEntry.Source.USER_ASSERTION,
+                evidence=f"Bo note {n}.",
+            )
+            for person in others
+            for agent in (self.agent, self.other_agent)
+            for n in range(30)
+        )
+        filters = {
+            "created_after": {"created_after": self.now - timedelta(days=3)},
+            "source": {"sources": (EpisodicEntry.Source.USER_ASSERTION,)},
+        }
+        for name, given in filters.items():
+            with self.subTest(filter=name), CaptureQueriesContext(connection) as captured:
+                entry_search_hybrid(
+                    agent=self.agent,
+                    memory_user=self.person,
+                    query="trip",
+                    mode="vector",
+                    filters=EntrySearchFilters(**given),
+                )
+                kept = [kept_ids_sql(query["sql"]) for query in captured.captured_queries]
+                kept = [sql for sql in kept if sql]
+                assert len(kept) == 1, captured.captured_queries
+                with connection.cursor() as cursor:
+                    cursor.execute("ANALYZE episodes_episodicentry")
+                    # A table this small is cheaper to read whole: keep the planner to its indexes.
+                    cursor.execute("SET LOCAL enable_seqscan = off")
+                    cursor.execute("SET LOCAL enable_bitmapscan = off")
+                    cursor.execute("EXPLAIN (FORMAT JSON) " + kept[0])
+                    plan = cursor.fetchone()[0][0]["Plan"]
+                assert plan["Node Type"] == "Index Only Scan", json.dumps(plan)
+                assert plan["Index Name"] == "episodes_entry_searchable", json.dumps(plan)
 
     def test_a_filters_values_are_parameters(self):
         """Quotes, a closing parenthesis and a jsonb cast in a member are data."""
