@@ -383,7 +383,7 @@ class HostileInputTests(TestCase):
                         assert self._send(method, path, data.encode()).status_code == 200
         assert len(checked) >= 2, checked
 
-    def test_empty_time_ranges_in_the_browser(self):
+    def test_empty_ranges_in_the_browser(self):
         """The /memories tabs and the audit trail share the FilterSets: the toolbar says which
         bound is wrong instead of showing an empty list."""
         from browser.lib.tabs import TabSpec
