@@ -121,6 +121,8 @@ class EntrySearchFilters:
         known = EpisodicEntry.Source.values
         if not isinstance(sources, tuple) or not all(isinstance(s, str) and s in known for s in sources):
             raise ApplicationError(SOURCE_FILTER_INVALID, fields={"source": [SOURCE_FILTER_INVALID]})
+        if set(sources) == set(known):
+            sources = ()  # Every kind keeps every entry: no condition, no semi-join to pay for.
         object.__setattr__(self, "sources", sources)
         metadata = self.metadata
         if metadata is not None and not (isinstance(metadata, dict) and json_storable(metadata)):
