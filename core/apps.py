@@ -5,4 +5,4 @@ class CoreConfig(AppConfig):
     name = "core"
 
     def ready(self):
-        from core import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from core import checks, schema  # noqa: F401 - register the system checks, the OpenAPI auth extension

@@ -3,7 +3,9 @@
 Kept small and stable: migrations import it, so a change here changes history.
 """
 
+from django.contrib.postgres import operations as postgres_operations
 from django.db import migrations
+from django.db.migrations.operations.base import Operation
 
 _SET_ACTION = """
 DO $$
@@ -58,3 +60,76 @@ def gin_pending_list_off(*indexes: str) -> migrations.RunSQL:
         ],
         reverse_sql=[f"ALTER INDEX {name} RESET (fastupdate)" for name in indexes],
     )
+
+
+# A concurrent index build that fails or is interrupted (a deploy killed mid-migration, a lock
+# or statement timeout, a duplicate under a unique index) leaves the index behind, INVALID: every
+# write still maintains it, no query reads it, and its name is taken. The migration is not
+# recorded, so `migrate` runs it again and then fails on the name ("relation already exists"),
+# or, with IF NOT EXISTS, succeeds and keeps the invalid index for good. PostgreSQL's advice is
+# to drop it and build again; the operations below do that first.
+
+_INVALID_INDEXES_SQL = """
+    SELECT c.relname, t.relname FROM pg_index i
+    JOIN pg_class c ON c.oid = i.indexrelid
+    JOIN pg_class t ON t.oid = i.indrelid
+    WHERE c.relnamespace = current_schema()::regnamespace AND NOT i.indisvalid
+"""
+
+
+def invalid_indexes(connection, *, name: str | None = None) -> list[tuple[str, str]]:
+    """(index, table) of this schema's invalid indexes (or only the one named `name`), by name."""
+    sql = _INVALID_INDEXES_SQL + (" AND c.relname = %s" if name else "") + " ORDER BY 1"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [name] if name else [])
+        return [(index, table) for index, table in cursor.fetchall()]
+
+
+def invalid_index_drop(schema_editor, name: str) -> bool:
+    """Drop index `name` if an interrupted concurrent build left it invalid; say whether it did.
+
+    A valid index of that name is left alone (its build then fails as it would have).
+    """
+    if not invalid_indexes(schema_editor.connection, name=name):
+        return False
+    schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {schema_editor.quote_name(name)}")
+    return True
+
+
+class AddIndexConcurrently(postgres_operations.AddIndexConcurrently):
+    """Django's, after dropping what an interrupted build of the same index left behind."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        self._ensure_not_in_transaction(schema_editor)
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if self.allow_migrate_model(schema_editor.connection.alias, model):
+            invalid_index_drop(schema_editor, self.index.name)
+        super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+
+class InvalidIndexDrop(Operation):
+    """Drop index `name` if left invalid, before a `RunSQL` that builds it concurrently.
+
+    Put it in the same non-atomic migration, just before the build. No state changes.
+    """
+
+    reduces_to_sql = False
+    reversible = True
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def deconstruct(self):
+        return self.__class__.__qualname__, [self.name], {}
+
+    def state_forwards(self, app_label, state):
+        pass
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        invalid_index_drop(schema_editor, self.name)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        pass
+
+    def describe(self):
+        return f"Drop index {self.name} if an interrupted concurrent build left it invalid"

@@ -6,8 +6,9 @@ writes of the audit trail never wait on it (this migration is therefore not atom
 """
 
 import django.db.models.functions.comparison
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
+
+from core.lib.migrations import AddIndexConcurrently
 
 TXID = "((pg_current_xact_id())::text)::bigint"
 

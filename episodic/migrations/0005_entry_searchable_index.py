@@ -7,8 +7,9 @@ every row from the table to check status and review (2,242 buffers for a 5,000-r
 table is indexed.
 """
 
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
+
+from core.lib.migrations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

@@ -7,8 +7,9 @@ read as the scope's closed entries, which this index holds alone (docs/speed.md,
 batch's scope read"). Built concurrently: adds go on while a large table is indexed.
 """
 
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
+
+from core.lib.migrations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

@@ -9,8 +9,9 @@ without one pay nothing. Built concurrently: adds go on while a large table is i
 
 import django.db.models.fields.json
 import django.db.models.lookups
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
+
+from core.lib.migrations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

@@ -15,6 +15,8 @@ it; the search still tests `@@` on what it finds. Built concurrently: adds go on
 
 from django.db import migrations
 
+from core.lib.migrations import InvalidIndexDrop
+
 FUNCTION = """
 CREATE OR REPLACE FUNCTION episodic_person_terms(memory_user uuid, terms tsvector) RETURNS text[]
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
@@ -37,5 +39,7 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunSQL(FUNCTION, DROP_FUNCTION),
+        # IF NOT EXISTS alone would keep an index an interrupted build left invalid.
+        InvalidIndexDrop("episodes_entry_person_terms"),
         migrations.RunSQL(INDEX, DROP_INDEX),
     ]

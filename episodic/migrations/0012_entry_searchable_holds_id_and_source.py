@@ -9,8 +9,10 @@ temporary name, the old index dropped concurrently, then the new one takes its n
 searches go on throughout, and there is always one such index. No row changes.
 """
 
-from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
+from django.contrib.postgres.operations import RemoveIndexConcurrently
 from django.db import migrations, models
+
+from core.lib.migrations import AddIndexConcurrently
 
 CONDITION = models.Q(("review", "approved"), ("status", "active"))
 FIELDS = ["workspace", "agent", "memory_user", "-created_at"]

@@ -9,8 +9,9 @@ table is indexed. No row changes.
 """
 
 from django.contrib.postgres.indexes import GinIndex, OpClass
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations
+
+from core.lib.migrations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

@@ -8,9 +8,10 @@ indexed.
 """
 
 from django.contrib.postgres.indexes import GinIndex, OpClass
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations
 from django.db.models.functions import Upper
+
+from core.lib.migrations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

@@ -2,8 +2,9 @@
 did this person use" is an index-only scan and each procedure's probe one descent. Built
 concurrently: episodes and learning passes go on while a large table is indexed."""
 
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
+
+from core.lib.migrations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

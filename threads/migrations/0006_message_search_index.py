@@ -12,6 +12,8 @@ built CONCURRENTLY (not in a transaction): appends go on while a large table is 
 
 from django.db import migrations
 
+from core.lib.migrations import InvalidIndexDrop
+
 CREATE = (
     "CREATE INDEX CONCURRENTLY IF NOT EXISTS threads_message_search "
     "ON threads_message USING gin (search_tsv) WHERE search_tsv IS NOT NULL"
@@ -26,4 +28,5 @@ class Migration(migrations.Migration):
         ("threads", "0005_node_summary_transfer"),
     ]
 
-    operations = [migrations.RunSQL(CREATE, DROP)]
+    # IF NOT EXISTS alone would keep an index an interrupted build left invalid.
+    operations = [InvalidIndexDrop("threads_message_search"), migrations.RunSQL(CREATE, DROP)]

@@ -7,8 +7,10 @@ import django.contrib.postgres.indexes
 import django.db.models.functions.comparison
 import pgvector.django.indexes
 import pgvector.django.vector
-from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
+from django.contrib.postgres.operations import RemoveIndexConcurrently
 from django.db import migrations, models
+
+from core.lib.migrations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

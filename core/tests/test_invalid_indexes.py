@@ -1,0 +1,166 @@
+"""An index build interrupted (a deploy killed mid-migration, a timeout, a duplicate) leaves the
+index INVALID under its name. `migrate` builds it again, the database check names what is
+left, and `rebuild_invalid_indexes` repairs it (core.lib.migrations, core.checks)."""
+
+from io import StringIO
+
+import pytest
+from django.core.checks import Tags, run_checks
+from django.core.management import CommandError, call_command
+from django.db import IntegrityError, connection
+from django.test import TransactionTestCase
+
+from core.checks import INVALID_INDEX
+from core.services import agent_register, workspace_create
+from core.testing import migrate_to
+from episodic.models import EpisodicEntry
+from episodic.tests.factories import entry_factory, memory_user_factory
+
+BEFORE_METADATA = [("episodic", "0012_entry_searchable_holds_id_and_source")]
+BEFORE_PERSON_TERMS = [("episodic", "0010_entry_first_source_index")]
+TABLE = "core_test_invalid_index"
+
+
+def _interrupted_build(index: str, table: str, column: str) -> None:
+    """What an interrupted concurrent build leaves: a unique build over duplicates fails late."""
+    with connection.cursor() as cursor, pytest.raises(IntegrityError):
+        cursor.execute(f"CREATE UNIQUE INDEX CONCURRENTLY {index} ON {table} ({column})")
+    assert _valid(index) is False
+
+
+def _valid(index: str) -> bool | None:
+    """The index's validity, or None when there is none of that name."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE c.relname = %s",
+            [index],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _definition(index: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [index])
+        return cursor.fetchone()[0]
+
+
+def _command(*args) -> str:
+    out = StringIO()
+    call_command("rebuild_invalid_indexes", *args, stdout=out)
+    return out.getvalue()
+
+
+class InterruptedMigrationTests(TransactionTestCase):
+    """The index's migration, run again, replaces what the interrupted build left."""
+
+    def setUp(self):
+        self.addCleanup(migrate_to)
+        workspace = workspace_create(name="Interrupted builds")
+        agent = agent_register(workspace=workspace, slug="support")
+        person = memory_user_factory(workspace)
+        # Two entries of one agent: a unique build on agent_id fails on them.
+        for text in ("Ada moved to Lisbon.", "Ada likes tea."):
+            entry_factory(agent=agent, memory_user=person, content=text, embed=False)
+        self.stored = dict(EpisodicEntry.objects.values_list("pk", "content"))
+
+    def test_an_index_added_concurrently_is_built_again(self):
+        migrate_to(BEFORE_METADATA)
+        _interrupted_build("episodes_entry_metadata", "episodes_episodicentry", "agent_id")
+
+        # Before: "relation episodes_entry_metadata already exists", every later migration stuck.
+        migrate_to()
+
+        assert _valid("episodes_entry_metadata") is True
+        assert "USING gin (metadata jsonb_path_ops)" in _definition("episodes_entry_metadata")
+        assert dict(EpisodicEntry.objects.values_list("pk", "content")) == self.stored
+
+    def test_an_index_built_by_sql_if_not_exists_is_built_again(self):
+        migrate_to(BEFORE_PERSON_TERMS)
+        _interrupted_build("episodes_entry_person_terms", "episodes_episodicentry", "agent_id")
+
+        # Before: IF NOT EXISTS saw the name and kept the invalid index for good.
+        migrate_to()
+
+        assert _valid("episodes_entry_person_terms") is True
+        assert "episodic_person_terms(memory_user_id, search_vector)" in _definition(
+            "episodes_entry_person_terms"
+        )
+        assert dict(EpisodicEntry.objects.values_list("pk", "content")) == self.stored
+
+    def test_the_repair_waits_for_pending_migrations(self):
+        migrate_to(BEFORE_METADATA)
+        _interrupted_build("episodes_entry_metadata", "episodes_episodicentry", "agent_id")
+
+        # Rebuilt here, the leftover would take the name the pending migration builds.
+        with pytest.raises(CommandError, match=r"pending \(episodic\.0013_entry_metadata_index\).*migrate"):
+            _command()
+        assert _valid("episodes_entry_metadata") is False
+
+
+class InvalidIndexRepairTests(TransactionTestCase):
+    """The database check names every invalid index; the command rebuilds or drops each."""
+
+    def setUp(self):
+        with connection.cursor() as cursor:
+            cursor.execute(f"CREATE TABLE {TABLE} (v integer)")
+            cursor.execute(f"INSERT INTO {TABLE} VALUES (1), (1), (2)")
+        self.addCleanup(self._drop_table)
+
+    def _drop_table(self):
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE IF EXISTS {TABLE}")
+
+    def _warnings(self):
+        return [m for m in run_checks(tags=[Tags.database], databases=["default"]) if m.id == INVALID_INDEX]
+
+    def test_the_check_names_each_invalid_index_and_nothing_else(self):
+        assert self._warnings() == []
+        _interrupted_build("core_test_v_unique", TABLE, "v")
+
+        (warning,) = self._warnings()
+
+        assert "core_test_v_unique on core_test_invalid_index is invalid" in warning.msg
+        assert "rebuild_invalid_indexes" in warning.hint
+        # `migrate` runs the database checks first: a deploy's log shows it.
+        err = StringIO()
+        call_command("migrate", verbosity=0, skip_checks=False, stdout=StringIO(), stderr=err)
+        assert "core.W001" in err.getvalue()
+
+    def test_an_invalid_index_is_rebuilt_without_blocking_writes(self):
+        with connection.cursor() as cursor:
+            cursor.execute(f"CREATE INDEX core_test_v ON {TABLE} (v)")
+            # An index PostgreSQL marks invalid as an interrupted build would (a plain one here,
+            # so that the rebuild can succeed).
+            cursor.execute(
+                "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'core_test_v'::regclass"
+            )
+
+        assert _command("--dry-run") == "Would rebuild core_test_v on core_test_invalid_index.\n"
+        assert _valid("core_test_v") is False
+
+        assert _command() == "Rebuilt core_test_v on core_test_invalid_index.\n"
+        assert _valid("core_test_v") is True
+        assert self._warnings() == []
+        assert _command() == "No invalid index.\n"
+
+    def test_what_an_interrupted_rebuild_leaves_is_dropped(self):
+        with connection.cursor() as cursor:
+            cursor.execute(f"CREATE INDEX core_test_v ON {TABLE} (v)")
+        _interrupted_build("core_test_v_ccnew", TABLE, "v")
+
+        assert _command() == "Dropped core_test_v_ccnew on core_test_invalid_index.\n"
+        assert _valid("core_test_v_ccnew") is None
+        assert _valid("core_test_v") is True
+
+    def test_a_rebuild_that_fails_says_which_index(self):
+        # The leftover of a unique build over duplicates cannot be rebuilt until they go.
+        _interrupted_build("core_test_v_unique", TABLE, "v")
+
+        with pytest.raises(
+            CommandError, match=r"(?s)core_test_v_unique on core_test_invalid_index: .*is duplicated"
+        ):
+            _command()
+        assert _valid("core_test_v_unique") is False
+        assert _valid("core_test_v_unique_ccnew") is None  # The failed rebuild's copy is gone.
