@@ -1,3 +1,4 @@
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
 
 from core.models import TimeStampedModel, Workspace
@@ -37,6 +38,11 @@ class Checkpoint(TimeStampedModel):
         indexes = [
             models.Index(fields=["workspace", "-created_at"], name="checkpoints_recent"),
             models.Index(fields=["created_at"], name="checkpoints_created"),
+            # `metadata @>` (the lists' metadata filter; LangGraph's `list(filter=...)` across
+            # threads): the checkpoints holding the pairs, instead of testing each one.
+            GinIndex(
+                OpClass("metadata", name="jsonb_path_ops"), name="checkpoints_metadata", fastupdate=False
+            ),
         ]
 
     def __str__(self):
