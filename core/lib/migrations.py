@@ -3,6 +3,8 @@
 Kept small and stable: migrations import it, so a change here changes history.
 """
 
+import re
+
 from django.contrib.postgres import operations as postgres_operations
 from django.db import migrations
 from django.db.migrations.operations.base import Operation
@@ -68,6 +70,11 @@ def gin_pending_list_off(*indexes: str) -> migrations.RunSQL:
 # recorded, so `migrate` runs it again and then fails on the name ("relation already exists"),
 # or, with IF NOT EXISTS, succeeds and keeps the invalid index for good. PostgreSQL's advice is
 # to drop it and build again; the operations below do that first.
+#
+# A migration of several such steps (build a new index, drop the old one, rename the new) can
+# also stop between two of them, with the build done: run again, it finds its index there and
+# valid. `AddIndexConcurrently` then keeps it if it is the very index it would build, so the
+# migration goes on from the next step.
 
 _INVALID_INDEXES_SQL = """
     SELECT c.relname, t.relname FROM pg_index i
@@ -96,14 +103,60 @@ def invalid_index_drop(schema_editor, name: str) -> bool:
     return True
 
 
+_INDEX_DEFINITION_SQL = """
+    SELECT t.relname, pg_get_indexdef(c.oid) FROM pg_index i
+    JOIN pg_class c ON c.oid = i.indexrelid
+    JOIN pg_class t ON t.oid = i.indrelid
+    WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace AND i.indisvalid
+"""
+# "CREATE [UNIQUE] INDEX <name> ON <schema>.<table> <the rest>": the rest is what the index is.
+_DEFINITION = re.compile(r"^CREATE (UNIQUE )?INDEX \S+ ON \S+ (.*)$", re.DOTALL)
+_PROBE = "core_index_probe"
+
+
+def _what_index(definition: str) -> tuple:
+    match = _DEFINITION.match(definition)
+    return (bool(match.group(1)), match.group(2)) if match else (None, definition)
+
+
+def index_built(schema_editor, model, index) -> bool:
+    """Whether a valid index named as `index` already is exactly `index` on `model`'s table.
+
+    PostgreSQL writes both definitions, so they compare alike however they were spelled: the
+    index is built once more on an empty temporary copy of the table's columns, and the two
+    definitions are compared but for the names.
+    """
+    connection = schema_editor.connection
+    table = model._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(_INDEX_DEFINITION_SQL, [index.name])
+        row = cursor.fetchone()
+        if row is None or row[0] != table:
+            return False
+        statement = index.create_sql(model, schema_editor)
+        statement.rename_table_references(table, _PROBE)
+        statement.parts["name"] = schema_editor.quote_name(f"{_PROBE}_index")
+        cursor.execute(f"CREATE TEMPORARY TABLE {_PROBE} (LIKE {schema_editor.quote_name(table)})")
+        try:
+            cursor.execute(str(statement))
+            cursor.execute("SELECT pg_get_indexdef(%s::regclass)", [f"pg_temp.{_PROBE}_index"])
+            probe = cursor.fetchone()[0]
+        finally:
+            cursor.execute(f"DROP TABLE IF EXISTS pg_temp.{_PROBE}")
+    return _what_index(probe) == _what_index(row[1])
+
+
 class AddIndexConcurrently(postgres_operations.AddIndexConcurrently):
-    """Django's, after dropping what an interrupted build of the same index left behind."""
+    """Django's, after dropping what an interrupted build of the same index left behind; and
+    nothing when that build had finished (the same index is there, valid)."""
 
     def database_forwards(self, app_label, schema_editor, from_state, to_state):
         self._ensure_not_in_transaction(schema_editor)
         model = to_state.apps.get_model(app_label, self.model_name)
         if self.allow_migrate_model(schema_editor.connection.alias, model):
-            invalid_index_drop(schema_editor, self.index.name)
+            left_invalid = invalid_index_drop(schema_editor, self.index.name)
+            if not left_invalid and index_built(schema_editor, model, self.index):
+                return
         super().database_forwards(app_label, schema_editor, from_state, to_state)
 
 

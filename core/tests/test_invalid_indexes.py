@@ -5,12 +5,15 @@ left, and `rebuild_invalid_indexes` repairs it (core.lib.migrations, core.checks
 from io import StringIO
 
 import pytest
+from django.apps import apps
 from django.core.checks import Tags, run_checks
 from django.core.management import CommandError, call_command
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, ProgrammingError, connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import TransactionTestCase
 
 from core.checks import INVALID_INDEX
+from core.lib.migrations import index_built
 from core.services import agent_register, workspace_create
 from core.testing import migrate_to
 from episodic.models import EpisodicEntry
@@ -18,6 +21,8 @@ from episodic.tests.factories import entry_factory, memory_user_factory
 
 BEFORE_METADATA = [("episodic", "0012_entry_searchable_holds_id_and_source")]
 BEFORE_PERSON_TERMS = [("episodic", "0010_entry_first_source_index")]
+BEFORE_SEARCHABLE = [("episodic", "0011_entry_person_terms_index")]
+SEARCHABLE = "0012_entry_searchable_holds_id_and_source"
 TABLE = "core_test_invalid_index"
 
 
@@ -44,6 +49,20 @@ def _definition(index: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [index])
         return cursor.fetchone()[0]
+
+
+def _steps_run(app: str, name: str, count: int) -> None:
+    """The first `count` operations of migration `name`, as `migrate` runs them, and no more:
+    a migration job stopped between two of its steps."""
+    loader = MigrationExecutor(connection).loader
+    migration = loader.get_migration(app, name)
+    state = loader.project_state(migration.dependencies, at_end=True)
+    for operation in migration.operations[:count]:
+        after = state.clone()
+        operation.state_forwards(app, after)
+        with connection.schema_editor(atomic=False) as editor:
+            operation.database_forwards(app, editor, state, after)
+        state = after
 
 
 def _command(*args) -> str:
@@ -88,6 +107,55 @@ class InterruptedMigrationTests(TransactionTestCase):
             "episodes_entry_person_terms"
         )
         assert dict(EpisodicEntry.objects.values_list("pk", "content")) == self.stored
+
+    def test_a_migration_stopped_between_its_steps_goes_on_from_the_next(self):
+        """episodic 0012 builds the new index, drops the old, renames the new: stopped after
+        the first or the second step, it is run again to the end."""
+        for done in (1, 2):
+            with self.subTest(steps_done=done):
+                migrate_to(BEFORE_SEARCHABLE)
+                _steps_run("episodic", SEARCHABLE, done)
+                assert _valid("episodes_entry_searchable_new") is True
+
+                # Before: "relation episodes_entry_searchable_new already exists".
+                migrate_to()
+
+                assert _valid("episodes_entry_searchable_new") is None
+                assert "INCLUDE (id, source)" in _definition("episodes_entry_searchable")
+                assert dict(EpisodicEntry.objects.values_list("pk", "content")) == self.stored
+
+    def test_every_index_of_the_models_is_recognised_as_built(self):
+        """The comparison holds for every kind of index the project has (partial, INCLUDE,
+        expressions, GIN operator classes, HNSW), and for none of them with another name's."""
+        checked = 0
+        with connection.schema_editor(atomic=False) as editor:
+            for model in apps.get_models():
+                for index in model._meta.indexes:
+                    with self.subTest(index=index.name):
+                        assert index_built(editor, model, index)
+                    checked += 1
+        assert checked > 40
+        # The searchable index's name with the metadata index's definition.
+        (metadata,) = (
+            index for index in EpisodicEntry._meta.indexes if index.name == "episodes_entry_metadata"
+        )
+        other = metadata.clone()
+        other.name = "episodes_entry_searchable"
+        with connection.schema_editor(atomic=False) as editor:
+            assert not index_built(editor, EpisodicEntry, other)
+
+    def test_another_index_of_the_name_still_stops_the_migration(self):
+        migrate_to(BEFORE_METADATA)
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE INDEX episodes_entry_metadata ON episodes_episodicentry (agent_id)")
+        self.addCleanup(self._index_drop, "episodes_entry_metadata")
+
+        with pytest.raises(ProgrammingError, match="already exists"):
+            migrate_to()
+
+    def _index_drop(self, name):
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP INDEX IF EXISTS {name}")
 
     def test_the_repair_waits_for_pending_migrations(self):
         migrate_to(BEFORE_METADATA)
