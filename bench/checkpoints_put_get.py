@@ -8,6 +8,8 @@ Target (issue 3): checkpoint put + get latest p95 <= 10 ms with 1,000,000 stored
 checkpoints. The rows are bulk-loaded with COPY (256-byte state blobs, LangGraph-style
 time-ordered ids, a few pending writes), then ANALYZEd. Requests go through Django's test
 client: middleware, API-key authentication, scoping, JSON and base64, no network socket.
+Also timed: a thread's list before a checkpoint, pending writes, and the list across threads
+by metadata (LangGraph's `list(None, filter=...)`).
 """
 
 import argparse
@@ -147,6 +149,15 @@ def main():
         )
         assert response.status_code == 200
 
+    def list_by_metadata():
+        # LangGraph's `list(None, filter=...)`: across the workspace's threads, a pair one
+        # checkpoint a thread carries (checkpoints 0002's GIN index reads the matches).
+        response = client.get(
+            "/api/v1/checkpoints/", {"metadata": json.dumps({"step": rng.randrange(per_thread)}), "limit": 10}
+        )
+        assert response.status_code == 200
+        assert response.json()["count"] >= len(threads)
+
     def put_writes():
         thread = rng.choice(threads)
         index = threads.index(thread)
@@ -200,6 +211,7 @@ def main():
         ("GET latest (with pending writes)", summarize(latest_samples)),
         ("PUT + GET latest", summarize(pair_samples)),
         ("GET list (before, limit 10)", measure(list_before, repeat=200)),
+        ("GET list across threads by metadata (limit 10)", measure(list_by_metadata, repeat=100)),
         ("PUT writes (3 writes)", measure(put_writes, repeat=200)),
         ("server-side put + latest (services, no HTTP)", measure(service_put_and_latest, repeat=args.repeat)),
         ("calibration: GET /api/v1/agents/{slug}/", measure(agents_get, repeat=200)),
