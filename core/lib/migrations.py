@@ -65,8 +65,8 @@ def gin_pending_list_off(*indexes: str) -> migrations.RunSQL:
 
 
 # A concurrent index build that fails or is interrupted (a deploy killed mid-migration, a lock
-# or statement timeout, a duplicate under a unique index) leaves the index behind, INVALID: every
-# write still maintains it, no query reads it, and its name is taken. The migration is not
+# or statement timeout, a duplicate under a unique index) leaves the index behind, INVALID: no
+# query reads it, writes may still maintain it, and its name is taken. The migration is not
 # recorded, so `migrate` runs it again and then fails on the name ("relation already exists"),
 # or, with IF NOT EXISTS, succeeds and keeps the invalid index for good. PostgreSQL's advice is
 # to drop it and build again; the operations below do that first.

@@ -8,7 +8,7 @@ import pytest
 from django.apps import apps
 from django.core.checks import Tags, run_checks
 from django.core.management import CommandError, call_command
-from django.db import IntegrityError, ProgrammingError, connection
+from django.db import DatabaseError, IntegrityError, ProgrammingError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import TransactionTestCase
 
@@ -198,12 +198,10 @@ class InvalidIndexRepairTests(TransactionTestCase):
 
     def test_an_invalid_index_is_rebuilt_without_blocking_writes(self):
         with connection.cursor() as cursor:
-            cursor.execute(f"CREATE INDEX core_test_v ON {TABLE} (v)")
-            # An index PostgreSQL marks invalid as an interrupted build would (a plain one here,
-            # so that the rebuild can succeed).
-            cursor.execute(
-                "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'core_test_v'::regclass"
-            )
+            # A build stopped by a row it cannot index (1 / 0), which is then deleted.
+            with pytest.raises(DatabaseError, match="division by zero"):
+                cursor.execute(f"CREATE INDEX CONCURRENTLY core_test_v ON {TABLE} ((1 / (v - 2)))")
+            cursor.execute(f"DELETE FROM {TABLE} WHERE v = 2")
 
         assert _command("--dry-run") == "Would rebuild core_test_v on core_test_invalid_index.\n"
         assert _valid("core_test_v") is False
