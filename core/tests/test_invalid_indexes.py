@@ -220,6 +220,10 @@ class InvalidIndexRepairTests(TransactionTestCase):
         assert _valid("core_test_v_ccnew") is None
         assert _valid("core_test_v") is True
 
+    def test_an_unknown_database_is_refused(self):
+        with pytest.raises(CommandError, match="invalid choice: 'nope'"):
+            _command("--database", "nope")
+
     def test_a_rebuild_that_fails_says_which_index(self):
         # The leftover of a unique build over duplicates cannot be rebuilt until they go.
         _interrupted_build("core_test_v_unique", TABLE, "v")

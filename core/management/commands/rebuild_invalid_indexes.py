@@ -23,7 +23,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--database", default=DEFAULT_DB_ALIAS, help="The database (default: default).")
+        parser.add_argument(
+            "--database",
+            default=DEFAULT_DB_ALIAS,
+            choices=tuple(connections),
+            help="The database (default: default).",
+        )
         parser.add_argument("--dry-run", action="store_true", help="Only list what would be done.")
 
     def handle(self, *args, **options):
