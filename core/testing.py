@@ -52,7 +52,21 @@ def plan_nodes(sql: str, params) -> list[dict]:
     top one first: a test reads from them what a statement read, whatever the plan's shape."""
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
-        plan = cursor.fetchone()[0][0]["Plan"]
+        return _plan_nodes(cursor.fetchone()[0][0]["Plan"])
+
+
+def bitmap_only_plan(sql: str, params) -> list[dict]:
+    """Every node of the plan PostgreSQL would choose for `sql` with only bitmap scans left
+    (sequential and plain index scans off until the test's transaction ends): whether an index
+    can answer a condition, whatever the planner would pick on a test's few rows."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_indexscan = off")
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+        return _plan_nodes(cursor.fetchone()[0][0]["Plan"])
+
+
+def _plan_nodes(plan: dict) -> list[dict]:
     nodes, pending = [], [plan]
     while pending:
         node = pending.pop(0)

@@ -15,7 +15,14 @@ from django.utils import timezone
 from core.embeddings import LOCAL_MODEL_NAME, EmbeddingError, LocalEmbeddingProvider
 from core.errors import ApplicationError
 from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector_sql
-from core.testing import MemoryTestCase, fused_candidates, hnsw_above, plan_nodes, statements_sent
+from core.testing import (
+    MemoryTestCase,
+    bitmap_only_plan,
+    fused_candidates,
+    hnsw_above,
+    plan_nodes,
+    statements_sent,
+)
 from core.testing_openai import OpenAITestServer
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.selectors import ENTRY_WEIGHTS, EntrySearchFilters, entry_search_hybrid
@@ -299,14 +306,9 @@ class EntrySearchFilterTests(MemoryTestCase):
             ("SELECT id FROM episodes_episodicentry WHERE true" + conditions, params),
             listed.query.sql_with_params(),
         ):
-            with connection.cursor() as cursor:
-                # Only a bitmap of an index is left; SET LOCAL lasts to the test's end.
-                cursor.execute("SET LOCAL enable_seqscan = off")
-                cursor.execute("SET LOCAL enable_indexscan = off")
-                cursor.execute("EXPLAIN (FORMAT JSON) " + sql, sql_params)
-                plan = json.dumps(cursor.fetchone()[0][0]["Plan"])
-            assert '"Index Name": "episodes_entry_metadata"' in plan, plan
-            assert '"Disabled": true' not in plan, plan
+            nodes = bitmap_only_plan(sql, sql_params)
+            assert "episodes_entry_metadata" in {node.get("Index Name") for node in nodes}, nodes
+            assert not any(node.get("Disabled") for node in nodes), nodes
 
     def test_a_filters_values_are_parameters(self):
         """Quotes, a closing parenthesis and a jsonb cast in a member are data."""
