@@ -76,11 +76,15 @@ def gin_pending_list_off(*indexes: str) -> migrations.RunSQL:
 # valid. `AddIndexConcurrently` then keeps it if it is the very index it would build, so the
 # migration goes on from the next step.
 
+# An index still being built concurrently (by another migrate, or an operator's REINDEX, whose
+# copy is named `..._ccnew`) is invalid too until its build ends. The invalid indexes of a table
+# with a build in progress are left alone, neither reported nor dropped, until it ends.
 _INVALID_INDEXES_SQL = """
     SELECT c.relname, t.relname FROM pg_index i
     JOIN pg_class c ON c.oid = i.indexrelid
     JOIN pg_class t ON t.oid = i.indrelid
     WHERE c.relnamespace = current_schema()::regnamespace AND NOT i.indisvalid
+    AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_create_index p WHERE p.relid = i.indrelid)
 """
 
 

@@ -2,6 +2,8 @@
 index INVALID under its name. `migrate` builds it again, the database check names what is
 left, and `rebuild_invalid_indexes` repairs it (core.lib.migrations, core.checks)."""
 
+import threading
+import time
 from io import StringIO
 
 import pytest
@@ -219,6 +221,43 @@ class InvalidIndexRepairTests(TransactionTestCase):
         assert _command() == "Dropped core_test_v_ccnew on core_test_invalid_index.\n"
         assert _valid("core_test_v_ccnew") is None
         assert _valid("core_test_v") is True
+
+    def test_an_index_still_being_built_is_left_alone(self):
+        """Invalid until its build ends: neither reported nor touched while it runs."""
+        with connection.cursor() as cursor:
+            # Immutable as far as PostgreSQL knows, and slow: the build takes seconds.
+            cursor.execute(
+                "CREATE FUNCTION core_test_slow(integer) RETURNS integer IMMUTABLE LANGUAGE plpgsql "
+                "AS $$ BEGIN PERFORM pg_sleep(0.4); RETURN $1; END $$"
+            )
+        self.addCleanup(self._sql, "DROP FUNCTION IF EXISTS core_test_slow(integer) CASCADE")
+
+        def build():
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        f"CREATE INDEX CONCURRENTLY core_test_slow_v ON {TABLE} (core_test_slow(v))"
+                    )
+            finally:
+                connection.close()
+
+        builder = threading.Thread(target=build)
+        builder.start()
+        try:
+            deadline = time.monotonic() + 10
+            while _valid("core_test_slow_v") is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _valid("core_test_slow_v") is False  # Being built.
+
+            assert self._warnings() == []
+            assert _command() == "No invalid index.\n"
+        finally:
+            builder.join()
+        assert _valid("core_test_slow_v") is True
+
+    def _sql(self, sql):
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
 
     def test_an_unknown_database_is_refused(self):
         with pytest.raises(CommandError, match="invalid choice: 'nope'"):
