@@ -1,6 +1,8 @@
 """Migration operations shared by the tier apps' migrations.
 
-Kept small and stable: migrations import it, so a change here changes history.
+Kept stable: migrations import it, so a change here changes how every past migration runs.
+On a database in the state a migration expects, `AddIndexConcurrently` does what Django's does
+and `InvalidIndexDrop` nothing; what they add is for the states an interrupted run leaves (below).
 """
 
 import re
