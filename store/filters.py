@@ -2,9 +2,9 @@
 
 import django_filters
 from django.contrib.postgres.search import SearchQuery
-from django.db.models import F, JSONField, Q, Value
+from django.db.models import F, Func, JSONField, Q, TextField, Value
 from django.db.models.expressions import RawSQL
-from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Cast
 
 from core.errors import ApplicationError
 from core.filters import FilterSet
@@ -20,6 +20,24 @@ _COMPARISONS = {"$eq": "exact", "$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte":
 
 def _invalid(message: str) -> ApplicationError:
     return ApplicationError(message, fields={"filter": [message]})
+
+
+class _ObjectField(Func):
+    """`expression -> name`: the field `name` of a JSON object, NULL where there is none.
+
+    The name is always a key. Django's `KeyTransform` reads a name of digits as an array
+    position at the top level (`value -> 0`), so `{"2024": "x"}` matched no object holding
+    that field, and `{"0": "x"}` matched an array's first element; LangGraph's stores read
+    both as field names.
+    """
+
+    template = "(%(expressions)s)"
+    arg_joiner = " -> "
+    output_field = JSONField()
+
+    def __init__(self, expression, name: str):
+        # The key cast to text, so the operator can never be jsonb -> integer.
+        super().__init__(expression, Cast(Value(str(name)), output_field=TextField()))
 
 
 def _json(operand):
@@ -55,7 +73,7 @@ def _condition(expression, wanted, depth: int) -> Q:
         # A plain object matches field by field, like LangGraph's stores.
         condition = Q()
         for name, nested in wanted.items():
-            condition &= _condition(KeyTransform(name, expression), nested, depth + 1)
+            condition &= _condition(_ObjectField(expression, name), nested, depth + 1)
         return condition
     return Q(expression.get_lookup("exact")(expression, _json(wanted)))
 
@@ -73,7 +91,7 @@ def value_filter_q(filter_: dict | None) -> Q:
         raise _invalid(FILTER_NOT_OBJECT)
     condition = Q()
     for name, wanted in filter_.items():
-        condition &= _condition(KeyTransform(name, F("value")), wanted, 1)
+        condition &= _condition(_ObjectField(F("value"), name), wanted, 1)
     return condition
 
 

@@ -62,6 +62,21 @@ class StoreSearchTests(MemoryTestCase):
             keys(store_item_search(workspace=self.workspace, agent=None, filter={"x') OR 1=1 --": 3})) == []
         )
 
+    def test_a_field_named_by_digits_is_a_field_not_a_position(self):
+        # LangGraph's stores read a filter's names as keys of the value's objects; "2024" is a
+        # key like any other, at the top as below it, and never an array position.
+        make_item(workspace=self.workspace, key="year", value={"2024": "x", "by": {"7": "y"}})
+        make_item(workspace=self.workspace, key="list", value={"items": ["x"], "by": {"7": "z"}})
+
+        def found(filter_):
+            return sorted(keys(store_item_search(workspace=self.workspace, agent=None, filter=filter_)))
+
+        assert found({"2024": "x"}) == ["year"]
+        assert found({"2024": {"$eq": "x"}}) == ["year"]
+        assert found({"2024": {"$ne": "x"}}) == ["list"]
+        assert found({"by": {"7": "y"}}) == ["year"]
+        assert found({"0": "x"}) == []
+
     def test_limit_offset_and_newest_first_without_a_query(self):
         for n in range(5):
             make_item(workspace=self.workspace, key=f"i{n}")
