@@ -95,6 +95,30 @@ def value_filter_q(filter_: dict | None) -> Q:
     return condition
 
 
+def value_filter_pairs(filter_: dict | None) -> dict:
+    """The JSON document every value matching `filter_` contains: its equalities ($eq and
+    plain values, objects field by field); comparisons and $ne imply nothing.
+
+    As `value @>` it is what the value index (store 0005) answers. It only ever narrows
+    `value_filter_q(filter_)`, which still decides (containment alone would let [1, 2] hold
+    [1]), so call it on a filter that one has accepted.
+    """
+    if not filter_:
+        return {}
+    contained = {}
+    for name, wanted in filter_.items():
+        if isinstance(wanted, dict) and any(str(key).startswith("$") for key in wanted):
+            if "$eq" in wanted:
+                contained[str(name)] = wanted["$eq"]
+        elif isinstance(wanted, dict) and wanted:
+            nested = value_filter_pairs(wanted)
+            if nested:
+                contained[str(name)] = nested
+        else:
+            contained[str(name)] = wanted
+    return contained
+
+
 def namespace_prefix_q(prefix) -> Q:
     """Items whose namespace starts with the labels of `prefix` (every item for ())."""
     if not prefix:

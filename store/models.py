@@ -1,7 +1,7 @@
 """LangGraph's long-term store: JSON items under hierarchical namespaces, and their vectors."""
 
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.utils import timezone
@@ -82,6 +82,9 @@ class StoreItem(TimeStampedModel):
             ),
             models.Index(fields=["memory_user"], name="store_item_memory_user"),
             GinIndex(fields=["search_vector"], name="store_item_search", fastupdate=False),
+            # `value @>` (a search's value filter, LangGraph's `search(filter=...)`): the items
+            # holding the filter's pairs, instead of testing each item under the prefix.
+            GinIndex(OpClass("value", name="jsonb_path_ops"), name="store_item_value", fastupdate=False),
         ]
 
     def __str__(self):

@@ -9,16 +9,21 @@ import re
 from datetime import datetime
 
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from core.access import Principal, agent_resolve_optional, scope_to_principal
 from core.errors import NotFoundError
 from core.filters import filterset_apply
 from core.ranking import MODE_HYBRID, Corpus, hybrid_search, mode_weights, query_clean, query_vector_for
-from store.filters import StoreItemFilter, namespace_prefix_q, value_filter_q
+from store.filters import StoreItemFilter, namespace_prefix_q, value_filter_pairs, value_filter_q
 from store.models import NAMESPACE_SEPARATOR, StoreItem
 
 STORE_ITEM_NOT_FOUND = "Store item not found."
+# A value filter's pairs are looked up in the value index (store 0005) when the prefix holds at
+# least this many items; under it, testing the prefix's own items costs less than reading the
+# index's postings of a common pair (docs/speed.md, "The store searched by value").
+STORE_VALUE_INDEX_FROM = 1000
 
 
 def store_partition(*, principal: Principal, agent: str | None, create: bool = False):
@@ -52,6 +57,31 @@ def _scope_sql(queryset) -> tuple[str, dict]:
     return named, {f"scope_{i}": value for i, value in enumerate(params)}
 
 
+def _prefix_holds_many(*, workspace, agent, namespace_prefix) -> bool:
+    """Whether the partition holds `STORE_VALUE_INDEX_FROM` items or more under the prefix.
+
+    Counted on the partition's unique index as one range of paths, which stops once the
+    number is reached (0.2-0.3 ms). It may count items the search would not (expired ones, a
+    sibling label that extends the prefix's last, "docsx" beside "docs"): enough to choose a
+    plan by.
+    """
+    sql = "SELECT count(*) FROM (SELECT 1 FROM store_storeitem WHERE workspace_id = %s AND "
+    params = [workspace.pk]
+    if agent is None:
+        sql += "agent_id IS NULL"
+    else:
+        sql += "agent_id = %s"
+        params.append(agent.pk)
+    if namespace_prefix:
+        # Every path that starts with `path` sorts in [path, path + "/"): "/" follows "." in bytes.
+        path = NAMESPACE_SEPARATOR.join(namespace_prefix)
+        sql += " AND namespace_path >= %s AND namespace_path < %s"
+        params += [path, path + "/"]
+    with connection.cursor() as cursor:
+        cursor.execute(sql + " LIMIT %s) under_prefix", [*params, STORE_VALUE_INDEX_FROM])
+        return cursor.fetchone()[0] >= STORE_VALUE_INDEX_FROM
+
+
 def store_item_search(
     *,
     workspace,
@@ -73,9 +103,11 @@ def store_item_search(
     LangGraph's stores fill a page with unscored items.
     """
     now = now or timezone.now()
-    scope = store_partition_queryset(workspace=workspace, agent=agent, now=now).filter(
-        namespace_prefix_q(namespace_prefix) & value_filter_q(filter)
-    )
+    condition = namespace_prefix_q(namespace_prefix) & value_filter_q(filter)
+    pairs = value_filter_pairs(filter)
+    if pairs and _prefix_holds_many(workspace=workspace, agent=agent, namespace_prefix=namespace_prefix):
+        condition &= Q(value__contains=pairs)
+    scope = store_partition_queryset(workspace=workspace, agent=agent, now=now).filter(condition)
     query = (query or "").strip()
     if not query:
         page = scope.defer("search_vector").order_by("-updated_at", "namespace_path", "key")

@@ -1,5 +1,12 @@
+from unittest.mock import patch
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from core.errors import ApplicationError
-from core.testing import MemoryTestCase
+from core.testing import MemoryTestCase, bitmap_only_plan
+from store.filters import value_filter_pairs
+from store.models import StoreItem
 from store.selectors import store_item_search, store_namespaces_list
 from store.services import store_items_embed
 from store.tests.factories import make_item
@@ -76,6 +83,57 @@ class StoreSearchTests(MemoryTestCase):
         assert found({"2024": {"$ne": "x"}}) == ["list"]
         assert found({"by": {"7": "y"}}) == ["year"]
         assert found({"0": "x"}) == []
+
+    def test_equal_numbers_match_whatever_their_spelling(self):
+        # JSON equality compares numbers as numbers; so must the containment the value index
+        # answers, or an item stored with 5.0 would be missed by {"n": 5}.
+        make_item(workspace=self.workspace, key="float", value={"n": 5.0, "m": {"k": 2}})
+        make_item(workspace=self.workspace, key="int", value={"n": 5, "m": {"k": 2.00}})
+
+        def found(filter_):
+            return sorted(keys(store_item_search(workspace=self.workspace, agent=None, filter=filter_)))
+
+        assert found({"n": 5}) == ["float", "int"]
+        assert found({"n": {"$eq": 5.0}}) == ["float", "int"]
+        assert found({"m": {"k": 2}}) == ["float", "int"]
+
+    def test_a_filters_pairs_are_its_equalities(self):
+        pairs = value_filter_pairs(
+            {"kind": "rare", "meta": {"tag": {"$eq": "t"}, "n": {"$gt": 1}}, "score": {"$gt": 1, "$ne": 2}}
+        )
+        assert pairs == {"kind": "rare", "meta": {"tag": "t"}}
+        assert value_filter_pairs({"score": {"$lt": 3}}) == {}
+        assert value_filter_pairs({"tags": [], "empty": {}}) == {"tags": [], "empty": {}}
+
+    def test_the_pairs_can_be_answered_by_the_value_index(self):
+        """`value @>` of a filter's pairs reaches the value index (store 0005); whether the
+        planner takes it depends on how rare the pairs are (docs/speed.md measures it)."""
+        pairs = value_filter_pairs({"kind": "rare", "meta": {"tag": {"$eq": "t"}}})
+        scope = StoreItem.objects.filter(value__contains=pairs)
+        sql, params = scope.values("id").query.sql_with_params()
+        plan = bitmap_only_plan(sql, params)
+        assert any(node.get("Index Name") == "store_item_value" for node in plan), plan
+        assert not any(node.get("Disabled") for node in plan), plan
+
+    def test_the_pairs_are_looked_up_only_under_a_large_prefix(self):
+        for n in range(3):
+            make_item(workspace=self.workspace, namespace=("big",), key=f"b{n}", value={"kind": n % 2})
+        make_item(workspace=self.workspace, namespace=("small",), key="s", value={"kind": 1})
+        make_item(workspace=self.workspace, agent=self.agent, namespace=("big",), key="a", value={"kind": 1})
+
+        def search(prefix):
+            with CaptureQueriesContext(connection) as queries:
+                hits = store_item_search(
+                    workspace=self.workspace, agent=None, namespace_prefix=prefix, filter={"kind": 1}
+                )
+            return sorted(keys(hits)), any("@>" in query["sql"] for query in queries)
+
+        with patch("store.selectors.STORE_VALUE_INDEX_FROM", 3):
+            # Three items of the workspace's partition under "big"; the agent's item is not its.
+            assert search(("big",)) == (["b1"], True)
+            assert search(()) == (["b1", "s"], True)
+            assert search(("small",)) == (["s"], False)
+        assert search(("big",)) == (["b1"], False)
 
     def test_limit_offset_and_newest_first_without_a_query(self):
         for n in range(5):

@@ -1,0 +1,150 @@
+"""The LangGraph store's search by value filter, and its puts, through the REST API.
+
+    python -m bench.store_search                          # 100,000 items, 1,000 people
+    python -m bench.store_search --items 200000 --people 2000 --json var/store.json
+
+LangGraph's `store.search(prefix, filter={...})` matches items by the fields of their JSON
+value. The items are bulk-loaded with COPY into the workspace's partition, under
+("memories", <person>) as LangGraph's memory examples store them, each value a small memory
+(`kind`, `person`, `text`, `n`, `tags`), then ANALYZEd. Timed through Django's test client
+(middleware, API-key authentication, JSON, no socket):
+- a filter across every person's memories that 1 % of the items match, one that none
+  match, and one a single item matches (`n`);
+- the same 1 % filter inside one person's namespace (the namespace's B-tree range);
+- a put of a small value and of a large one (100 objects of two fields), which pay for
+  whatever the value's indexes hold.
+"""
+
+import argparse
+import json
+import random
+import time
+import uuid
+
+from bench.harness import measure, print_table, setup_django, write_json
+from bench.threads_cpu import load_average
+
+# 1 % of the items are of the rare kind; the others share the common ones.
+KINDS = ["preference"] * 33 + ["fact"] * 33 + ["event"] * 33 + ["rare"]
+
+
+def build(*, n_items: int, n_people: int):
+    from django.db import connection
+    from django.utils import timezone
+
+    from core.services import workspace_create
+
+    workspace = workspace_create(name=f"bench-store-{time.time_ns()}")
+    rng = random.Random(5)
+    now = timezone.now()
+    started = time.perf_counter()
+    columns = (
+        "id, workspace_id, namespace, namespace_path, key, value, index_fields, search_text, "
+        "embedding_model, created_at, updated_at"
+    )
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY store_storeitem ({columns}) FROM STDIN") as copy:
+            for n in range(n_items):
+                person = f"person-{n % n_people}"
+                value = {
+                    "kind": rng.choice(KINDS),
+                    "person": person,
+                    "text": f"memory {n} of {person}",
+                    "n": n,
+                    "tags": [rng.choice(["home", "work", "travel"])],
+                }
+                copy.write_row(
+                    (
+                        uuid.uuid4(),
+                        workspace.pk,
+                        ["memories", person],
+                        f"memories.{person}",
+                        f"m{n}",
+                        json.dumps(value),
+                        "[]",
+                        "",
+                        "",
+                        now,
+                        now,
+                    )
+                )
+        cursor.execute("ANALYZE store_storeitem")
+    return workspace, time.perf_counter() - started
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--people", type=int, default=1_000)
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    setup_django()
+
+    from rest_framework.test import APIClient
+
+    from core.services import api_key_create
+
+    workspace, load_seconds = build(n_items=args.items, n_people=args.people)
+    print(f"loaded {args.items:,} items over {args.people:,} people in {load_seconds:.1f} s (COPY)")
+    _key, secret = api_key_create(workspace=workspace)
+    client = APIClient(SERVER_NAME="localhost")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    rng = random.Random(13)
+    counter = [0]
+
+    def search(filter_, *, prefix=("memories",), at_least: int, at_most: int = 10):
+        body = {"namespace_prefix": list(prefix), "filter": filter_, "limit": 10}
+        response = client.post("/api/v1/store/search/", body, format="json")
+        assert response.status_code == 200, response.content[:300]
+        assert at_least <= len(response.json()["items"]) <= at_most, len(response.json()["items"])
+
+    def rare_across_people():
+        search({"kind": "rare"}, at_least=10)
+
+    def absent_across_people():
+        search({"kind": "none-hold-this"}, at_least=0, at_most=0)
+
+    def one_item_across_people():
+        search({"n": rng.randrange(args.items)}, at_least=1, at_most=1)
+
+    def common_in_one_namespace():
+        person = f"person-{rng.randrange(args.people)}"
+        search({"kind": "fact"}, prefix=("memories", person), at_least=0)
+
+    def put(value):
+        counter[0] += 1
+        body = {"namespace": ["memories", "puts"], "key": f"p{counter[0]}", "value": value, "index": False}
+        response = client.put("/api/v1/store/item/", body, format="json")
+        assert response.status_code in (200, 201), response.content[:300]
+
+    small = {"kind": "preference", "person": "puts", "text": "likes tea", "n": -1, "tags": ["home"]}
+    large = {f"field_{i}": {"value": i, "label": f"label {i}"} for i in range(100)}
+
+    rows = [
+        ("search, filter 1 % match, all people", measure(rare_across_people, repeat=args.repeat)),
+        ("search, filter none match, all people", measure(absent_across_people, repeat=args.repeat)),
+        ("search, filter one item matches, all people", measure(one_item_across_people, repeat=args.repeat)),
+        ("search, filter 33 %, one person's namespace", measure(common_in_one_namespace, repeat=args.repeat)),
+        ("put, a small value (5 fields)", measure(lambda: put(small), repeat=args.repeat)),
+        ("put, a large value (100 objects, 200 values)", measure(lambda: put(large), repeat=args.repeat)),
+    ]
+    print_table(
+        f"Store search by value filter through the API, {args.items:,} items "
+        f"(load average {load_average():.1f})",
+        rows,
+    )
+    write_json(
+        args.json,
+        {
+            "items": args.items,
+            "people": args.people,
+            "load_seconds": round(load_seconds, 1),
+            "load_average": round(load_average(), 2),
+            "results": dict(rows),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
