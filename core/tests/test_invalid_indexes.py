@@ -16,6 +16,7 @@ from django.test import TransactionTestCase
 
 from core.checks import INVALID_INDEX
 from core.lib.migrations import index_built
+from core.management.commands.serve import Command as ServeCommand
 from core.services import agent_register, workspace_create
 from core.testing import migrate_to
 from episodic.models import EpisodicEntry
@@ -197,6 +198,11 @@ class InvalidIndexRepairTests(TransactionTestCase):
         err = StringIO()
         call_command("migrate", verbosity=0, skip_checks=False, stdout=StringIO(), stderr=err)
         assert "core.W001" in err.getvalue()
+        # So does `serve` (scripts/run) before it starts anything.
+        err = StringIO()
+        ServeCommand(stdout=StringIO(), stderr=err)._migrate()
+        assert "core.W001" in err.getvalue()
+        assert "core_test_v_unique" in err.getvalue()
 
     def test_an_invalid_index_is_rebuilt_without_blocking_writes(self):
         with connection.cursor() as cursor:

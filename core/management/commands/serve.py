@@ -101,7 +101,7 @@ class Command(BaseCommand):
         state_path = settings.VAR_DIR / "serve.json"
         supervisor = None
         try:
-            call_command("migrate", interactive=False, verbosity=0)
+            self._migrate()
             if not options["no_demo"]:
                 self._demo(options)
             supervisor = Supervisor(self._children(options, env))
@@ -142,6 +142,13 @@ class Command(BaseCommand):
             with contextlib.suppress(FileNotFoundError):
                 state_path.unlink()
             lock.close()
+
+    def _migrate(self) -> None:
+        """Apply pending migrations, after the system checks with the database's: a warning
+        (an index an interrupted build left invalid, core.W001) is printed where the person
+        starting the service reads, and an error stops it before anything starts."""
+        output = {"stdout": self.stdout, "stderr": self.stderr}
+        call_command("migrate", interactive=False, verbosity=0, skip_checks=False, **output)
 
     def _listening(self, options, env, *, valkey, embedded_postgres) -> dict:
         """Every port and socket this instance uses, as printed at start and saved in serve.json."""
