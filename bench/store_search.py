@@ -11,6 +11,8 @@ value. The items are bulk-loaded with COPY into the workspace's partition, under
 - a filter across every person's memories that 1 % of the items match, one that none
   match, and one a single item matches (`n`);
 - the same 1 % filter inside one person's namespace (the namespace's B-tree range);
+- the namespaces (LangGraph's `list_namespaces`): the first 100, the first 100 under
+  ("memories",), cut to one label, and one person's;
 - a put of a small value and of a large one (100 objects of two fields), which pay for
   whatever the value's indexes hold.
 """
@@ -112,6 +114,25 @@ def main():
         person = f"person-{rng.randrange(args.people)}"
         search({"kind": "fact"}, prefix=("memories", person), at_least=0)
 
+    def namespaces(body, *, expected: int):
+        response = client.post("/api/v1/store/namespaces/", body, format="json")
+        assert response.status_code == 200, response.content[:300]
+        assert len(response.json()["namespaces"]) == expected, len(response.json()["namespaces"])
+
+    def namespaces_all():
+        namespaces({"limit": 100}, expected=min(100, args.people))
+
+    def namespaces_under_memories():
+        prefix = [{"match_type": "prefix", "path": ["memories"]}]
+        namespaces({"match_conditions": prefix, "limit": 100}, expected=min(100, args.people))
+
+    def namespaces_depth_one():
+        namespaces({"max_depth": 1}, expected=1)
+
+    def namespaces_of_one_person():
+        prefix = [{"match_type": "prefix", "path": ["memories", f"person-{rng.randrange(args.people)}"]}]
+        namespaces({"match_conditions": prefix}, expected=1)
+
     def put(value):
         counter[0] += 1
         body = {"namespace": ["memories", "puts"], "key": f"p{counter[0]}", "value": value, "index": False}
@@ -126,6 +147,13 @@ def main():
         ("search, filter none match, all people", measure(absent_across_people, repeat=args.repeat)),
         ("search, filter one item matches, all people", measure(one_item_across_people, repeat=args.repeat)),
         ("search, filter 33 %, one person's namespace", measure(common_in_one_namespace, repeat=args.repeat)),
+        ("namespaces, the first 100", measure(namespaces_all, repeat=args.repeat // 4)),
+        (
+            'namespaces, prefix ("memories",), the first 100',
+            measure(namespaces_under_memories, repeat=args.repeat // 4),
+        ),
+        ("namespaces, max_depth 1", measure(namespaces_depth_one, repeat=args.repeat // 4)),
+        ("namespaces, prefix one person's", measure(namespaces_of_one_person, repeat=args.repeat // 4)),
         ("put, a small value (5 fields)", measure(lambda: put(small), repeat=args.repeat)),
         ("put, a large value (100 objects, 200 values)", measure(lambda: put(large), repeat=args.repeat)),
     ]

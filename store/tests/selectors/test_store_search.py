@@ -1,7 +1,9 @@
+from datetime import timedelta
 from unittest.mock import patch
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from core.errors import ApplicationError
 from core.testing import MemoryTestCase, bitmap_only_plan
@@ -238,6 +240,50 @@ class StoreNamespacesTests(MemoryTestCase):
         ]
         assert self.listed(max_depth=1) == [("a",), ("b",), ("users",)]
         assert self.listed(limit=2, offset=1) == [("a", "b", "d", "e"), ("a", "b", "d", "i")]
+
+    def test_labels_sort_as_labels_whatever_follows_them(self):
+        # By path, "users-old" sorts before "users.123" ("-" comes before "."); as labels,
+        # ("users", ...) comes first, as LangGraph sorts tuples. A prefix keeps whole labels.
+        make_item(workspace=self.workspace, namespace=("users-old",))
+        make_item(workspace=self.workspace, namespace=("users", "-1"))
+        users = [("users", "-1"), ("users", "123"), ("users", "456", "settings")]
+        assert self.listed()[-4:] == [*users, ("users-old",)]
+        assert self.listed(match_conditions=[("prefix", ("users",))]) == users
+        assert self.listed(max_depth=1) == [("a",), ("b",), ("users",), ("users-old",)]
+
+    def test_a_namespace_of_expired_items_is_passed_over(self):
+        expired = make_item(workspace=self.workspace, namespace=("a", "b", "d", "f"), key="x", ttl=1)
+        make_item(workspace=self.workspace, namespace=("a", "b", "d", "f"), key="y", ttl=1)
+        StoreItem.objects.filter(ttl_minutes__isnull=False).update(
+            expires_at=timezone.now() - timedelta(minutes=1)
+        )
+        assert expired.namespace not in self.listed()
+        assert self.listed(match_conditions=[("prefix", ("a", "b"))]) == [
+            ("a", "b", "c"),
+            ("a", "b", "d", "e"),
+            ("a", "b", "d", "i"),
+            ("a", "b", "f"),
+        ]
+
+    def test_many_namespaces_are_read_item_by_item_to_the_same_answer(self):
+        make_item(workspace=self.workspace, namespace=("users-old",))
+        cases = [
+            {},
+            {"limit": 2, "offset": 3},
+            {"max_depth": 1},
+            {"match_conditions": [("prefix", ("a", "b"))]},
+            {"match_conditions": [("prefix", ("a", "*", "f"))], "max_depth": 2},
+            {"match_conditions": [("suffix", ("f",))]},
+            {"match_conditions": [("prefix", ("none",))]},
+        ]
+        walked = [self.listed(**case) for case in cases]
+        with patch("store.selectors.NAMESPACES_WALK_MAX", 2), CaptureQueriesContext(connection) as queries:
+            read = [self.listed(**case) for case in cases]
+        assert read == walked
+        assert walked[3] == [("a", "b", "c"), ("a", "b", "d", "e"), ("a", "b", "d", "i"), ("a", "b", "f")]
+        assert walked[-1] == []
+        # Past the walk's limit, each listing read the items; the prefix "none" holds none.
+        assert sum("WITH RECURSIVE" not in query["sql"] for query in queries) == len(cases) - 1
 
     def test_another_partition_is_not_listed(self):
         assert ("private",) not in self.listed()
