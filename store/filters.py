@@ -119,6 +119,14 @@ def value_filter_pairs(filter_: dict | None) -> dict:
     return contained
 
 
+def namespace_paths_under(prefix) -> tuple[str, str]:
+    """[low, high): the range of `namespace_path` that holds every namespace under `prefix`
+    ("/" follows "." in byte order). It also holds siblings that extend the last label
+    ("docsx" beside "docs"), which a condition on whole labels must drop."""
+    path = NAMESPACE_SEPARATOR.join(prefix)
+    return path, path + "/"
+
+
 def namespace_prefix_q(prefix) -> Q:
     """Items whose namespace starts with the labels of `prefix` (every item for ())."""
     if not prefix:

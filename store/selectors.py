@@ -17,7 +17,13 @@ from core.access import Principal, agent_resolve_optional, scope_to_principal
 from core.errors import NotFoundError
 from core.filters import filterset_apply
 from core.ranking import MODE_HYBRID, Corpus, hybrid_search, mode_weights, query_clean, query_vector_for
-from store.filters import StoreItemFilter, namespace_prefix_q, value_filter_pairs, value_filter_q
+from store.filters import (
+    StoreItemFilter,
+    namespace_paths_under,
+    namespace_prefix_q,
+    value_filter_pairs,
+    value_filter_q,
+)
 from store.models import NAMESPACE_SEPARATOR, StoreItem
 
 STORE_ITEM_NOT_FOUND = "Store item not found."
@@ -62,9 +68,8 @@ def _prefix_holds_many(*, workspace, agent, namespace_prefix) -> bool:
     """Whether the partition holds `STORE_VALUE_INDEX_FROM` items or more under the prefix.
 
     Counted on the partition's unique index as one range of paths, which stops once the
-    number is reached (0.2-0.3 ms). It may count items the search would not (expired ones, a
-    sibling label that extends the prefix's last, "docsx" beside "docs"): enough to choose a
-    plan by.
+    number is reached (0.2-0.3 ms). It may count items the search would not (expired ones,
+    the siblings the range holds): enough to choose a plan by.
     """
     sql = "SELECT count(*) FROM (SELECT 1 FROM store_storeitem WHERE workspace_id = %s AND "
     params = [workspace.pk]
@@ -74,10 +79,8 @@ def _prefix_holds_many(*, workspace, agent, namespace_prefix) -> bool:
         sql += "agent_id = %s"
         params.append(agent.pk)
     if namespace_prefix:
-        # Every path that starts with `path` sorts in [path, path + "/"): "/" follows "." in bytes.
-        path = NAMESPACE_SEPARATOR.join(namespace_prefix)
         sql += " AND namespace_path >= %s AND namespace_path < %s"
-        params += [path, path + "/"]
+        params += namespace_paths_under(namespace_prefix)
     with connection.cursor() as cursor:
         cursor.execute(sql + " LIMIT %s) under_prefix", [*params, STORE_VALUE_INDEX_FROM])
         return cursor.fetchone()[0] >= STORE_VALUE_INDEX_FROM
@@ -254,11 +257,8 @@ def store_namespaces_list(
             matches.append(f"namespace[{position}] = %({name})s")
         leading = list(itertools.takewhile(lambda label: label != "*", path))
         if match_type == "prefix" and leading and not path_range:
-            # Every path under the leading labels sorts in [labels, labels + "/"): "/" follows
-            # "." in bytes. The range also holds siblings ("memories-old" beside "memories"),
-            # which the label conditions drop.
-            params["path_from"] = NAMESPACE_SEPARATOR.join(leading)
-            params["path_to"] = params["path_from"] + "/"
+            # The label conditions above drop the siblings the range holds.
+            params["path_from"], params["path_to"] = namespace_paths_under(leading)
             path_range = " AND namespace_path >= %(path_from)s AND namespace_path < %(path_to)s"
     column = "namespace"
     if max_depth is not None:
