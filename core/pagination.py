@@ -11,6 +11,28 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
     default_limit = 50
     max_limit = 500
 
+    def paginate_queryset(self, queryset, request, view=None):
+        """The page first, then the total only when the page cannot tell it.
+
+        A page shorter than `limit` that holds rows, or the first page, ends the list, so the
+        total is `offset` plus its rows: most lists a client reads fit in one page, and they
+        no longer pay a COUNT of the same rows. A full page, or an empty one past the end,
+        still counts.
+        """
+        self.request = request
+        self.limit = self.get_limit(request)
+        if self.limit is None:
+            return None
+        self.offset = self.get_offset(request)
+        page = list(queryset[self.offset : self.offset + self.limit])
+        if len(page) < self.limit and (page or self.offset == 0):
+            self.count = self.offset + len(page)
+        else:
+            self.count = self.get_count(queryset)
+        if self.count > self.limit and self.template is not None:
+            self.display_page_controls = True
+        return page
+
     def get_paginated_response(self, data):
         return Response(
             {

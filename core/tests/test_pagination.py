@@ -1,0 +1,57 @@
+"""The API's page envelope: its total is exact, and a page that ends the list needs no COUNT."""
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.request import Request
+from rest_framework.test import APIRequestFactory
+
+from core.models import Agent
+from core.pagination import LimitOffsetPagination
+from core.services import agent_get_or_create
+from core.testing import MemoryTestCase
+
+
+class PageTotalTests(MemoryTestCase):
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        for n in range(5):
+            agent_get_or_create(workspace=cls.workspace, slug=f"paged-{n}")
+        cls.agents = Agent.objects.filter(workspace=cls.workspace, slug__startswith="paged-").order_by("slug")
+
+    def page(self, **query):
+        paginator = LimitOffsetPagination()
+        request = Request(APIRequestFactory().get("/api/v1/agents/", query))
+        with CaptureQueriesContext(connection) as queries:
+            rows = paginator.paginate_queryset(self.agents, request)
+        counted = any("COUNT(" in query["sql"].upper() for query in queries)
+        return [agent.slug for agent in rows], paginator.count, counted, paginator
+
+    def test_a_page_that_ends_the_list_gives_the_total_without_counting(self):
+        slugs, total, counted, _ = self.page()
+        assert (len(slugs), total, counted) == (5, 5, False)
+        slugs, total, counted, _ = self.page(limit=3, offset=3)
+        assert (slugs, total, counted) == (["paged-3", "paged-4"], 5, False)
+
+    def test_a_full_page_or_one_past_the_end_counts(self):
+        slugs, total, counted, paginator = self.page(limit=2, offset=1)
+        assert (slugs, total, counted) == (["paged-1", "paged-2"], 5, True)
+        assert paginator.get_next_link().endswith("limit=2&offset=3")
+        slugs, total, counted, paginator = self.page(limit=2, offset=9)
+        assert (slugs, total, counted) == ([], 5, True)
+        assert paginator.get_previous_link().endswith("limit=2&offset=7")
+        # A page exactly as long as the rest of the list cannot know it is the last one.
+        slugs, total, counted, paginator = self.page(limit=5)
+        assert (len(slugs), total, counted) == (5, 5, True)
+        assert paginator.get_next_link() is None
+
+    def test_an_empty_list_is_one_query(self):
+        paginator = LimitOffsetPagination()
+        request = Request(APIRequestFactory().get("/api/v1/agents/"))
+        with CaptureQueriesContext(connection) as queries:
+            assert (
+                paginator.paginate_queryset(Agent.objects.none() | self.agents.filter(slug="none"), request)
+                == []
+            )
+        assert paginator.count == 0
+        assert len(queries) == 1
