@@ -12,23 +12,26 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
     max_limit = 500
 
     def paginate_queryset(self, queryset, request, view=None):
-        """The page first, then the total only when the page cannot tell it.
+        """The first page is read before the total, which is counted only when the page
+        cannot tell it.
 
-        A page shorter than `limit` that holds rows, or the first page, ends the list, so the
-        total is `offset` plus its rows: most lists a client reads fit in one page, and they
-        no longer pay a COUNT of the same rows. A full page, or an empty one past the end,
-        still counts.
+        A first page shorter than `limit` is the whole list, so its rows are the total: most
+        lists a client reads fit in one page, and they no longer pay a COUNT of the same rows.
+        A full first page counts. A later page counts first, as DRF does, and is read only if
+        the list reaches its offset (an offset past any table, 2**63, is never sent to the
+        database).
         """
         self.request = request
         self.limit = self.get_limit(request)
         if self.limit is None:
             return None
         self.offset = self.get_offset(request)
-        page = list(queryset[self.offset : self.offset + self.limit])
-        if len(page) < self.limit and (page or self.offset == 0):
-            self.count = self.offset + len(page)
+        if self.offset == 0:
+            page = list(queryset[: self.limit])
+            self.count = len(page) if len(page) < self.limit else self.get_count(queryset)
         else:
             self.count = self.get_count(queryset)
+            page = [] if self.offset >= self.count else list(queryset[self.offset : self.offset + self.limit])
         if self.count > self.limit and self.template is not None:
             self.display_page_controls = True
         return page

@@ -27,23 +27,29 @@ class PageTotalTests(MemoryTestCase):
         counted = any("COUNT(" in query["sql"].upper() for query in queries)
         return [agent.slug for agent in rows], paginator.count, counted, paginator
 
-    def test_a_page_that_ends_the_list_gives_the_total_without_counting(self):
+    def test_a_first_page_that_ends_the_list_gives_the_total_without_counting(self):
         slugs, total, counted, _ = self.page()
         assert (len(slugs), total, counted) == (5, 5, False)
-        slugs, total, counted, _ = self.page(limit=3, offset=3)
-        assert (slugs, total, counted) == (["paged-3", "paged-4"], 5, False)
 
-    def test_a_full_page_or_one_past_the_end_counts(self):
+    def test_a_full_page_or_a_later_one_counts(self):
+        slugs, total, counted, _ = self.page(limit=3, offset=3)
+        assert (slugs, total, counted) == (["paged-3", "paged-4"], 5, True)
         slugs, total, counted, paginator = self.page(limit=2, offset=1)
         assert (slugs, total, counted) == (["paged-1", "paged-2"], 5, True)
         assert paginator.get_next_link().endswith("limit=2&offset=3")
-        slugs, total, counted, paginator = self.page(limit=2, offset=9)
+        with CaptureQueriesContext(connection) as queries:
+            slugs, total, counted, paginator = self.page(limit=2, offset=9)
         assert (slugs, total, counted) == ([], 5, True)
+        assert len(queries) == 1  # the count: no page is read past the end
         assert paginator.get_previous_link().endswith("limit=2&offset=7")
         # A page exactly as long as the rest of the list cannot know it is the last one.
         slugs, total, counted, paginator = self.page(limit=5)
         assert (len(slugs), total, counted) == (5, 5, True)
         assert paginator.get_next_link() is None
+
+    def test_an_offset_past_any_table_is_never_sent(self):
+        slugs, total, counted, _ = self.page(offset=2**63)
+        assert (slugs, total, counted) == ([], 5, True)
 
     def test_an_empty_list_is_one_query(self):
         paginator = LimitOffsetPagination()
