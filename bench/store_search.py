@@ -14,7 +14,11 @@ value. The items are bulk-loaded with COPY into the workspace's partition, under
 - the namespaces (LangGraph's `list_namespaces`): the first 100, the first 100 under
   ("memories",), cut to one label, and one person's;
 - a put of a small value and of a large one (100 objects of two fields), which pay for
-  whatever the value's indexes hold.
+  whatever the value's indexes hold;
+- with `--embedded N` (default 20,000), N more items whose text is indexed and embedded by the
+  local model (a memory from templates, as an agent would write it, spread over the same
+  people): a search by meaning across every person's memories, one filtered by value, and one
+  inside one person's namespace.
 """
 
 import argparse
@@ -28,6 +32,84 @@ from bench.threads_cpu import load_average
 
 # 1 % of the items are of the rare kind; the others share the common ones.
 KINDS = ["preference"] * 33 + ["fact"] * 33 + ["event"] * 33 + ["rare"]
+
+# The embedded items' texts: what an agent remembers of a person, with the queries that look
+# for each kind of memory.
+TEMPLATES = [
+    ("{p} drinks {drink} every morning before work", "what does the user drink in the morning"),
+    ("{p} works as a {job} in {city}", "where does the user work and as what"),
+    ("{p} is allergic to {allergen} and avoids it", "is the user allergic to any food"),
+    ("{p} is planning a trip to {city} in {month}", "which trip is the user planning"),
+    ("{p} plays {sport} with friends on weekends", "what sport does the user play"),
+    ("{p} has a {pet} called {name}", "does the user have a pet"),
+    ("{p} prefers replies that are {style}", "how does the user like replies written"),
+    ("{p} is learning {language} for a move to {city}", "which language is the user learning"),
+]
+WORDS = {
+    "drink": ["green tea", "black coffee", "an espresso", "orange juice", "matcha"],
+    "job": ["nurse", "software engineer", "teacher", "carpenter", "lawyer", "chef"],
+    "city": ["Lisbon", "Osaka", "Toronto", "Nairobi", "Berlin", "Lima", "Hanoi"],
+    "allergen": ["peanuts", "shellfish", "gluten", "milk", "sesame"],
+    "month": ["March", "June", "September", "December"],
+    "sport": ["tennis", "football", "climbing", "badminton", "chess"],
+    "pet": ["dog", "cat", "parrot", "rabbit"],
+    "name": ["Milo", "Luna", "Pico", "Bruno", "Nala"],
+    "style": ["short and direct", "detailed with examples", "formal", "in bullet points"],
+    "language": ["Portuguese", "Japanese", "French", "Swahili", "German"],
+}
+
+
+def embedded_load(*, workspace, n_items: int, n_people: int) -> float:
+    """`n_items` indexed items under ("memories", <person>), embedded; the seconds it took."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from core.services import vector_graph_extend
+    from store.models import StoreItem, StoreItemEmbedding
+    from store.services import store_items_embed
+
+    rng = random.Random(7)
+    now = timezone.now()
+    started = time.perf_counter()
+    ids = []
+    with connection.cursor() as cursor:
+        columns = (
+            "id, workspace_id, namespace, namespace_path, key, value, index_fields, search_text, "
+            "embedding_model, created_at, updated_at"
+        )
+        with cursor.cursor.copy(f"COPY store_storeitem ({columns}) FROM STDIN") as copy:
+            for n in range(n_items):
+                person = f"person-{n % n_people}"
+                template, _query = rng.choice(TEMPLATES)
+                text = template.format(p="The user", **{k: rng.choice(v) for k, v in WORDS.items()})
+                value = {"kind": rng.choice(KINDS), "person": person, "text": text}
+                pk = uuid.uuid4()
+                ids.append(pk)
+                copy.write_row(
+                    (
+                        pk,
+                        workspace.pk,
+                        ["memories", person],
+                        f"memories.{person}",
+                        f"t{n}",
+                        json.dumps(value),
+                        '["text"]',
+                        text,
+                        "",
+                        now,
+                        now,
+                    )
+                )
+    for start in range(0, len(ids), 512):
+        store_items_embed(item_ids=ids[start : start + 512])
+    assert StoreItem.objects.filter(workspace=workspace).exclude(embedding_model="").count() == n_items
+    # Into the HNSW graph, as a worker puts them once a search asks (core.ranking).
+    model = StoreItemEmbedding.objects.filter(workspace=workspace).values_list("model", flat=True).first()
+    vector_graph_extend(table="store_storeitemembedding", model=model, scope={"workspace_id": workspace.pk})
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE store_storeitem")
+        cursor.execute("ANALYZE store_storeitemembedding")
+    return time.perf_counter() - started
 
 
 def build(*, n_items: int, n_people: int):
@@ -78,6 +160,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--people", type=int, default=1_000)
+    parser.add_argument("--embedded", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -89,6 +172,9 @@ def main():
 
     workspace, load_seconds = build(n_items=args.items, n_people=args.people)
     print(f"loaded {args.items:,} items over {args.people:,} people in {load_seconds:.1f} s (COPY)")
+    if args.embedded:
+        embed_seconds = embedded_load(workspace=workspace, n_items=args.embedded, n_people=args.people)
+        print(f"loaded and embedded {args.embedded:,} indexed items in {embed_seconds:.1f} s")
     _key, secret = api_key_create(workspace=workspace)
     client = APIClient(SERVER_NAME="localhost")
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
@@ -113,6 +199,25 @@ def main():
     def common_in_one_namespace():
         person = f"person-{rng.randrange(args.people)}"
         search({"kind": "fact"}, prefix=("memories", person), at_least=0)
+
+    def by_meaning(prefix, filter_=None):
+        _template, query = rng.choice(TEMPLATES)
+        body = {"namespace_prefix": list(prefix), "query": query, "limit": 10}
+        if filter_:
+            body["filter"] = filter_
+        response = client.post("/api/v1/store/search/", body, format="json")
+        assert response.status_code == 200, response.content[:300]
+        items = response.json()["items"]
+        assert len(items) == 10 and items[0]["score"] is not None, items[:1]
+
+    def query_across_people():
+        by_meaning(("memories",))
+
+    def query_filtered_across_people():
+        by_meaning(("memories",), {"kind": "fact"})
+
+    def query_in_one_namespace():
+        by_meaning(("memories", f"person-{rng.randrange(args.people)}"))
 
     def namespaces(body, *, expected: int):
         response = client.post("/api/v1/store/namespaces/", body, format="json")
@@ -147,6 +252,21 @@ def main():
         ("search, filter none match, all people", measure(absent_across_people, repeat=args.repeat)),
         ("search, filter one item matches, all people", measure(one_item_across_people, repeat=args.repeat)),
         ("search, filter 33 %, one person's namespace", measure(common_in_one_namespace, repeat=args.repeat)),
+        *(
+            [
+                ("search by meaning, all people", measure(query_across_people, repeat=args.repeat)),
+                (
+                    "search by meaning, filter 33 %, all people",
+                    measure(query_filtered_across_people, repeat=args.repeat),
+                ),
+                (
+                    "search by meaning, one person's namespace",
+                    measure(query_in_one_namespace, repeat=args.repeat),
+                ),
+            ]
+            if args.embedded
+            else []
+        ),
         ("namespaces, the first 100", measure(namespaces_all, repeat=args.repeat // 4)),
         (
             'namespaces, prefix ("memories",), the first 100',
@@ -167,6 +287,7 @@ def main():
         {
             "items": args.items,
             "people": args.people,
+            "embedded": args.embedded,
             "load_seconds": round(load_seconds, 1),
             "load_average": round(load_average(), 2),
             "results": dict(rows),

@@ -713,7 +713,7 @@ def _bm25_stats_known(corpus: "Corpus") -> tuple[float, float] | None:
     A scope's row count and average length move by a fraction of a percent in that time, and
     BM25 uses them only to weigh terms and lengths; document frequencies are always counted.
     """
-    cached = _bm25_stats.get(_statement_key(corpus.lexical_scope_sql, corpus.params))
+    cached = _bm25_stats.get(_bm25_stats_key(corpus))
     if cached is None or time.monotonic() - cached[0] >= settings.SEARCH_SCOPE_SIZE_CACHE_SECONDS:
         return None
     return cached[1], cached[2]
@@ -725,7 +725,7 @@ def _bm25_stats_remember(corpus: "Corpus", rows: list) -> None:
         return
     if len(_bm25_stats) >= _SCOPE_SIZES_MAX:
         _bm25_stats.clear()
-    key = _statement_key(corpus.lexical_scope_sql, corpus.params)
+    key = _bm25_stats_key(corpus)
     _bm25_stats[key] = (time.monotonic(), float(rows[0][3]), float(rows[0][4]))
 
 
@@ -775,15 +775,19 @@ def run_batch(cursor, statements: list[tuple[str, dict]]) -> list[list]:
     return results
 
 
-def _statement_key(sql: str, params: dict) -> tuple:
-    """`sql` and the parameters it uses (not, say, the ids a search excludes): what a memo
-    of that statement's answer is keyed by."""
-    used = sorted((k, v) for k, v in params.items() if f"%({k})s" in sql)
+def _statement_key(sql: str, params: dict, *, ignored: tuple[str, ...] = ()) -> tuple:
+    """`sql` and the parameters it uses but for `ignored` ones: what a memo of that
+    statement's answer is keyed by."""
+    used = sorted((k, v) for k, v in params.items() if f"%({k})s" in sql and k not in ignored)
     return (sql, repr(used))
 
 
 def _scope_size_key(corpus: "Corpus", model: str) -> tuple:
-    return (*_statement_key(corpus.scope_size_sql, corpus.params), model)
+    return (*_statement_key(corpus.scope_size_sql, corpus.params, ignored=corpus.memo_ignored), model)
+
+
+def _bm25_stats_key(corpus: "Corpus") -> tuple:
+    return _statement_key(corpus.lexical_scope_sql, corpus.params, ignored=corpus.memo_ignored)
 
 
 def _scope_size_remember(corpus: "Corpus", params: dict, *, model: str, size: int) -> None:
@@ -921,12 +925,23 @@ class Corpus:
     person: str | None = None
     # True when `lexical_scope_sql` is costly to run more than once (see bm25_sql).
     lexical_materialized: bool = False
+    # True when it is read once into a table only for being read three times: a search with
+    # the scope's BM25 statistics remembered (`_bm25_stats_known`, a scope of
+    # BM25_STATS_CACHE_MIN_ROWS or more) reads it once, inline, and its match may then go
+    # through the text index instead of testing each row of a large scope.
+    lexical_inline_with_stats: bool = False
     # The name in `params` of the person whose rows `lexical_scope_sql` selects with their
     # `terms` (bm25_sql's `terms_person`); None when it answers no `terms`.
     lexical_terms_person: str | None = None
     # (column of `vector_table`, name in `params`) pairs naming the rows that a search on the
     # HNSW plan asks to put in the graph (`_graph_request`): the scope or one enclosing it.
     graph_scope: tuple[tuple[str, str], ...] = ()
+    # Names in `params` that change from one search to the next while the scope stays the
+    # same for the memos of its size and BM25 statistics (kept SEARCH_SCOPE_SIZE_CACHE_SECONDS):
+    # the clock an expiry is tested against, the few ids of a window left out. The memos are
+    # keyed without them, so they are not counted again at every search; the statements always
+    # use them.
+    memo_ignored: tuple[str, ...] = ()
 
 
 @dataclass
@@ -1107,7 +1122,8 @@ def hybrid_search(
                 lexical_params.update(bm25_n=bm25_stats[0], bm25_avgdl=bm25_stats[1])
             sql = bm25_sql(
                 corpus.lexical_scope_sql,
-                materialized=corpus.lexical_materialized,
+                materialized=corpus.lexical_materialized
+                and not (corpus.lexical_inline_with_stats and bm25_stats is not None),
                 terms_person=corpus.lexical_terms_person,
                 stats_given=bm25_stats is not None,
             )

@@ -31,6 +31,7 @@ STORE_ITEM_NOT_FOUND = "Store item not found."
 # least this many items; under it, testing the prefix's own items costs less than reading the
 # index's postings of a common pair (docs/speed.md, "The store searched by value").
 STORE_VALUE_INDEX_FROM = 1000
+_SCOPE_CLOCK = "now"
 
 
 def store_partition(*, principal: Principal, agent: str | None, create: bool = False):
@@ -56,12 +57,17 @@ def store_item_get(*, workspace, agent, namespace, key: str, now: datetime | Non
     )
 
 
-def _scope_sql(queryset) -> tuple[str, dict]:
-    """`queryset`'s ids as SQL with named parameters, for core.ranking's Corpus."""
+def _scope_sql(queryset, *, now: datetime) -> tuple[str, dict]:
+    """`queryset`'s ids as SQL with named parameters, for core.ranking's Corpus.
+
+    The clock its expiry test reads (`now`, the very object) is named `now`, which the
+    Corpus leaves out of its memos' keys: every search has its own.
+    """
     sql, params = queryset.order_by().values("id").query.sql_with_params()
-    counter = iter(range(len(params)))
-    named = re.sub(r"(?<!%)%s", lambda _match: f"%(scope_{next(counter)})s", sql)
-    return named, {f"scope_{i}": value for i, value in enumerate(params)}
+    names = [_SCOPE_CLOCK if value is now else f"scope_{i}" for i, value in enumerate(params)]
+    counter = iter(names)
+    named = re.sub(r"(?<!%)%s", lambda _match: f"%({next(counter)})s", sql)
+    return named, dict(zip(names, params, strict=True))
 
 
 def _prefix_holds_many(*, workspace, agent, namespace_prefix) -> bool:
@@ -122,7 +128,7 @@ def store_item_search(
     query_vector, model = query_vector_for(
         workspace=workspace, query=query, weights=weights, provider=provider
     )
-    scope_sql, params = _scope_sql(scope)
+    scope_sql, params = _scope_sql(scope, now=now)
     params["workspace"] = workspace.pk
     corpus = Corpus(
         lexical_scope_sql=(
@@ -145,8 +151,13 @@ def store_item_search(
             "ON v.item_id = i.id AND v.model = %(model)s WHERE i.id = ANY(%(ids)s)"
         ),
         params=params,
-        # The scope joins nothing but filters on JSON: read it once per search.
+        # The scope filters on JSON: read once into a table, unless the search knows its BM25
+        # statistics (1,000 items or more under the prefix): then its match reads the text
+        # index instead of testing each item under a prefix that holds many people's
+        # (docs/speed.md, "The store searched by meaning across many namespaces").
         lexical_materialized=True,
+        lexical_inline_with_stats=True,
+        memo_ignored=(_SCOPE_CLOCK,),
     )
     outcome = hybrid_search(
         corpus=corpus, query=query, query_vector=query_vector, model=model or "", weights=weights, now=now

@@ -217,6 +217,9 @@ def message_search_related(
         # Read once, and each row tested: the search_tsv index's matches are every person's,
         # so intersecting them cost a small history more than reading it.
         lexical_materialized=True,
+        # The window's messages left out change with every turn, the history's size and
+        # lengths by a few rows.
+        memo_ignored=("exclude",),
     )
     outcome = hybrid_search(
         corpus=corpus,

@@ -178,6 +178,35 @@ class StoreSearchTests(MemoryTestCase):
         assert set(graph.values_list("workspace_id", flat=True)) == {self.workspace.pk}
         assert graph.count() == 3
 
+    def test_searches_a_moment_apart_count_the_scope_once(self):
+        """Each search tests expiry against its own clock, which is no part of the scope the
+        memos of its vector count and BM25 statistics are kept for: the next search within
+        SEARCH_SCOPE_SIZE_CACHE_SECONDS reuses them, and still leaves out what has expired."""
+        texts = ["Ada prefers green tea.", "Ada moved to Lisbon.", "Ada has a cat.", "Ada walks to Lisbon."]
+        items = [
+            make_item(workspace=self.workspace, key=f"k{n}", value={"text": t}) for n, t in enumerate(texts)
+        ]
+        make_item(workspace=self.workspace, key="brief", value={"text": "Ada flew to Lisbon."}, ttl=1)
+        store_items_embed(item_ids=[item.pk for item in items])
+        now = timezone.now()
+
+        def search(at):
+            with CaptureQueriesContext(connection) as queries:
+                found = keys(store_item_search(workspace=self.workspace, agent=None, query="Lisbon", now=at))
+            sql = " ".join(query["sql"] for query in queries)
+            return (
+                found,
+                sql.count("SELECT 1 FROM store_storeitemembedding"),
+                sql.count("count(*) FROM scope"),
+            )
+
+        with patch("core.ranking.BM25_STATS_CACHE_MIN_ROWS", 3):
+            first, *first_counts = search(now)
+            again, *again_counts = search(now + timedelta(minutes=2))
+        assert (first_counts, again_counts) == ([1, 1], [0, 0])
+        assert "brief" in first and "brief" not in again
+        assert again[:2] == ["k1", "k3"]
+
     def test_items_the_query_cannot_reach_fill_the_page_unscored(self):
         make_item(workspace=self.workspace, key="lisbon", value={"text": "Lisbon"})
         make_item(workspace=self.workspace, key="hidden", value={"text": "Lisbon"}, index=False)

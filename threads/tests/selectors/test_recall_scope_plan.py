@@ -2,6 +2,7 @@ from django.db import connection
 
 from core.testing import MemoryTestCase, plan_nodes, statements_sent
 from identities.tests.factories import MemoryUserFactory
+from threads.models import Message
 from threads.selectors import message_search_related
 from threads.services import thread_append_messages
 from threads.tests.factories import make_thread
@@ -65,3 +66,34 @@ class RecallScopePlanTests(MemoryTestCase):
         # Still the person's own matches, best first.
         assert len(result.hits) == 10
         assert all(hit.message.thread.memory_user_id == person.pk for hit in result.hits)
+
+    def test_a_window_that_moves_on_reuses_the_historys_statistics(self):
+        """Each turn leaves a different window out of recall, which changes a long history's
+        size and lengths by a few messages: its BM25 statistics read by one turn serve the
+        next ones for SEARCH_SCOPE_SIZE_CACHE_SECONDS, and the window is still left out."""
+        from unittest import mock
+
+        person = MemoryUserFactory(workspace=self.workspace, canonical_id="telegram:person")
+        self.history(person, threads=1, per_thread=40)
+        window = list(Message.objects.filter(thread__memory_user=person).order_by("-seq")[:10])
+
+        def recall(excluded):
+            with statements_sent("WITH scope AS") as sent:
+                result = message_search_related(
+                    workspace=self.workspace,
+                    agent=self.agent,
+                    memory_user=person,
+                    query="kite garden",
+                    exclude_message_ids=[message.pk for message in excluded],
+                    top_k=40,
+                    mode="lexical",
+                )
+            [(sql, _params)] = sent
+            return {hit.message.pk for hit in result.hits}, "count(*) FROM scope" in sql
+
+        with mock.patch("core.ranking.BM25_STATS_CACHE_MIN_ROWS", 20):
+            first, first_counted = recall(window[2:])
+            then, then_counted = recall(window)
+        assert (first_counted, then_counted) == (True, False)
+        assert not then & {message.pk for message in window}
+        assert {message.pk for message in window[:2]} & first
