@@ -131,9 +131,11 @@ def store_item_search(
     scope_sql, params = _scope_sql(scope, now=now)
     params["workspace"] = workspace.pk
     corpus = Corpus(
+        # The indexed items only: one put with `index=False` holds no words, and counted among
+        # BM25's documents it would shrink the average length every match is weighed against.
         lexical_scope_sql=(
             "SELECT id, search_vector AS tsv, updated_at AS created_at FROM store_storeitem "
-            f"WHERE workspace_id = %(workspace)s AND id IN ({scope_sql})"
+            f"WHERE workspace_id = %(workspace)s AND search_text <> '' AND id IN ({scope_sql})"
         ),
         scope_size_sql=(
             "SELECT count(*) FROM (SELECT 1 FROM store_storeitemembedding "

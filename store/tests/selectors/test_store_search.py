@@ -207,6 +207,22 @@ class StoreSearchTests(MemoryTestCase):
         assert "brief" in first and "brief" not in again
         assert again[:2] == ["k1", "k3"]
 
+    def test_items_put_without_an_index_weigh_nothing_in_the_words_ranking(self):
+        """BM25 weighs a match by the item's length against the average indexed item's; an item
+        put with `index=False` holds no words. Thirty of them put last made the average read
+        from the newest items one word, so a long item with the word four times ranked below a
+        short one holding it once."""
+        long_text = (
+            "kite kite kite kite flying high above green hills beside quiet river towns lazy summer evenings"
+        )
+        make_item(workspace=self.workspace, key="long", value={"text": long_text})
+        make_item(workspace=self.workspace, key="short", value={"text": "a red kite"})
+        for n in range(30):
+            make_item(workspace=self.workspace, key=f"log{n}", value={"text": f"entry {n}"}, index=False)
+        hits = store_item_search(workspace=self.workspace, agent=None, query="kite")
+        assert keys(hits)[:2] == ["long", "short"]
+        assert hits[1][1] is not None and hits[2][1] is None
+
     def test_items_the_query_cannot_reach_fill_the_page_unscored(self):
         make_item(workspace=self.workspace, key="lisbon", value={"text": "Lisbon"})
         make_item(workspace=self.workspace, key="hidden", value={"text": "Lisbon"}, index=False)
