@@ -10,12 +10,14 @@ history; it must not grow with everyone else's (docs/speed.md, "Semantic recall'
 
 Data: `--people` people, each with `--per-person` messages in threads of 500, appended through
 `thread_append_messages` (so the stored tsvectors are production's), alternately user and
-assistant. The text is the `bench.peers` generator's sentences, or with `--data` the turns of a
-LoCoMo file (read from where it lies, never copied; the questions are its questions). Timed:
-`message_search_related(mode="lexical")` for a person drawn in turn, `--queries` queries twice,
-after `VACUUM ANALYZE`. No vectors are stored, so the hybrid mode's vector channels would find
-nothing: the lexical scope is what is measured. A throwaway embedded PostgreSQL unless
-DATABASE_URL is set.
+assistant. Each query leaves out a window of `--window` messages (default 20) that ends at a
+random point of the person's newest thread, as the history window leaves out what it already
+holds, turn after turn (`--window 0`: none). The text is the `bench.peers` generator's
+sentences, or with `--data` the turns of a LoCoMo file (read from where it lies, never copied;
+the questions are its questions). Timed: `message_search_related(mode="lexical")` for a person
+drawn in turn, `--queries` queries twice, after `VACUUM ANALYZE`. No vectors are stored, so
+the hybrid mode's vector channels would find nothing: the lexical scope is what is measured. A
+throwaway embedded PostgreSQL unless DATABASE_URL is set.
 """
 
 import argparse
@@ -57,6 +59,7 @@ def main() -> None:
     parser.add_argument(
         "--data", help="A LoCoMo JSON file: its turns as the messages, its questions as queries."
     )
+    parser.add_argument("--window", type=int, default=20, help="Messages each query leaves out.")
     parser.add_argument("--json")
     args = parser.parse_args()
 
@@ -65,6 +68,7 @@ def main() -> None:
 
     from core.services import agent_get_or_create, workspace_create
     from identities.services import memory_user_create
+    from threads.models import Message
     from threads.selectors import message_search_related
     from threads.services import thread_append_messages, thread_create
 
@@ -92,14 +96,31 @@ def main() -> None:
         cursor.execute("VACUUM (ANALYZE) threads_message")
         cursor.execute("VACUUM (ANALYZE) threads_thread")
     print(f"built {args.people * args.per_person} messages in {build_s} s")
+    newest = {
+        person.pk: list(
+            Message.objects.filter(thread__memory_user=person)
+            .order_by("-created_at", "-seq")
+            .values_list("pk", flat=True)[:THREAD_SIZE]
+        )
+        for person in people
+    }
 
     samples = []
     for _round in range(2):
         for index, query in enumerate(questions):
             person = people[index % len(people)]
+            ids = newest[person.pk]
+            end = rng.randrange(args.window, len(ids) + 1) if args.window else 0
+            window = ids[end - args.window : end] if args.window else []
             begun = time.perf_counter()
             message_search_related(
-                workspace=workspace, agent=agent, memory_user=person, query=query, top_k=10, mode="lexical"
+                workspace=workspace,
+                agent=agent,
+                memory_user=person,
+                query=query,
+                top_k=10,
+                mode="lexical",
+                exclude_message_ids=window,
             )
             samples.append((time.perf_counter() - begun) * 1000)
     stats = summarize(samples)
