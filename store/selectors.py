@@ -154,7 +154,7 @@ def store_item_search(
         ),
         params=params,
         # The scope filters on JSON: read once into a table, unless the search knows its BM25
-        # statistics (1,000 items or more under the prefix): then its match reads the text
+        # statistics (1,000 indexed items or more under the prefix): then its match reads the text
         # index instead of testing each item under a prefix that holds many people's
         # (docs/speed.md, "The store searched by meaning across many namespaces").
         lexical_materialized=True,

@@ -1,3 +1,5 @@
+from unittest import mock
+
 from django.db import connection
 
 from core.testing import MemoryTestCase, plan_nodes, statements_sent
@@ -71,8 +73,6 @@ class RecallScopePlanTests(MemoryTestCase):
         """Each turn leaves a different window out of recall, which changes a long history's
         size and lengths by a few messages: its BM25 statistics read by one turn serve the
         next ones for SEARCH_SCOPE_SIZE_CACHE_SECONDS, and the window is still left out."""
-        from unittest import mock
-
         person = MemoryUserFactory(workspace=self.workspace, canonical_id="telegram:person")
         self.history(person, threads=1, per_thread=40)
         window = list(Message.objects.filter(thread__memory_user=person).order_by("-seq")[:10])
