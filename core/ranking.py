@@ -925,11 +925,6 @@ class Corpus:
     person: str | None = None
     # True when `lexical_scope_sql` is costly to run more than once (see bm25_sql).
     lexical_materialized: bool = False
-    # True when it is read once into a table only for being read three times: a search with
-    # the scope's BM25 statistics remembered (`_bm25_stats_known`, a scope of
-    # BM25_STATS_CACHE_MIN_ROWS or more) reads it once, inline, and its match may then go
-    # through the text index instead of testing each row of a large scope.
-    lexical_inline_with_stats: bool = False
     # The name in `params` of the person whose rows `lexical_scope_sql` selects with their
     # `terms` (bm25_sql's `terms_person`); None when it answers no `terms`.
     lexical_terms_person: str | None = None
@@ -1122,8 +1117,7 @@ def hybrid_search(
                 lexical_params.update(bm25_n=bm25_stats[0], bm25_avgdl=bm25_stats[1])
             sql = bm25_sql(
                 corpus.lexical_scope_sql,
-                materialized=corpus.lexical_materialized
-                and not (corpus.lexical_inline_with_stats and bm25_stats is not None),
+                materialized=corpus.lexical_materialized,
                 terms_person=corpus.lexical_terms_person,
                 stats_given=bm25_stats is not None,
             )

@@ -153,12 +153,10 @@ def store_item_search(
             "ON v.item_id = i.id AND v.model = %(model)s WHERE i.id = ANY(%(ids)s)"
         ),
         params=params,
-        # The scope filters on JSON: read once into a table, unless the search knows its BM25
-        # statistics (1,000 indexed items or more under the prefix): then its match reads the text
-        # index instead of testing each item under a prefix that holds many people's
-        # (docs/speed.md, "The store searched by meaning across many namespaces").
+        # The scope filters on JSON: read it once per search. Inline, the match may go through
+        # the text index, whose postings are every workspace's (docs/speed.md, "The store
+        # searched by meaning across many namespaces").
         lexical_materialized=True,
-        lexical_inline_with_stats=True,
         memo_ignored=(_SCOPE_CLOCK,),
     )
     outcome = hybrid_search(
