@@ -59,47 +59,45 @@ WORDS = {
 }
 
 
+def copy_items(*, workspace, items) -> None:
+    """COPY `items`, (id, person, key, value, indexed text or ""), under ("memories", <person>)."""
+    from django.db import connection
+    from django.utils import timezone
+
+    now = timezone.now()
+    columns = (
+        "id, workspace_id, namespace, namespace_path, key, value, index_fields, search_text, "
+        "embedding_model, created_at, updated_at"
+    )
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY store_storeitem ({columns}) FROM STDIN") as copy:
+            for pk, person, key, value, text in items:
+                index_fields = '["text"]' if text else "[]"
+                row = (pk, workspace.pk, ["memories", person], f"memories.{person}", key)
+                copy.write_row((*row, json.dumps(value), index_fields, text, "", now, now))
+        cursor.execute("ANALYZE store_storeitem")
+
+
 def embedded_load(*, workspace, n_items: int, n_people: int) -> float:
     """`n_items` indexed items under ("memories", <person>), embedded; the seconds it took."""
     from django.db import connection
-    from django.utils import timezone
 
     from core.services import vector_graph_extend
     from store.models import StoreItem, StoreItemEmbedding
     from store.services import store_items_embed
 
     rng = random.Random(7)
-    now = timezone.now()
     started = time.perf_counter()
-    ids = []
-    with connection.cursor() as cursor:
-        columns = (
-            "id, workspace_id, namespace, namespace_path, key, value, index_fields, search_text, "
-            "embedding_model, created_at, updated_at"
+    items = []
+    for n in range(n_items):
+        person = f"person-{n % n_people}"
+        template, _query = rng.choice(TEMPLATES)
+        text = template.format(p="The user", **{k: rng.choice(v) for k, v in WORDS.items()})
+        items.append(
+            (uuid.uuid4(), person, f"t{n}", {"kind": rng.choice(KINDS), "person": person, "text": text}, text)
         )
-        with cursor.cursor.copy(f"COPY store_storeitem ({columns}) FROM STDIN") as copy:
-            for n in range(n_items):
-                person = f"person-{n % n_people}"
-                template, _query = rng.choice(TEMPLATES)
-                text = template.format(p="The user", **{k: rng.choice(v) for k, v in WORDS.items()})
-                value = {"kind": rng.choice(KINDS), "person": person, "text": text}
-                pk = uuid.uuid4()
-                ids.append(pk)
-                copy.write_row(
-                    (
-                        pk,
-                        workspace.pk,
-                        ["memories", person],
-                        f"memories.{person}",
-                        f"t{n}",
-                        json.dumps(value),
-                        '["text"]',
-                        text,
-                        "",
-                        now,
-                        now,
-                    )
-                )
+    copy_items(workspace=workspace, items=items)
+    ids = [item[0] for item in items]
     for start in range(0, len(ids), 512):
         store_items_embed(item_ids=ids[start : start + 512])
     assert StoreItem.objects.filter(workspace=workspace).exclude(embedding_model="").count() == n_items
@@ -113,46 +111,23 @@ def embedded_load(*, workspace, n_items: int, n_people: int) -> float:
 
 
 def build(*, n_items: int, n_people: int):
-    from django.db import connection
-    from django.utils import timezone
-
     from core.services import workspace_create
 
     workspace = workspace_create(name=f"bench-store-{time.time_ns()}")
     rng = random.Random(5)
-    now = timezone.now()
     started = time.perf_counter()
-    columns = (
-        "id, workspace_id, namespace, namespace_path, key, value, index_fields, search_text, "
-        "embedding_model, created_at, updated_at"
-    )
-    with connection.cursor() as cursor:
-        with cursor.cursor.copy(f"COPY store_storeitem ({columns}) FROM STDIN") as copy:
-            for n in range(n_items):
-                person = f"person-{n % n_people}"
-                value = {
-                    "kind": rng.choice(KINDS),
-                    "person": person,
-                    "text": f"memory {n} of {person}",
-                    "n": n,
-                    "tags": [rng.choice(["home", "work", "travel"])],
-                }
-                copy.write_row(
-                    (
-                        uuid.uuid4(),
-                        workspace.pk,
-                        ["memories", person],
-                        f"memories.{person}",
-                        f"m{n}",
-                        json.dumps(value),
-                        "[]",
-                        "",
-                        "",
-                        now,
-                        now,
-                    )
-                )
-        cursor.execute("ANALYZE store_storeitem")
+    items = []
+    for n in range(n_items):
+        person = f"person-{n % n_people}"
+        value = {
+            "kind": rng.choice(KINDS),
+            "person": person,
+            "text": f"memory {n} of {person}",
+            "n": n,
+            "tags": [rng.choice(["home", "work", "travel"])],
+        }
+        items.append((uuid.uuid4(), person, f"m{n}", value, ""))
+    copy_items(workspace=workspace, items=items)
     return workspace, time.perf_counter() - started
 
 
