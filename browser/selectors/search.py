@@ -20,7 +20,7 @@ from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError
 from core.filters import filterset_apply
 from episodes.selectors import episode_list
-from episodic.selectors import entry_list
+from episodic.selectors import entry_list, entry_search_by_meaning
 from facts.selectors import fact_list
 from identities.filters import MemoryUserFilter
 from identities.models import ChannelIdentity, MemoryUser
@@ -71,6 +71,10 @@ class SearchTier:
     hit: Callable  # row -> SearchHit
     # False: the tab's own `q` matches differently, so "more" opens this page's list of the tier.
     has_tab_search: bool = True
+    # False: left out of the live results under the header box (one search per keystroke).
+    live: bool = True
+    # What an empty group says instead of "No <label> match.".
+    empty: str = ""
 
 
 # Every tier's matches come with a `rank` and are ordered by it: the best matches first, and,
@@ -99,6 +103,23 @@ def _facts(principal, query):
 def _entries(principal, query):
     entries = entry_list(principal=principal, filters={"q": query})
     return _ranked(entries, SearchRank(F("search_vector"), _websearch(query)))
+
+
+def _entries_by_meaning(principal, query):
+    """The entries nearest in meaning to `query` across the workspace (at most
+    WORKSPACE_MEANING_LIMIT), ranked by their cosine similarity: what the words of the query do
+    not say ("refund" for "asked for their money back"). The query is embedded for the page,
+    not for the live results, which would embed it at every keystroke."""
+    nearest = entry_search_by_meaning(principal=principal, query=query)
+    ids = [pk for pk, _ in nearest]
+    # Each entry's similarity looked up by its place among the nearest: one parameter pair,
+    # where a CASE of a hundred WHENs cost Django ~20 ms to compile for every page.
+    similarity = RawSQL(
+        '(%s::float8[])[array_position(%s::uuid[], "episodes_episodicentry"."id")]',
+        [[value for _, value in nearest], ids],
+        output_field=FloatField(),
+    )
+    return _ranked(entry_list(principal=principal).filter(pk__in=ids), similarity)
 
 
 def _episodes(principal, query):
@@ -227,6 +248,16 @@ def _message_hit(message) -> SearchHit:
 TIERS = [
     SearchTier("facts", "Facts", "facts", _facts, _fact_hit),
     SearchTier("entries", "Episodic entries", "entries", _entries, _entry_hit),
+    SearchTier(
+        "meaning",
+        "Entries close in meaning",
+        "entries",
+        _entries_by_meaning,
+        _entry_hit,
+        has_tab_search=False,
+        live=False,
+        empty="No entry has a vector to compare with yet.",
+    ),
     SearchTier("episodes", "Episodes", "episodes", _episodes, _episode_hit, has_tab_search=False),
     SearchTier("procedures", "Procedures", "procedures", _procedures, _procedure_hit),
     SearchTier("people", "People", "users", _people, _person_hit),
@@ -250,11 +281,16 @@ class TierHits:
     error: str = ""
 
 
-def search_everywhere(*, principal: Principal, query: str, per_tier: int = PAGE_PER_TIER) -> list[TierHits]:
-    """The first `per_tier` matches of every tier, in the tiers' order; each tier one bounded
-    query (a LIMIT of per_tier + 1). A tier that refuses the query reports why instead."""
+def search_everywhere(
+    *, principal: Principal, query: str, per_tier: int = PAGE_PER_TIER, live: bool = False
+) -> list[TierHits]:
+    """The first `per_tier` matches of every tier (`live`: of those the live results show), in
+    the tiers' order; each tier one bounded query (a LIMIT of per_tier + 1). A tier that
+    refuses the query reports why instead."""
     groups = []
     for tier in TIERS:
+        if live and not tier.live:
+            continue
         try:
             matches = tier.search(principal, query)
             # Rank and cut over primary keys, then load the page's rows with their joins and

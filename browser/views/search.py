@@ -57,7 +57,9 @@ def search(request):
     }
     live = request.htmx and request.htmx.target == LIVE_TARGET
     if query and live:
-        context["groups"] = search_everywhere(principal=principal, query=query, per_tier=LIVE_PER_TIER)
+        context["groups"] = search_everywhere(
+            principal=principal, query=query, per_tier=LIVE_PER_TIER, live=True
+        )
     elif query and tier is not None:
         try:
             queryset = tier.search(principal, query)

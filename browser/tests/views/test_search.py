@@ -1,11 +1,19 @@
 """The one search across tiers (issue 15): grouped results, live results, isolation."""
 
+from dataclasses import replace
+from unittest import mock
 from urllib.parse import quote
 
 from browser.selectors.search import LIVE_PER_TIER, PAGE_PER_TIER, search_everywhere, search_query_clean
 from browser.tests.base import BrowserTestCase
 from browser.tests.factories import entry_make, memory_user_make
+from core.embeddings import EmbeddingError, LocalEmbeddingProvider
+from core.errors import ApplicationError
+from core.services import agent_get_or_create
 from episodes.services import episode_create
+from episodic.models import EpisodicEntry
+from episodic.selectors import MEANING_UNAVAILABLE, entry_search_by_meaning
+from episodic.services.embeddings import entry_embed_batch
 from facts.services import fact_remember
 from procedures.services import procedure_create
 from threads.services import thread_append_messages, thread_create
@@ -80,6 +88,13 @@ class SearchTests(BrowserTestCase):
         assert "Globex" not in html
         # Only user and assistant messages are searched (tool output is not conversation).
         assert "Lisbon weather" not in html and "flying to Lisbon" in html
+
+    def test_the_meaning_group_says_when_nothing_is_embedded_yet(self):
+        """These entries have no vectors yet: the words find them, the meaning cannot."""
+        response = self.open_as(self.viewer, self.url("memories:search") + "?q=lisbon")
+        html = response.content.decode()
+        assert 'id="tier-meaning"' in html and "No entry has a vector to compare with yet." in html
+        assert "No entries close in meaning match." not in html
 
     def test_groups_come_from_the_tiers_own_filtersets(self):
         """A group holds what its tab's q filter finds, so "more in" continues the same list."""
@@ -165,8 +180,10 @@ class SearchTests(BrowserTestCase):
     def test_bounded_queries_whatever_the_data(self):
         url = self.url("memories:search") + "?q=lisbon"
         self.open_as(self.viewer, url)
-        # Session, user, membership; then per tier its ranked ids and that page's rows.
-        with self.assertNumQueries(3 + 2 * 6) as first:
+        # Session, user, membership; then per tier its ranked ids and that page's rows, and for
+        # the entries close in meaning the embedding's provider and the nearest vectors (none
+        # here: nothing is embedded, so no rows are read).
+        with self.assertNumQueries(3 + 2 * 6 + 2) as first:
             self.client.get(url)
         for n in range(20):
             entry_make(agent=self.agent, memory_user=self.ada, content=f"Lisbon more {n}.")
@@ -188,7 +205,7 @@ class SearchTests(BrowserTestCase):
             "{{ 7*7 }}",
             "\u202e",
         ]:
-            for tier in ("", "messages", "facts", "nope"):
+            for tier in ("", "messages", "facts", "meaning", "nope"):
                 response = self.client.get(f"{base}?q={quote(text)}&tier={tier}&page=x&per_page=-1&sort=zz")
                 assert response.status_code == 200, (text, tier, response.status_code)
         assert search_query_clean("a\x00b  c" + "x" * 500) == ("a b c" + "x" * 500)[:200]
@@ -206,3 +223,116 @@ class SearchTests(BrowserTestCase):
     def test_outsider_gets_a_404(self):
         self.login(self.outsider)
         assert self.client.get(self.url("memories:search") + "?q=lisbon").status_code == 404
+
+
+class MeaningSearchTests(BrowserTestCase):
+    """The workspace's entries nearest in meaning to the query: what its words do not say."""
+
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        cls.ada = memory_user_make(cls.workspace, canonical_id="telegram:1", display_name="Ada")
+        cls.bo = memory_user_make(cls.workspace, canonical_id="telegram:2", display_name="Bo")
+        cls.other_agent = agent_get_or_create(workspace=cls.workspace, slug="second-agent")
+        cls.money_back = entry_make(
+            agent=cls.agent, memory_user=cls.ada, content="Ada wants her money back for the broken kettle."
+        )
+        cls.reimbursed = entry_make(
+            agent=cls.other_agent, memory_user=cls.bo, content="Bo was reimbursed for the late delivery."
+        )
+        cls.hiking = entry_make(agent=cls.agent, memory_user=cls.bo, content="Bo goes hiking in the Alps.")
+        cls.held = entry_make(
+            agent=cls.agent,
+            memory_user=cls.ada,
+            content="Ada asked for a refund of her subscription.",
+            review=EpisodicEntry.Review.HELD,
+        )
+        cls.rejected = entry_make(
+            agent=cls.agent,
+            memory_user=cls.bo,
+            content="Bo demanded a refund for the cancelled flight.",
+            status=EpisodicEntry.Status.REJECTED,
+        )
+        globex = memory_user_make(cls.other_workspace, canonical_id="telegram:1", display_name="Globex")
+        cls.elsewhere = entry_make(
+            agent=cls.outsider_agent, memory_user=globex, content="Globex customer wants a refund."
+        )
+        entry_embed_batch(
+            entry_ids=[
+                cls.money_back.pk,
+                cls.reimbursed.pk,
+                cls.hiking.pk,
+                cls.held.pk,
+                cls.rejected.pk,
+                cls.elsewhere.pk,
+            ]
+        )
+
+    def _principal(self):
+        from browser.selectors import operator_context
+
+        return operator_context(user=self.viewer, workspace_id=self.workspace.pk).principal
+
+    def test_finds_entries_that_share_no_word_with_the_query(self):
+        """No remembered entry of the workspace says "refund": the words find nothing, the
+        meaning finds both people's, under either agent, before the unrelated one."""
+        groups = {g.tier.slug: g for g in search_everywhere(principal=self._principal(), query="refund")}
+        assert groups["entries"].hits == []
+        found = [hit.pk for hit in groups["meaning"].hits]
+        assert set(found[:2]) == {self.money_back.pk, self.reimbursed.pk}
+        assert found[2:] == [self.hiking.pk]
+        response = self.open_as(self.viewer, self.url("memories:search") + "?q=refund")
+        html = response.content.decode()
+        assert 'id="tier-meaning"' in html
+        assert f'href="{self.url("memories:entry", pk=self.money_back.pk)}"' in html
+
+    def test_held_rejected_and_other_workspaces_entries_never_show(self):
+        nearest = entry_search_by_meaning(principal=self._principal(), query="refund")
+        ids = [pk for pk, _ in nearest]
+        assert self.money_back.pk in ids and self.reimbursed.pk in ids
+        assert {self.held.pk, self.rejected.pk, self.elsewhere.pk}.isdisjoint(ids)
+        similarities = [value for _, value in nearest]
+        assert similarities == sorted(similarities, reverse=True)
+        page = self.open_as(self.viewer, self.url("memories:search") + "?q=refund&tier=meaning")
+        html = page.content.decode()
+        assert "broken kettle" in html and "late delivery" in html
+        for hidden in ("subscription", "cancelled flight", "Globex"):
+            assert hidden not in html, hidden
+        assert html.index("late delivery") < html.index("Alps") and html.index("broken kettle") < html.index(
+            "Alps"
+        )
+
+    def test_an_agent_bound_principal_finds_its_agents_entries_only(self):
+        principal = replace(self._principal(), agent=self.agent)
+        ids = [pk for pk, _ in entry_search_by_meaning(principal=principal, query="refund")]
+        assert self.money_back.pk in ids and self.reimbursed.pk not in ids
+
+    def test_the_live_results_leave_it_out(self):
+        """The header box searches at every keystroke: no embedding there."""
+        self.login(self.viewer)
+        embedding = mock.patch.object(LocalEmbeddingProvider, "embed_query", side_effect=AssertionError)
+        with embedding:
+            response = self.htmx("get", self.url("memories:search") + "?q=kettle", target="site-search-list")
+        assert response.status_code == 200
+        assert b"ss-meaning" not in response.content and b"broken kettle" in response.content
+
+    def test_a_model_that_does_not_answer_is_said_in_its_group(self):
+        failing = mock.patch.object(LocalEmbeddingProvider, "embed_query", side_effect=EmbeddingError("down"))
+        with failing, self.assertLogs("core.ranking", "WARNING"):
+            response = self.open_as(self.viewer, self.url("memories:search") + "?q=refunds+please")
+            page = self.client.get(self.url("memories:search") + "?q=refunds+please&tier=meaning")
+        assert MEANING_UNAVAILABLE.encode() in response.content
+        assert page.status_code == 200 and MEANING_UNAVAILABLE.encode() in page.content
+        with (
+            self.assertRaises(ApplicationError) as raised,
+            failing,
+            self.assertLogs("core.ranking", "WARNING"),
+        ):
+            entry_search_by_meaning(principal=self._principal(), query="refunds again")
+        assert raised.exception.code == "embedding_unavailable" and raised.exception.status_code == 503
+
+    def test_an_empty_query_is_refused_before_anything_is_embedded(self):
+        embedding = mock.patch.object(LocalEmbeddingProvider, "embed_query", side_effect=AssertionError)
+        with embedding, self.assertRaises(ApplicationError) as raised:
+            entry_search_by_meaning(principal=self._principal(), query="  ")
+        assert "query" in raised.exception.fields
