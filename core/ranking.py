@@ -1336,6 +1336,67 @@ def query_vector_awaited(query_vector: list[float] | Future | None) -> list[floa
         return None
 
 
+MEANING_UNAVAILABLE = "The embedding model did not answer, so nothing can be searched by meaning now."
+# An operator's search by meaning across a workspace reads this many nearest rows at the most.
+WORKSPACE_NEAREST_LIMIT = 100
+
+
+def workspace_nearest(
+    *,
+    workspace,
+    query: str,
+    vector_table: str,
+    vector_id_column: str,
+    describe_sql: str,
+    params: dict,
+    agent=None,
+    limit: int = WORKSPACE_NEAREST_LIMIT,
+    provider=None,
+) -> list[tuple[object, float]]:
+    """(row id, cosine similarity) of the `limit` rows of `workspace` (of `agent`'s only, when
+    given) whose vectors in `vector_table` are nearest to `query`'s, closest first.
+
+    An operator's question across the memory ("who asked about refunds?"), which no person's
+    search answers: the vector channel of `hybrid_search`, so the plan is routed by the
+    workspace's vector count as a person's search is by its scope's (an exact sort while it is
+    small, else the HNSW graph with iterative scan, rows not yet in it sorted beside). Only the
+    rows `describe_sql` returns are kept (`id, created_at, four NULLs, the cosine under
+    %(qvec)s, three NULLs` for `%(ids)s`; `params` and `%(workspace)s` are there): it leaves
+    out what the caller's list would not show. Raises ApplicationError (503,
+    `embedding_unavailable`) when the query cannot be embedded: a search by meaning has
+    nothing else to rank by.
+    """
+    query = query_clean(query)
+    weights = mode_weights(MODE_VECTOR, replace(DEFAULT_WEIGHTS, recency=0.0, session=0.0), top_k=limit)
+    query_vector, model = query_vector_for(
+        workspace=workspace, query=query, weights=weights, provider=provider
+    )
+    query_vector = query_vector_awaited(query_vector)
+    if query_vector is None:
+        raise ApplicationError(MEANING_UNAVAILABLE, code="embedding_unavailable", status_code=503)
+    params = {**params, "workspace": workspace.pk, "agent": agent.pk if agent is not None else None}
+    scope = "workspace_id = %(workspace)s" + (" AND agent_id = %(agent)s" if agent is not None else "")
+    corpus = Corpus(
+        # Never read: the vector mode switches the lexical channel off.
+        lexical_scope_sql="SELECT NULL::uuid AS id, NULL::tsvector AS tsv, now() AS created_at WHERE false",
+        scope_size_sql=(
+            f"SELECT count(*) FROM (SELECT 1 FROM {vector_table} WHERE {scope} "
+            "AND model = %(model)s LIMIT %(count_cap)s) capped"
+        ),
+        vector_table=vector_table,
+        vector_id_column=vector_id_column,
+        vector_scope_where=scope,
+        graph_scope=(("workspace_id", "workspace"),),
+        describe_sql=describe_sql,
+        params=params,
+    )
+    outcome = hybrid_search(
+        corpus=corpus, query=query, query_vector=query_vector, model=model, weights=weights
+    )
+    nearest = [(c.id, c.vector) for c, _score in outcome.ranked if c.vector is not None]
+    return sorted(nearest, key=lambda pair: -pair[1])[:limit]
+
+
 def query_embedder(*, workspace, provider, model: str) -> Callable[[str], list[float] | None]:
     """Embeds another text of a search's query under `model` (hybrid_search's `embed_query`):
     None when the workspace's provider now has another model, or fails (the search keeps

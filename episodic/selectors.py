@@ -24,10 +24,10 @@ from core.ranking import (
     mode_weights,
     query_clean,
     query_embedder,
-    query_vector_awaited,
     query_vector_for,
     query_vector_started,
     recency_term,
+    workspace_nearest,
 )
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
@@ -328,59 +328,19 @@ def entry_search_hybrid(
     )
 
 
-# An operator's search by meaning across the workspace (the browser's search page) reads this many
-# nearest entries at the most: the page lists them, closest first.
-WORKSPACE_MEANING_LIMIT = 100
-MEANING_UNAVAILABLE = "The embedding model did not answer, so nothing can be searched by meaning now."
-
-
-def entry_search_by_meaning(
-    *, principal: Principal, query: str, limit: int = WORKSPACE_MEANING_LIMIT, provider=None
-) -> list[tuple[object, float]]:
+def entry_search_by_meaning(*, principal: Principal, query: str, provider=None) -> list[tuple[object, float]]:
     """(entry id, cosine similarity) of the workspace's active, approved entries nearest in
     meaning to `query`, closest first: every person's and every agent's (an agent-bound
-    principal's agent's only).
-
-    An operator's question across the memory ("who asked about refunds?"), which no person's
-    search answers. Only the vector channel ranks: the words are the browser's other tiers'.
-    The plan is routed by the workspace's vector count as a person's search is routed by its
-    scope's (`core.ranking.vector_plan`): an exact sort while the workspace is small, else the
-    HNSW graph with iterative scan. Raises ApplicationError (503, `embedding_unavailable`) when
-    the query cannot be embedded: a search by meaning has nothing else to rank by.
-    """
-    query = query_clean(query)
-    workspace = principal.workspace
-    weights = mode_weights("vector", replace(ENTRY_WEIGHTS, recency=0.0, session=0.0), top_k=limit)
-    query_vector, model = query_vector_for(
-        workspace=workspace, query=query, weights=weights, provider=provider
-    )
-    query_vector = query_vector_awaited(query_vector)
-    if query_vector is None:
-        raise ApplicationError(MEANING_UNAVAILABLE, code="embedding_unavailable", status_code=503)
-    params = {
-        "workspace": workspace.pk,
-        "agent": principal.agent.pk if principal.agent is not None else None,
-        "active": EpisodicEntry.Status.ACTIVE,
-        "approved": EpisodicEntry.Review.APPROVED,
-    }
-    scope = "workspace_id = %(workspace)s" + (
-        " AND agent_id = %(agent)s" if principal.agent is not None else ""
-    )
-    corpus = Corpus(
-        # Never read: the vector mode switches the lexical channel off.
-        lexical_scope_sql=(
-            "SELECT id, search_vector AS tsv, created_at FROM episodes_episodicentry WHERE false"
-        ),
-        scope_size_sql=(
-            f"SELECT count(*) FROM (SELECT 1 FROM episodes_entryembedding WHERE {scope} "
-            "AND model = %(model)s LIMIT %(count_cap)s) capped"
-        ),
+    principal's agent's only). `core.ranking.workspace_nearest`; the browser's search page."""
+    return workspace_nearest(
+        workspace=principal.workspace,
+        agent=principal.agent,
+        query=query,
+        provider=provider,
         vector_table="episodes_entryembedding",
         vector_id_column="entry_id",
-        vector_scope_where=scope,
-        graph_scope=(("workspace_id", "workspace"),),
-        # Closed, deleted and held entries' vectors are among the candidates; the description
-        # leaves them out, as a person's search does.
+        # Closed, deleted, held and rejected entries' vectors are among the candidates; the
+        # description leaves them out, as a person's search does.
         describe_sql=(
             "SELECT e.id, extract(epoch FROM e.created_at)::float8, NULL, NULL, NULL, NULL, "
             "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL, NULL "
@@ -389,15 +349,8 @@ def entry_search_by_meaning(
             "WHERE e.id = ANY(%(ids)s) AND e.workspace_id = %(workspace)s "
             "AND e.status = %(active)s AND e.review = %(approved)s"
         ),
-        params=params,
+        params={"active": EpisodicEntry.Status.ACTIVE, "approved": EpisodicEntry.Review.APPROVED},
     )
-    outcome = hybrid_search(
-        corpus=corpus, query=query, query_vector=query_vector, model=model, weights=weights
-    )
-    nearest = sorted(
-        ((c.id, c.vector) for c, _score in outcome.ranked if c.vector is not None), key=lambda p: -p[1]
-    )
-    return nearest[:limit]
 
 
 # --- <memory> rendering ------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from identities.models import ChannelIdentity, MemoryUser
 from identities.selectors import memory_user_scope
 from procedures.selectors import procedure_list
 from threads.models import Message
+from threads.selectors import message_search_by_meaning
 
 # Nobody searches with more words than this; a longer query is cut, never refused.
 SEARCH_QUERY_CHARS = 200
@@ -36,6 +37,8 @@ PAGE_PER_TIER = 5
 LIVE_PER_TIER = 3
 # A hit's text is cut to this many characters (a fact's JSON value, a message).
 SNIPPET_CHARS = 160
+# What a group by meaning says when nothing of its tier has a stored vector yet.
+NOTHING_EMBEDDED = "Nothing here has a vector to compare with yet."
 
 
 def search_query_clean(text) -> str:
@@ -105,21 +108,36 @@ def _entries(principal, query):
     return _ranked(entries, SearchRank(F("search_vector"), _websearch(query)))
 
 
-def _entries_by_meaning(principal, query):
-    """The entries nearest in meaning to `query` across the workspace (at most
-    WORKSPACE_MEANING_LIMIT), ranked by their cosine similarity: what the words of the query do
-    not say ("refund" for "asked for their money back"). The query is embedded for the page,
-    not for the live results, which would embed it at every keystroke."""
-    nearest = entry_search_by_meaning(principal=principal, query=query)
+def _by_similarity(queryset, nearest: list, id_column: str):
+    """`queryset`'s rows among `nearest` ((id, similarity), closest first), ranked by their
+    similarity, looked up by each row's place among the nearest: one parameter pair, where a
+    CASE of a hundred WHENs cost Django ~10 ms to compile for each of a group's two queries."""
     ids = [pk for pk, _ in nearest]
-    # Each entry's similarity looked up by its place among the nearest: one parameter pair,
-    # where a CASE of a hundred WHENs cost Django ~20 ms to compile for every page.
     similarity = RawSQL(
-        '(%s::float8[])[array_position(%s::uuid[], "episodes_episodicentry"."id")]',
+        f"(%s::float8[])[array_position(%s::uuid[], {id_column})]",
         [[value for _, value in nearest], ids],
         output_field=FloatField(),
     )
-    return _ranked(entry_list(principal=principal).filter(pk__in=ids), similarity)
+    return _ranked(queryset.filter(pk__in=ids), similarity)
+
+
+def _entries_by_meaning(principal, query):
+    """The workspace's entries nearest in meaning to `query` (WORKSPACE_NEAREST_LIMIT at most),
+    ranked by their cosine similarity: what the words of the query do not say ("refund" for
+    "wants her money back"). Embedded for the page, not the live results (every keystroke)."""
+    nearest = entry_search_by_meaning(principal=principal, query=query)
+    return _by_similarity(entry_list(principal=principal), nearest, '"episodes_episodicentry"."id"')
+
+
+def _messages_by_meaning(principal, query):
+    """The workspace's user and assistant messages nearest in meaning to `query`, as above."""
+    nearest = message_search_by_meaning(principal=principal, query=query)
+    messages = (
+        scope_to_principal(Message.objects.all(), principal, agent_field="thread__agent")
+        .select_related("thread")
+        .defer("tool_calls", "files", "metadata")
+    )
+    return _by_similarity(messages, nearest, '"threads_message"."id"')
 
 
 def _episodes(principal, query):
@@ -249,14 +267,14 @@ TIERS = [
     SearchTier("facts", "Facts", "facts", _facts, _fact_hit),
     SearchTier("entries", "Episodic entries", "entries", _entries, _entry_hit),
     SearchTier(
-        "meaning",
+        "entries-meaning",
         "Entries close in meaning",
         "entries",
         _entries_by_meaning,
         _entry_hit,
         has_tab_search=False,
         live=False,
-        empty="No entry has a vector to compare with yet.",
+        empty=NOTHING_EMBEDDED,
     ),
     SearchTier("episodes", "Episodes", "episodes", _episodes, _episode_hit, has_tab_search=False),
     SearchTier("procedures", "Procedures", "procedures", _procedures, _procedure_hit),
@@ -268,6 +286,16 @@ TIERS = [
         lambda principal, query: message_search(principal=principal, query=query),
         _message_hit,
         has_tab_search=False,
+    ),
+    SearchTier(
+        "messages-meaning",
+        "Messages close in meaning",
+        "threads",
+        _messages_by_meaning,
+        _message_hit,
+        has_tab_search=False,
+        live=False,
+        empty=NOTHING_EMBEDDED,
     ),
 ]
 TIERS_BY_SLUG = {tier.slug: tier for tier in TIERS}

@@ -21,6 +21,7 @@ from threads.selectors.recall import (
     RECALLED_OPEN,
     MessageHit,
     MessageSearchResult,
+    message_search_by_meaning,
     message_search_related,
     person_speaker,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "message_get",
     "message_history_window",
     "message_list",
+    "message_search_by_meaning",
     "message_search_related",
     "person_speaker",
     "run_snapshot_get",

@@ -16,6 +16,7 @@ from core.ranking import (
     query_clean,
     query_embedder,
     query_vector_for,
+    workspace_nearest,
 )
 from threads.selectors.chat import chat_system_message
 
@@ -133,6 +134,28 @@ class MessageSearchResult:
     hits: list[MessageHit]
     plan: str | None
     scope_size: int | None
+
+
+def message_search_by_meaning(*, principal, query: str, provider=None) -> list[tuple[object, float]]:
+    """(message id, cosine similarity) of the workspace's user and assistant messages nearest in
+    meaning to `query`, closest first: every thread's (an agent-bound principal's agent's
+    threads' only). `core.ranking.workspace_nearest`; the browser's search page."""
+    return workspace_nearest(
+        workspace=principal.workspace,
+        agent=principal.agent,
+        query=query,
+        provider=provider,
+        vector_table="episodes_messageembedding",
+        vector_id_column="message_id",
+        describe_sql=(
+            "SELECT m.id, extract(epoch FROM m.created_at)::float8, NULL, NULL, NULL, NULL, "
+            "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL, NULL "
+            "FROM threads_message m JOIN episodes_messageembedding v "
+            "ON v.message_id = m.id AND v.model = %(model)s "
+            "WHERE m.id = ANY(%(ids)s) AND m.workspace_id = %(workspace)s"
+        ),
+        params={},
+    )
 
 
 def message_search_related(

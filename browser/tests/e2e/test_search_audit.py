@@ -133,8 +133,20 @@ class SearchAndAuditTests(BrowserLiveTestCase):
         expect(box).to_have_attribute("aria-expanded", "true")
         box.press("Enter")
         expect(page).to_have_url(re.compile(r"/search/\?q=lisbon$"))
-        for name in ("Facts", "Episodic entries", "Episodes", "Procedures", "People", "Messages"):
-            expect(page.get_by_role("heading", name=re.compile(f"^{name}"), level=2)).to_be_visible()
+        groups = (
+            "Facts",
+            "Episodic entries",
+            "Entries close in meaning",
+            "Episodes",
+            "Procedures",
+            "People",
+            "Messages",
+            "Messages close in meaning",
+        )
+        for name in groups:
+            # The heading is the group's name and its count ("Messages 1").
+            heading = page.get_by_role("heading", name=re.compile(rf"^{name} \d+\+?$"), level=2)
+            expect(heading).to_be_visible()
         expect(page.locator("main")).not_to_contain_text("secret")
         # The results are links reached with Tab; Enter opens one.
         procedure_link = page.get_by_role("link", name="Book a hotel in Lisbon")

@@ -4,19 +4,28 @@ from dataclasses import replace
 from unittest import mock
 from urllib.parse import quote
 
-from browser.selectors.search import LIVE_PER_TIER, PAGE_PER_TIER, search_everywhere, search_query_clean
+from browser.selectors.search import (
+    LIVE_PER_TIER,
+    NOTHING_EMBEDDED,
+    PAGE_PER_TIER,
+    search_everywhere,
+    search_query_clean,
+)
 from browser.tests.base import BrowserTestCase
 from browser.tests.factories import entry_make, memory_user_make
 from core.embeddings import EmbeddingError, LocalEmbeddingProvider
 from core.errors import ApplicationError
+from core.ranking import MEANING_UNAVAILABLE
 from core.services import agent_get_or_create
 from episodes.services import episode_create
 from episodic.models import EpisodicEntry
-from episodic.selectors import MEANING_UNAVAILABLE, entry_search_by_meaning
+from episodic.selectors import entry_search_by_meaning
 from episodic.services.embeddings import entry_embed_batch
 from facts.services import fact_remember
 from procedures.services import procedure_create
-from threads.services import thread_append_messages, thread_create
+from threads.models import Message
+from threads.selectors import message_search_by_meaning
+from threads.services import message_embed_batch, thread_append_messages, thread_create
 
 _CALL = {"id": "call-1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
 
@@ -93,8 +102,10 @@ class SearchTests(BrowserTestCase):
         """These entries have no vectors yet: the words find them, the meaning cannot."""
         response = self.open_as(self.viewer, self.url("memories:search") + "?q=lisbon")
         html = response.content.decode()
-        assert 'id="tier-meaning"' in html and "No entry has a vector to compare with yet." in html
-        assert "No entries close in meaning match." not in html
+        for slug in ("entries-meaning", "messages-meaning"):
+            group = html[html.index(f'id="tier-{slug}"') :]
+            assert group[: group.index("</section>")].count(NOTHING_EMBEDDED) == 1, slug
+        assert "close in meaning match." not in html
 
     def test_groups_come_from_the_tiers_own_filtersets(self):
         """A group holds what its tab's q filter finds, so "more in" continues the same list."""
@@ -181,9 +192,9 @@ class SearchTests(BrowserTestCase):
         url = self.url("memories:search") + "?q=lisbon"
         self.open_as(self.viewer, url)
         # Session, user, membership; then per tier its ranked ids and that page's rows, and for
-        # the entries close in meaning the embedding's provider and the nearest vectors (none
-        # here: nothing is embedded, so no rows are read).
-        with self.assertNumQueries(3 + 2 * 6 + 2) as first:
+        # the entries and the messages close in meaning the embedding's provider and the
+        # nearest vectors (none here: nothing is embedded, so no rows are read).
+        with self.assertNumQueries(3 + 2 * 6 + 2 * 2) as first:
             self.client.get(url)
         for n in range(20):
             entry_make(agent=self.agent, memory_user=self.ada, content=f"Lisbon more {n}.")
@@ -205,7 +216,7 @@ class SearchTests(BrowserTestCase):
             "{{ 7*7 }}",
             "\u202e",
         ]:
-            for tier in ("", "messages", "facts", "meaning", "nope"):
+            for tier in ("", "messages", "facts", "entries-meaning", "messages-meaning", "nope"):
                 response = self.client.get(f"{base}?q={quote(text)}&tier={tier}&page=x&per_page=-1&sort=zz")
                 assert response.status_code == 200, (text, tier, response.status_code)
         assert search_query_clean("a\x00b  c" + "x" * 500) == ("a b c" + "x" * 500)[:200]
@@ -226,7 +237,8 @@ class SearchTests(BrowserTestCase):
 
 
 class MeaningSearchTests(BrowserTestCase):
-    """The workspace's entries nearest in meaning to the query: what its words do not say."""
+    """The workspace's entries and messages nearest in meaning to the query: what its words
+    do not say."""
 
     @classmethod
     def setUpTestData(cls):
@@ -267,6 +279,27 @@ class MeaningSearchTests(BrowserTestCase):
                 cls.elsewhere.pk,
             ]
         )
+        cls.kettle_thread = thread_create(
+            workspace=cls.workspace, agent=cls.agent, memory_user=cls.ada, title="Kettle"
+        )
+        cls.delivery_thread = thread_create(
+            workspace=cls.workspace, agent=cls.other_agent, memory_user=cls.bo, title="Delivery"
+        )
+        other_thread = thread_create(workspace=cls.other_workspace, agent=cls.outsider_agent, title="Globex")
+        messages = [
+            *thread_append_messages(
+                thread=cls.kettle_thread,
+                messages=[{"role": "user", "content": "The kettle broke, I would like my money back."}],
+            ),
+            *thread_append_messages(
+                thread=cls.delivery_thread,
+                messages=[{"role": "user", "content": "Can I be reimbursed for the late parcel?"}],
+            ),
+            *thread_append_messages(
+                thread=other_thread, messages=[{"role": "user", "content": "Globex wants a refund."}]
+            ),
+        ]
+        message_embed_batch(message_ids=[m.pk for m in messages])
 
     def _principal(self):
         from browser.selectors import operator_context
@@ -278,12 +311,12 @@ class MeaningSearchTests(BrowserTestCase):
         meaning finds both people's, under either agent, before the unrelated one."""
         groups = {g.tier.slug: g for g in search_everywhere(principal=self._principal(), query="refund")}
         assert groups["entries"].hits == []
-        found = [hit.pk for hit in groups["meaning"].hits]
+        found = [hit.pk for hit in groups["entries-meaning"].hits]
         assert set(found[:2]) == {self.money_back.pk, self.reimbursed.pk}
         assert found[2:] == [self.hiking.pk]
         response = self.open_as(self.viewer, self.url("memories:search") + "?q=refund")
         html = response.content.decode()
-        assert 'id="tier-meaning"' in html
+        assert 'id="tier-entries-meaning"' in html
         assert f'href="{self.url("memories:entry", pk=self.money_back.pk)}"' in html
 
     def test_held_rejected_and_other_workspaces_entries_never_show(self):
@@ -293,7 +326,7 @@ class MeaningSearchTests(BrowserTestCase):
         assert {self.held.pk, self.rejected.pk, self.elsewhere.pk}.isdisjoint(ids)
         similarities = [value for _, value in nearest]
         assert similarities == sorted(similarities, reverse=True)
-        page = self.open_as(self.viewer, self.url("memories:search") + "?q=refund&tier=meaning")
+        page = self.open_as(self.viewer, self.url("memories:search") + "?q=refund&tier=entries-meaning")
         html = page.content.decode()
         assert "broken kettle" in html and "late delivery" in html
         for hidden in ("subscription", "cancelled flight", "Globex"):
@@ -314,13 +347,13 @@ class MeaningSearchTests(BrowserTestCase):
         with embedding:
             response = self.htmx("get", self.url("memories:search") + "?q=kettle", target="site-search-list")
         assert response.status_code == 200
-        assert b"ss-meaning" not in response.content and b"broken kettle" in response.content
+        assert b"ss-entries-meaning" not in response.content and b"broken kettle" in response.content
 
     def test_a_model_that_does_not_answer_is_said_in_its_group(self):
         failing = mock.patch.object(LocalEmbeddingProvider, "embed_query", side_effect=EmbeddingError("down"))
         with failing, self.assertLogs("core.ranking", "WARNING"):
             response = self.open_as(self.viewer, self.url("memories:search") + "?q=refunds+please")
-            page = self.client.get(self.url("memories:search") + "?q=refunds+please&tier=meaning")
+            page = self.client.get(self.url("memories:search") + "?q=refunds+please&tier=entries-meaning")
         assert MEANING_UNAVAILABLE.encode() in response.content
         assert page.status_code == 200 and MEANING_UNAVAILABLE.encode() in page.content
         with (
@@ -336,3 +369,19 @@ class MeaningSearchTests(BrowserTestCase):
         with embedding, self.assertRaises(ApplicationError) as raised:
             entry_search_by_meaning(principal=self._principal(), query="  ")
         assert "query" in raised.exception.fields
+
+    def test_finds_messages_that_share_no_word_with_the_query(self):
+        """Both threads' messages, not another workspace's; each opens its thread."""
+        groups = {g.tier.slug: g for g in search_everywhere(principal=self._principal(), query="refund")}
+        assert groups["messages"].hits == []
+        hits = groups["messages-meaning"].hits
+        assert {hit.link_pk for hit in hits} == {self.kettle_thread.pk, self.delivery_thread.pk}
+        ids = [pk for pk, _ in message_search_by_meaning(principal=self._principal(), query="refund")]
+        assert len(ids) == 2
+        page = self.open_as(self.viewer, self.url("memories:search") + "?q=refund&tier=messages-meaning")
+        html = page.content.decode()
+        assert "money back" in html and "late parcel" in html and "Globex" not in html
+        assert f'href="{self.url("memories:thread", pk=self.kettle_thread.pk)}"' in html
+        agent_bound = replace(self._principal(), agent=self.other_agent)
+        ids = [pk for pk, _ in message_search_by_meaning(principal=agent_bound, query="refund")]
+        assert len(ids) == 1 and Message.objects.get(pk=ids[0]).thread_id == self.delivery_thread.pk
