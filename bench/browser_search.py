@@ -6,14 +6,18 @@ per tier (facts, entries, episodes, procedures, people, messages) and 100,000 au
     python -m bench.browser_search --json var/browser_search.json
     python -m bench.browser_search --without-search-index   # before/after the messages' GIN index
     python -m bench.browser_search --without-people-indexes # before/after the people's trigram indexes
+    python -m bench.browser_search --without-meaning        # before/after the groups close in meaning
 
 Target (issue 15): first page p95 <= 150 ms server-side at 100,000 rows per tier.
 
 The tiers are loaded by bench.browser_tabs.build (1% of every table in a second workspace that
-must never show), then messages and audit events are added the same way and everything is
-ANALYZEd. Each case is a GET through Django's test client as a logged-in editor: session,
-middleware, access check, selectors, template rendering; no network. The CPU column is what a
-request used in this process and its PostgreSQL backend (bench.harness.measure_cpu).
+must never show), then messages and audit events are added the same way, every entry and
+message gets a vector (a random unit vector under the local model, in its HNSW graph, which is
+built after the load), so the groups close in meaning rank the whole workspace as they would
+once its rows are embedded, and everything is ANALYZEd. Each case is a GET through Django's test
+client as a logged-in editor: session, middleware, access check, selectors, template rendering;
+no network. The CPU column is what a request used in this process and its PostgreSQL backend
+(bench.harness.measure_cpu).
 """
 
 import os
@@ -168,6 +172,81 @@ def add_messages_and_audit(workspace, users_in, threads_in, n_rows: int, seed: i
     return timings
 
 
+# The groups close in meaning (entries, messages) embed the query and rank the workspace's vectors.
+# `--without-meaning` first measures the page without them, then again with them.
+def _meaning_groups(present: bool) -> None:
+    from browser.selectors import search
+
+    if present:
+        search.TIERS[:] = search.TIERS_ALL
+    else:
+        search.TIERS_ALL = list(search.TIERS)
+        search.TIERS[:] = [tier for tier in search.TIERS if not tier.slug.endswith("-meaning")]
+
+
+# Entries and messages get their vectors from a pool of random ones (generating 384 numbers per
+# row would dominate the load); the groups close in meaning cost the same whatever the vectors.
+VECTOR_POOL = 20_000
+
+
+def add_vectors() -> dict:
+    """Every entry and user or assistant message a vector under the local model, in the graph.
+
+    The tables' HNSW indexes are dropped during the insert and built again after it: inserted
+    into a live graph one by one, 200,000 vectors took minutes longer."""
+    from django.db import connection
+
+    from core.embeddings import LOCAL_MODEL_NAME
+
+    timings = {}
+    start = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexdef, indexname FROM pg_indexes WHERE tablename IN "
+            "('episodes_entryembedding', 'episodes_messageembedding') AND indexdef ILIKE '%%hnsw%%'"
+        )
+        indexes = cursor.fetchall()
+        for _definition, name in indexes:
+            cursor.execute(f'DROP INDEX "{name}"')
+        cursor.execute(
+            "CREATE TEMP TABLE bench_vectors AS SELECT i, (SELECT array_agg(random() - 0.5) "
+            "FROM generate_series(1, 384) d WHERE i >= 0)::vector AS v FROM generate_series(0, %s) i",
+            [VECTOR_POOL - 1],
+        )
+        cursor.execute(
+            """
+            INSERT INTO episodes_entryembedding (entry_id, workspace_id, agent_id, memory_user_id,
+                model, dimensions, embedding, in_graph, created_at)
+            SELECT e.id, e.workspace_id, e.agent_id, e.memory_user_id, %(model)s, 384, bv.v, true, now()
+            FROM (SELECT *, row_number() OVER () AS n FROM episodes_episodicentry) e
+            JOIN bench_vectors bv ON bv.i = e.n %% %(pool)s
+            """,
+            {"model": LOCAL_MODEL_NAME, "pool": VECTOR_POOL},
+        )
+        cursor.execute(
+            """
+            INSERT INTO episodes_messageembedding (message_id, thread_id, workspace_id, agent_id,
+                memory_user_id, model, dimensions, embedding, in_graph, created_at)
+            SELECT m.id, m.thread_id, t.workspace_id, t.agent_id, t.memory_user_id, %(model)s, 384,
+                bv.v, true, now()
+            FROM (SELECT id, thread_id, row_number() OVER () AS n FROM threads_message
+                  WHERE role IN ('user', 'assistant') AND content <> '') m
+            JOIN threads_thread t ON t.id = m.thread_id
+            JOIN bench_vectors bv ON bv.i = (m.n + 7919) %% %(pool)s
+            """,
+            {"model": LOCAL_MODEL_NAME, "pool": VECTOR_POOL},
+        )
+        timings["vectors"] = time.perf_counter() - start
+        start = time.perf_counter()
+        cursor.execute("SET maintenance_work_mem = '1GB'")
+        for definition, _name in indexes:
+            cursor.execute(definition)
+        cursor.execute("RESET maintenance_work_mem")
+        cursor.execute("ANALYZE episodes_entryembedding, episodes_messageembedding")
+    timings["vector_graphs"] = time.perf_counter() - start
+    return timings
+
+
 def cases(workspace, users_in):
     base = f"/memories/{workspace.pk}"
     person = users_in[0].pk
@@ -184,6 +263,8 @@ def cases(workspace, users_in):
             None,
         ),
         ("search: tier=messages q=kalomi", f"{base}/search/?q=kalomi&tier=messages", None),
+        ("search: tier=entries-meaning q=kalomi", f"{base}/search/?q=kalomi&tier=entries-meaning", None),
+        ("search: tier=messages-meaning q=kalomi", f"{base}/search/?q=kalomi&tier=messages-meaning", None),
         ("audit: first page", f"{base}/audit/", None),
         ("audit: first page (fragment)", f"{base}/audit/", "results"),
         ("audit: actor=bob", f"{base}/audit/?actor=bob", None),
@@ -202,6 +283,11 @@ def main():
         help="measure first without the people's trigram indexes, then with them",
     )
     parser.add_argument(
+        "--without-meaning",
+        action="store_true",
+        help="measure first without the groups close in meaning, then with them",
+    )
+    parser.add_argument(
         "--without-search-index",
         action="store_true",
         help="measure first without threads_message_search, then with it",
@@ -215,6 +301,7 @@ def main():
     started = time.perf_counter()
     workspace, _viewer, _agents, users_in, threads_in, timings = build(args.rows)
     timings.update(add_messages_and_audit(workspace, users_in, threads_in, args.rows))
+    timings.update(add_vectors())
     print_loaded(f"{args.rows:,} rows per tier", started, timings)
     editor = operator_create(
         workspace=workspace,
@@ -259,6 +346,10 @@ def main():
         _people_indexes(False)
         report["without_people_indexes"] = run("without the people's trigram indexes")
         _people_indexes(True)
+    if args.without_meaning:
+        _meaning_groups(False)
+        report["without_meaning"] = run("without the groups close in meaning")
+        _meaning_groups(True)
     report["tier_indexes"] = run("tier indexes as they are")
     write_json(args.json, report)
 
