@@ -9,7 +9,7 @@ the tier.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db.models import BooleanField, F, FloatField, Q
@@ -263,6 +263,17 @@ def _message_hit(message) -> SearchHit:
     )
 
 
+def _close_hit(hit: Callable) -> Callable:
+    """`hit` with the row's cosine similarity to the query after its detail: the nearest rows
+    are listed whatever they say, and the figure tells a near one from the least far."""
+
+    def close(row) -> SearchHit:
+        found = hit(row)
+        return replace(found, detail=f"{found.detail} · similarity {row.rank:.2f}")
+
+    return close
+
+
 TIERS = [
     SearchTier("facts", "Facts", "facts", _facts, _fact_hit),
     SearchTier("entries", "Episodic entries", "entries", _entries, _entry_hit),
@@ -271,7 +282,7 @@ TIERS = [
         "Entries close in meaning",
         "entries",
         _entries_by_meaning,
-        _entry_hit,
+        _close_hit(_entry_hit),
         has_tab_search=False,
         live=False,
         empty=NOTHING_EMBEDDED,
@@ -292,7 +303,7 @@ TIERS = [
         "Messages close in meaning",
         "threads",
         _messages_by_meaning,
-        _message_hit,
+        _close_hit(_message_hit),
         has_tab_search=False,
         live=False,
         empty=NOTHING_EMBEDDED,

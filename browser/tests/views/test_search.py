@@ -318,6 +318,13 @@ class MeaningSearchTests(BrowserTestCase):
         html = response.content.decode()
         assert 'id="tier-entries-meaning"' in html
         assert f'href="{self.url("memories:entry", pk=self.money_back.pk)}"' in html
+        # Each hit says how close it is: the nearest are listed whatever they say.
+        similarity = dict(entry_search_by_meaning(principal=self._principal(), query="refund"))
+        details = {hit.pk: hit.detail for hit in groups["entries-meaning"].hits}
+        assert (
+            details[self.money_back.pk]
+            == f"Ada · {self.agent.slug} · similarity {similarity[self.money_back.pk]:.2f}"
+        )
 
     def test_held_rejected_and_other_workspaces_entries_never_show(self):
         nearest = entry_search_by_meaning(principal=self._principal(), query="refund")
