@@ -1345,10 +1345,11 @@ def workspace_nearest(
     *,
     workspace,
     query: str,
+    row_table: str,
     vector_table: str,
     vector_id_column: str,
-    describe_sql: str,
-    params: dict,
+    kept: str = "",
+    params: dict | None = None,
     agent=None,
     limit: int = WORKSPACE_NEAREST_LIMIT,
     provider=None,
@@ -1359,10 +1360,10 @@ def workspace_nearest(
     An operator's question across the memory ("who asked about refunds?"), which no person's
     search answers: the vector channel of `hybrid_search`, so the plan is routed by the
     workspace's vector count as a person's search is by its scope's (an exact sort while it is
-    small, else the HNSW graph with iterative scan, rows not yet in it sorted beside). Only the
-    rows `describe_sql` returns are kept (`id, created_at, four NULLs, the cosine under
-    %(qvec)s, three NULLs` for `%(ids)s`; `params` and `%(workspace)s` are there): it leaves
-    out what the caller's list would not show. Raises ApplicationError (503,
+    small, else the HNSW graph with iterative scan, rows not yet in it sorted beside). The
+    vectors' rows in `row_table` (its `id`, `created_at` and `workspace_id`) are kept when they
+    meet `kept` (SQL over their alias `r`, with `params`), so that what the caller's list would
+    not show is left out. Raises ApplicationError (503,
     `embedding_unavailable`) when the query cannot be embedded: a search by meaning has
     nothing else to rank by.
     """
@@ -1374,7 +1375,7 @@ def workspace_nearest(
     query_vector = query_vector_awaited(query_vector)
     if query_vector is None:
         raise ApplicationError(MEANING_UNAVAILABLE, code="embedding_unavailable", status_code=503)
-    params = {**params, "workspace": workspace.pk, "agent": agent.pk if agent is not None else None}
+    params = {**(params or {}), "workspace": workspace.pk, "agent": agent.pk if agent is not None else None}
     scope = "workspace_id = %(workspace)s" + (" AND agent_id = %(agent)s" if agent is not None else "")
     corpus = Corpus(
         # Never read: the vector mode switches the lexical channel off.
@@ -1387,7 +1388,13 @@ def workspace_nearest(
         vector_id_column=vector_id_column,
         vector_scope_where=scope,
         graph_scope=(("workspace_id", "workspace"),),
-        describe_sql=describe_sql,
+        describe_sql=(
+            "SELECT r.id, extract(epoch FROM r.created_at)::float8, NULL, NULL, NULL, NULL, "
+            "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL, NULL "
+            f"FROM {row_table} r JOIN {vector_table} v "
+            f"ON v.{vector_id_column} = r.id AND v.model = %(model)s "
+            f"WHERE r.id = ANY(%(ids)s) AND r.workspace_id = %(workspace)s{kept}"
+        ),
         params=params,
     )
     outcome = hybrid_search(

@@ -337,18 +337,12 @@ def entry_search_by_meaning(*, principal: Principal, query: str, provider=None) 
         agent=principal.agent,
         query=query,
         provider=provider,
+        row_table="episodes_episodicentry",
         vector_table="episodes_entryembedding",
         vector_id_column="entry_id",
-        # Closed, deleted, held and rejected entries' vectors are among the candidates; the
-        # description leaves them out, as a person's search does.
-        describe_sql=(
-            "SELECT e.id, extract(epoch FROM e.created_at)::float8, NULL, NULL, NULL, NULL, "
-            "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL, NULL "
-            "FROM episodes_episodicentry e JOIN episodes_entryembedding v "
-            "ON v.entry_id = e.id AND v.model = %(model)s "
-            "WHERE e.id = ANY(%(ids)s) AND e.workspace_id = %(workspace)s "
-            "AND e.status = %(active)s AND e.review = %(approved)s"
-        ),
+        # Closed, deleted, held and rejected entries' vectors are among the candidates; they
+        # are left out when the pool is described, as in a person's search.
+        kept=" AND r.status = %(active)s AND r.review = %(approved)s",
         params={"active": EpisodicEntry.Status.ACTIVE, "approved": EpisodicEntry.Review.APPROVED},
     )
 

@@ -145,16 +145,9 @@ def message_search_by_meaning(*, principal, query: str, provider=None) -> list[t
         agent=principal.agent,
         query=query,
         provider=provider,
+        row_table="threads_message",
         vector_table="episodes_messageembedding",
         vector_id_column="message_id",
-        describe_sql=(
-            "SELECT m.id, extract(epoch FROM m.created_at)::float8, NULL, NULL, NULL, NULL, "
-            "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL, NULL "
-            "FROM threads_message m JOIN episodes_messageembedding v "
-            "ON v.message_id = m.id AND v.model = %(model)s "
-            "WHERE m.id = ANY(%(ids)s) AND m.workspace_id = %(workspace)s"
-        ),
-        params={},
     )
 
 
