@@ -1363,9 +1363,8 @@ def workspace_nearest(
     small, else the HNSW graph with iterative scan, rows not yet in it sorted beside). The
     vectors' rows in `row_table` (its `id`, `created_at` and `workspace_id`) are kept when they
     meet `kept` (SQL over their alias `r`, with `params`), so that what the caller's list would
-    not show is left out. Raises ApplicationError (503,
-    `embedding_unavailable`) when the query cannot be embedded: a search by meaning has
-    nothing else to rank by.
+    not show is left out. Raises ApplicationError (503, `embedding_unavailable`) when the query
+    cannot be embedded: a search by meaning has nothing else to rank by.
     """
     query = query_clean(query)
     weights = mode_weights(MODE_VECTOR, replace(DEFAULT_WEIGHTS, recency=0.0, session=0.0), top_k=limit)
