@@ -37,8 +37,12 @@ PAGE_PER_TIER = 5
 LIVE_PER_TIER = 3
 # A hit's text is cut to this many characters (a fact's JSON value, a message).
 SNIPPET_CHARS = 160
-# What a group by meaning says when nothing of its tier has a stored vector yet.
-NOTHING_EMBEDDED = "Nothing here has a vector to compare with yet."
+# What a group by meaning says when nothing of its tier has a stored vector yet. Messages are
+# embedded only for agents with semantic recall on (threads.services.messages).
+ENTRIES_NOT_EMBEDDED = "No entry has a vector to compare with yet."
+MESSAGES_NOT_EMBEDDED = (
+    "No message has a vector to compare with: messages are embedded for agents with semantic recall on."
+)
 
 
 def search_query_clean(text) -> str:
@@ -285,7 +289,7 @@ TIERS = [
         _close_hit(_entry_hit),
         has_tab_search=False,
         live=False,
-        empty=NOTHING_EMBEDDED,
+        empty=ENTRIES_NOT_EMBEDDED,
     ),
     SearchTier("episodes", "Episodes", "episodes", _episodes, _episode_hit, has_tab_search=False),
     SearchTier("procedures", "Procedures", "procedures", _procedures, _procedure_hit),
@@ -306,7 +310,7 @@ TIERS = [
         _close_hit(_message_hit),
         has_tab_search=False,
         live=False,
-        empty=NOTHING_EMBEDDED,
+        empty=MESSAGES_NOT_EMBEDDED,
     ),
 ]
 TIERS_BY_SLUG = {tier.slug: tier for tier in TIERS}
