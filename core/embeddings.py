@@ -27,9 +27,10 @@ the stored runtime's. A search's query is embedded on a background thread
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 from django.conf import settings
@@ -383,8 +384,31 @@ class OpenAIEmbeddingProvider:
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
-        """The vector of a search query: the endpoint's, as for stored texts."""
-        return self.embed([text])[0]
+        """The vector of a search query: the endpoint's, as for stored texts.
+
+        A query is waited for at most EMBEDDING_QUERY_TIMEOUT_SECONDS: its caller answers a
+        request, and ranks without a vector rather than wait for an endpoint that hangs. Once the
+        endpoint has failed a query, this process's queries skip it for
+        EMBEDDING_QUERY_RETRY_SECONDS (EmbeddingError at once), so that an outage costs one
+        request its wait, not every request; the first query after that asks it again.
+        """
+        key = (self.base_url, self.model_name)
+        retry_at = _query_outages.get(key)
+        if retry_at is not None and time.monotonic() < retry_at:
+            raise EmbeddingError("Embedding endpoint failed a query moments ago; it is not asked again yet.")
+        timeout = min(self.timeout or settings.LLM_TIMEOUT_SECONDS, settings.EMBEDDING_QUERY_TIMEOUT_SECONDS)
+        try:
+            vector = replace(self, timeout=timeout).embed([text])[0]
+        except EmbeddingError:
+            if settings.EMBEDDING_QUERY_RETRY_SECONDS > 0:
+                _query_outages[key] = time.monotonic() + settings.EMBEDDING_QUERY_RETRY_SECONDS
+            raise
+        _query_outages.pop(key, None)
+        return vector
+
+
+# Endpoints that failed a query lately, per process: {(base URL, model): monotonic time to ask again}.
+_query_outages: dict = {}
 
 
 # Local embeddings started ahead of need (`embed_started`). Four threads: as many as the

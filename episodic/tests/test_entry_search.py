@@ -1,5 +1,6 @@
 import json
 import threading
+import time
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -12,7 +13,7 @@ from django.test import TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from core.embeddings import LOCAL_MODEL_NAME, EmbeddingError, LocalEmbeddingProvider
+from core.embeddings import LOCAL_MODEL_NAME, EmbeddingError, LocalEmbeddingProvider, _query_outages
 from core.errors import ApplicationError
 from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector_sql
 from core.testing import (
@@ -73,6 +74,45 @@ class EntrySearchTests(MemoryTestCase):
         result = self.search("marathon")
         assert [h.entry for h in result.hits] == [wanted]
         assert result.plan is None
+
+    @override_settings(EMBEDDING_QUERY_TIMEOUT_SECONDS=0.2)
+    def test_an_endpoint_that_hangs_is_waited_for_at_most_the_query_timeout(self):
+        """A search's query vector waits EMBEDDING_QUERY_TIMEOUT_SECONDS, not the endpoint's
+        30 s for stored texts: the search then ranks lexically."""
+        wanted = entry_factory(
+            agent=self.agent, memory_user=self.person, content="Ada is training for a marathon."
+        )
+        asked = len(self.server.requests)
+        self.server.delay_seconds = 1.0
+        with self.assertLogs("core.ranking", "WARNING") as logs:
+            result = self.search("marathon")
+        assert [h.entry for h in result.hits] == [wanted]
+        assert result.plan is None
+        assert len(self.server.requests) == asked + 1
+        assert "timed out" in logs.output[0]
+
+    @override_settings(EMBEDDING_QUERY_RETRY_SECONDS=60)
+    def test_after_a_failed_query_the_endpoint_is_asked_again_only_after_the_retry_window(self):
+        """An outage costs one search its wait: the next ones rank lexically at once, without
+        asking; the first after the window asks again and ranks with the vector."""
+        self.addCleanup(_query_outages.clear)
+        wanted = entry_factory(
+            agent=self.agent, memory_user=self.person, content="Ada is training for a marathon."
+        )
+        asked = len(self.server.requests)
+        self.server.fail_next = 1
+        with self.assertLogs("core.ranking", "WARNING"):
+            first = self.search("marathon")
+            second = self.search("marathon training")
+        assert (first.plan, second.plan) == (None, None)
+        assert [h.entry for h in second.hits] == [wanted]
+        assert len(self.server.requests) == asked + 1
+        later = time.monotonic() + 61
+        with mock.patch("core.embeddings.time.monotonic", return_value=later):
+            third = self.search("marathon training")
+        assert third.plan == PLAN_EXACT and [h.entry for h in third.hits] == [wanted]
+        assert len(self.server.requests) == asked + 2
+        assert _query_outages == {}
 
     def test_a_local_query_embedding_failing_on_its_thread_degrades_to_lexical(self):
         """The local model's query vector is computed on another thread while BM25 is sent

@@ -602,6 +602,11 @@ PORTABILITY_IMPORT_ORPHAN_SECONDS = env_int("PORTABILITY_IMPORT_ORPHAN_SECONDS",
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", "")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL", "")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "")
+# A search's query vector from an endpoint is waited for at most this long (stored texts wait
+# LLM_TIMEOUT_SECONDS, in tasks); after an endpoint fails a query, a process's queries skip it
+# for EMBEDDING_QUERY_RETRY_SECONDS and rank without a vector (core.embeddings).
+EMBEDDING_QUERY_TIMEOUT_SECONDS = env_float("EMBEDDING_QUERY_TIMEOUT_SECONDS", 5.0)
+EMBEDDING_QUERY_RETRY_SECONDS = env_float("EMBEDDING_QUERY_RETRY_SECONDS", 30.0)
 
 # Reads beside the request (core/lib/side_reads.py): threads per process, each with its own
 # database connection, that read the context's episodic search and history window while the
