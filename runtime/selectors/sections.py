@@ -3,6 +3,7 @@ within its token cap."""
 
 import itertools
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -17,6 +18,8 @@ from facts.selectors import with_effective_confidence
 from reflection.selectors import reflection_profile_for
 from runtime.rendering import escape_text, fit_block
 from threads.selectors import MemoryContext
+
+logger = logging.getLogger(__name__)
 
 SECTIONS = ("user_profile", "session_memory", "memory", "procedures", "history")
 
@@ -438,7 +441,8 @@ def message_tokens(text: str) -> int:
 @dataclass(frozen=True)
 class MemoryQuery:
     text: str
-    vector: list
+    # None when the provider could not embed it: the block then ranks by words.
+    vector: list | None
     model: str
     top_k: int
     embedding_ms: float
@@ -464,13 +468,18 @@ def memory_query(*, context: MemoryContext, message: str) -> MemoryQuery | None:
         return None
     from django.conf import settings
 
-    from core.embeddings import embedding_provider_for
+    from core.embeddings import EmbeddingError, embedding_provider_for
 
     agent_settings = memory_settings_for(context.agent)
     text = message.strip()[: settings.EPISODIC_QUERY_MAX_LENGTH]
     started = time.perf_counter()
     provider = embedding_provider_for(context.workspace)
-    vector = provider.embed_query(text)
+    try:
+        vector = provider.embed_query(text)
+    except EmbeddingError as exc:
+        # As every search does without its vector: the memory block ranks by words.
+        logger.warning("context: the memory query could not be embedded, words only: %s", exc)
+        vector = None
     return MemoryQuery(
         text=text,
         vector=vector,
@@ -499,6 +508,9 @@ def context_memory(
         memory_user=context.memory_user,
         query=query.text,
         top_k=query.top_k,
+        # Without a vector (the provider failed it just now) the words rank, and the provider
+        # is not asked a second time.
+        mode="hybrid" if query.vector is not None else "lexical",
         query_vector=query.vector,
         model=query.model,
         # The incoming message is the person's own words: its "my" names them.

@@ -233,6 +233,14 @@ class EpisodicMemoryOffTests(MemorySwitchTestCase):
         assert response.status_code == 200 and response.json()["results"]
         assert "Miso" in self.context(message="my cat")["memory"]["text"]
 
+    def test_a_failing_embedding_endpoint_leaves_the_memory_block_to_the_words(self):
+        """The endpoint answers 500: the context still answers, its block found by words (it
+        answered a 500 server error before)."""
+        self.server.fail_next = 5
+        with self.assertLogs("runtime.selectors.sections", "WARNING"):
+            body = self.context(message="my cat")
+        assert "Miso" in body["memory"]["text"]
+
     def test_off_every_episodic_call_is_a_409_and_nothing_is_stored(self):
         self.settings(episodic_memory=False)
         entries = EpisodicEntry.objects.count()
