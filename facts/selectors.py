@@ -277,12 +277,19 @@ def fact_history(*, fact: Fact):
 
 def query_embed(*, workspace, query: str):
     """(vector, model) of `query` under the workspace's embedding provider, or (None, "")
-    when the provider fails: recall then answers from full-text search alone."""
-    from core.embeddings import EmbeddingError, embedding_provider_for
+    when the provider fails: recall then answers from full-text search alone.
+
+    An endpoint is asked as a search's query is (`embed_query`: the same vector, waited for at
+    most EMBEDDING_QUERY_TIMEOUT_SECONDS, not asked during its retry window after a failure).
+    The local model embeds the query as a stored text, as before: its query graph would move
+    the similarities RECALL_SEMANTIC_MIN_SIMILARITY is set against."""
+    from core.embeddings import EmbeddingError, LocalEmbeddingProvider, embedding_provider_for
 
     provider = embedding_provider_for(workspace)
     try:
-        return provider.embed([query])[0], provider.model_name
+        if isinstance(provider, LocalEmbeddingProvider):
+            return provider.embed([query])[0], provider.model_name
+        return provider.embed_query(query), provider.model_name
     except (EmbeddingError, OSError):
         logger.warning("Query embedding failed; recall falls back to full-text search.", exc_info=True)
         return None, ""

@@ -1,3 +1,5 @@
+from django.test import override_settings
+
 from core.services import provider_credential_set
 from core.testing import MemoryTestCase
 from core.testing_openai import OpenAITestServer
@@ -64,6 +66,19 @@ class SemanticRecallTests(MemoryTestCase):
         assert response.status_code == 200, response.json()
         assert [f["key"] for f in response.json()["facts"]] == ["drink"]
         assert response.json()["facts"][0]["similarity"] is None
+
+    @override_settings(EMBEDDING_QUERY_TIMEOUT_SECONDS=0.2)
+    def test_an_endpoint_that_hangs_is_waited_for_at_most_the_query_timeout(self):
+        """Recall asks the endpoint as a search does: a hang past the query timeout answers
+        from full-text search (before, recall waited LLM_TIMEOUT_SECONDS)."""
+        with self.captureOnCommitCallbacks(execute=True):
+            fact_remember(workspace=self.workspace, key="drink", value="espresso please", scope="global")
+        self.server.delay_seconds = 1.0
+        with self.assertLogs("facts.selectors", "WARNING") as logs:
+            result = recall(context=MemoryContext(workspace=self.workspace), query="espresso")
+        assert [f.key for f in result.facts] == ["drink"]
+        assert getattr(result.facts[0], "similarity", None) is None  # Found by its words.
+        assert "timed out" in "".join(logs.output)
 
     def test_a_superseded_version_is_not_recalled(self):
         with self.captureOnCommitCallbacks(execute=True):
