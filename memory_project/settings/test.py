@@ -31,7 +31,7 @@ PROVIDER_CACHE_SECONDS = 0
 # Each request's counts are written after its response, where the test client sees them.
 COUNTERS_FLUSH_SECONDS = 0
 # Tests inject one endpoint failure and expect the next query to reach the endpoint again;
-# core/tests/test_embeddings.py's endpoint tests switch the retry window on.
+# the retry window's own test (episodic/tests/test_entry_search.py) switches it on.
 EMBEDDING_QUERY_RETRY_SECONDS = 0
 WEBHOOKS_ACTIVE_CACHE_SECONDS = 0
 # Receivers in tests listen on 127.0.0.1; webhooks/tests check the refusal with it off.
