@@ -177,11 +177,10 @@ def add_messages_and_audit(workspace, users_in, threads_in, n_rows: int, seed: i
 def _meaning_groups(present: bool) -> None:
     from browser.selectors import search
 
-    if present:
-        search.TIERS[:] = search.TIERS_ALL
-    else:
-        search.TIERS_ALL = list(search.TIERS)
-        search.TIERS[:] = [tier for tier in search.TIERS if not tier.slug.endswith("-meaning")]
+    # TIERS_BY_SLUG keeps every tier, in the page's order, whatever TIERS holds now.
+    search.TIERS[:] = [
+        tier for tier in search.TIERS_BY_SLUG.values() if present or not tier.slug.endswith("-meaning")
+    ]
 
 
 # Entries and messages get their vectors from a pool of random ones (generating 384 numbers per
