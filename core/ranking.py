@@ -48,6 +48,7 @@ from core.embeddings import (
 )
 from core.errors import ApplicationError
 from core.lib.local_models import LOCAL_MODELS
+from core.lib.replica import read_connection
 from core.lib.side_reads import side_read_started, side_reads_enabled
 
 logger = logging.getLogger(__name__)
@@ -748,15 +749,16 @@ def run_batch(cursor, statements: list[tuple[str, dict]]) -> list[list]:
     `SET LOCAL` holds for the statements after it. With server-side binding they run one by
     one inside a transaction (the same settings, more round trips).
     """
-    from django.db import connection, transaction
+    from django.db import transaction
 
     if len(statements) == 1:
         sql, params = statements[0]
         cursor.execute(sql, params)
         return [cursor.fetchall() if cursor.description else []]
-    if connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
+    # The cursor's own connection: a search may read the replica (core.lib.replica).
+    if cursor.db.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
         results = []
-        with transaction.atomic():
+        with transaction.atomic(using=cursor.db.alias):
             for sql, params in statements:
                 cursor.execute(sql, params or None)
                 results.append(cursor.fetchall() if cursor.description else [])
@@ -937,6 +939,9 @@ class Corpus:
     # keyed without them, so they are not counted again at every search; the statements always
     # use them.
     memo_ignored: tuple[str, ...] = ()
+    # The model of the ranked rows: the search reads them where the routers read that model
+    # (the replica in a request that may read it, core.lib.replica.read_connection).
+    rows_model: type | None = None
 
 
 @dataclass
@@ -1031,19 +1036,21 @@ def _bm25_beside_wanted(corpus: "Corpus", *, model: str, weights: RankingWeights
     return side_reads_enabled()
 
 
-def _rows_read(*, sql: str, params: dict) -> list:
-    """The rows of one statement, on the calling thread's connection."""
-    from django.db import connection
+def _rows_read(*, sql: str, params: dict, alias: str) -> list:
+    """The rows of one statement, on the calling thread's connection to the database `alias`."""
+    from django.db import connections
 
-    with connection.cursor() as cursor:
+    with connections[alias].cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 
 
-def _beside_started(statement: tuple[str, dict]) -> Future | None:
-    """`statement` running on a side connection, or None when no side thread is free."""
+def _beside_started(statement: tuple[str, dict], *, alias: str) -> Future | None:
+    """`statement` running on a side connection to the database `alias` (the one the search
+    reads: a pool thread does not inherit the request's choice of server), or None when no
+    side thread is free."""
     sql, params = statement
-    return side_read_started(_rows_read, sql=sql, params=params)
+    return side_read_started(_rows_read, sql=sql, params=params, alias=alias)
 
 
 def _beside_rows(started: Future, cursor, statement: tuple[str, dict]) -> list:
@@ -1089,7 +1096,9 @@ def hybrid_search(
     again with the query as the speakers it names would say it (`first_person`); without
     it, or when the query names no speaker of the pool, the query's vector is used.
     """
-    from django.db import connection
+    # The rows are read where the request reads the corpus's model: the replica when the
+    # request may read it (core.lib.replica), as the ORM reads the hits' rows after this.
+    connection = read_connection(corpus.rows_model)
 
     # "the user" is the searched person: ranked from here on as if the query named them
     # (their name then lifts their rows by the speaker term, not lexically: person_unsaid).
@@ -1124,7 +1133,7 @@ def hybrid_search(
             lexical_statement = (sql, lexical_params)
             if query_vector is not None and _bm25_beside_wanted(corpus, model=model, weights=weights):
                 # A large scope: BM25 on another connection while this one finds the vectors.
-                lexical_beside = _beside_started(lexical_statement)
+                lexical_beside = _beside_started(lexical_statement, alias=connection.alias)
             if lexical_beside is None:
                 slots["lexical"] = len(batch)
                 batch.append(lexical_statement)
@@ -1152,7 +1161,7 @@ def hybrid_search(
                     and not sent
                     and _bm25_beside_wanted(corpus, model=model, weights=weights)
                 ):
-                    lexical_beside = _beside_started(lexical_statement)
+                    lexical_beside = _beside_started(lexical_statement, alias=connection.alias)
                     if lexical_beside is not None:
                         batch.pop(slots.pop("lexical"))
             elif recount:
@@ -1345,7 +1354,7 @@ def workspace_nearest(
     *,
     workspace,
     query: str,
-    row_table: str,
+    rows_model: type,
     vector_table: str,
     vector_id_column: str,
     kept: str = "",
@@ -1361,7 +1370,7 @@ def workspace_nearest(
     search answers: the vector channel of `hybrid_search`, so the plan is routed by the
     workspace's vector count as a person's search is by its scope's (an exact sort while it is
     small, else the HNSW graph with iterative scan, rows not yet in it sorted beside). The
-    vectors' rows in `row_table` (its `id`, `created_at` and `workspace_id`) are kept when they
+    vectors' rows, of `rows_model` (its `id`, `created_at` and `workspace_id`), are kept when they
     meet `kept` (SQL over their alias `r`, with `params`), so that what the caller's list would
     not show is left out. Raises ApplicationError (503, `embedding_unavailable`) when the query
     cannot be embedded: a search by meaning has nothing else to rank by.
@@ -1390,11 +1399,12 @@ def workspace_nearest(
         describe_sql=(
             "SELECT r.id, extract(epoch FROM r.created_at)::float8, NULL, NULL, NULL, NULL, "
             "1 - (v.embedding <=> %(qvec)s::vector), NULL, NULL, NULL "
-            f"FROM {row_table} r JOIN {vector_table} v "
+            f"FROM {rows_model._meta.db_table} r JOIN {vector_table} v "
             f"ON v.{vector_id_column} = r.id AND v.model = %(model)s "
             f"WHERE r.id = ANY(%(ids)s) AND r.workspace_id = %(workspace)s{kept}"
         ),
         params=params,
+        rows_model=rows_model,
     )
     outcome = hybrid_search(
         corpus=corpus, query=query, query_vector=query_vector, model=model, weights=weights

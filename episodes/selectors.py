@@ -151,6 +151,7 @@ def episode_search_hybrid(
     scope_sql, params = queryset_scope_sql(scope)
     params["workspace"] = workspace.pk
     corpus = Corpus(
+        rows_model=Episode,
         lexical_scope_sql=(
             "SELECT id, search_tsv AS tsv, started_at AS created_at FROM episodes_episode "
             f"WHERE workspace_id = %(workspace)s AND id IN ({scope_sql})"

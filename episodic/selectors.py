@@ -257,6 +257,7 @@ def entry_search_hybrid(
             f"AND review = %(approved)s{kept})"
         )
     corpus = Corpus(
+        rows_model=EpisodicEntry,
         lexical_scope_sql=(
             "SELECT id, search_vector AS tsv, created_at, "
             # The entry's words keyed by its person, indexed (episodic 0011): BM25 reads the
@@ -337,7 +338,7 @@ def entry_search_by_meaning(*, principal: Principal, query: str, provider=None) 
         agent=principal.agent,
         query=query,
         provider=provider,
-        row_table="episodes_episodicentry",
+        rows_model=EpisodicEntry,
         vector_table="episodes_entryembedding",
         vector_id_column="entry_id",
         # Closed, deleted, held and rejected entries' vectors are among the candidates; they

@@ -4,7 +4,6 @@ recall (runtime.selectors.recall), and the memory-user context identify_user ret
 import logging
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import F, FloatField, UUIDField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
@@ -12,9 +11,10 @@ from django.db.models.functions import Coalesce
 from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
 from core.filters import filterset_apply
+from core.lib.replica import read_connection
 from episodes.models import Episode
 from facts.filters import FactFilter
-from facts.models import Fact, FactEmbedding, key_normalize
+from facts.models import Fact, FactEmbedding, FactKey, key_normalize
 from threads.selectors import MemoryContext
 
 logger = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ def fuzzy_keys(*, workspace, key: str) -> list[str]:
     if not normalized:
         return []
     words = normalized.split()
-    with connection.cursor() as cursor:
+    with read_connection(FactKey).cursor() as cursor:
         cursor.execute(
             _KEYS_BY_WORDS_SQL, [workspace.pk, [f"%{_like_escape(w)}%" for w in words], FUZZY_KEYS_LIMIT]
         )

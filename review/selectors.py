@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core.exceptions import EmptyResultSet
-from django.db import connection
 from django.db.models import CharField, OuterRef, Subquery
 from django.db.models.functions import Cast
 
 from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
+from core.lib.replica import read_connection
 from core.models import AuditEvent
 from episodic.models import EpisodicEntry
 from facts.models import Fact
@@ -269,7 +269,7 @@ def review_counts(*, principal: Principal, agent=None, memory_user=None) -> dict
             continue
         parts.append(f"(SELECT count(*) FROM ({sql}) q_{name})")
         params.extend(sql_params)
-    with connection.cursor() as cursor:
+    with read_connection(EpisodicEntry).cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(parts), params)
         row = cursor.fetchone()
     counts = dict(zip(TIERS, (int(n) for n in row), strict=True))

@@ -9,13 +9,13 @@ import itertools
 import re
 from datetime import datetime
 
-from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
 from core.access import Principal, agent_resolve_optional, scope_to_principal
 from core.errors import NotFoundError
 from core.filters import filterset_apply
+from core.lib.replica import read_connection
 from core.ranking import MODE_HYBRID, Corpus, hybrid_search, mode_weights, query_clean, query_vector_for
 from store.filters import (
     StoreItemFilter,
@@ -87,7 +87,7 @@ def _prefix_holds_many(*, workspace, agent, namespace_prefix) -> bool:
     if namespace_prefix:
         sql += " AND namespace_path >= %s AND namespace_path < %s"
         params += namespace_paths_under(namespace_prefix)
-    with connection.cursor() as cursor:
+    with read_connection(StoreItem).cursor() as cursor:
         cursor.execute(sql + " LIMIT %s) under_prefix", [*params, STORE_VALUE_INDEX_FROM])
         return cursor.fetchone()[0] >= STORE_VALUE_INDEX_FROM
 
@@ -131,6 +131,7 @@ def store_item_search(
     scope_sql, params = _scope_sql(scope, now=now)
     params["workspace"] = workspace.pk
     corpus = Corpus(
+        rows_model=StoreItem,
         # The indexed items only: one put with `index=False` holds no words, and counted among
         # BM25's documents it would shrink the average length every match is weighed against.
         lexical_scope_sql=(
@@ -286,7 +287,7 @@ def store_namespaces_list(
     }
     params["walk_max"] = NAMESPACES_WALK_MAX
     params["separator"] = NAMESPACE_SEPARATOR
-    with connection.cursor() as cursor:
+    with read_connection(StoreItem).cursor() as cursor:
         cursor.execute(_NAMESPACES_WALK_SQL.format(**parts), params)
         rows = cursor.fetchall()
         if rows[0][1] < NAMESPACES_WALK_MAX:

@@ -2,11 +2,12 @@
 and the held items a batch names (with the merge each would take)."""
 
 from django.core.exceptions import ValidationError
-from django.db import connection
 
 from core.access import Principal
 from core.errors import NotFoundError
+from core.lib.replica import read_connection
 from core.models import Agent
+from episodic.models import EpisodicEntry
 from review.selectors import (
     STATE_HELD,
     STATES,
@@ -39,7 +40,7 @@ SELECT (SELECT count(*) FROM episodes_episodicentry WHERE workspace_id = %(ws)s 
 
 def review_tab_count(workspace_id) -> int:
     """Held items of the workspace (every agent): the number on the Review tab."""
-    with connection.cursor() as cursor:
+    with read_connection(EpisodicEntry).cursor() as cursor:
         cursor.execute(_TAB_COUNT_SQL, {"ws": workspace_id})
         return int(cursor.fetchone()[0])
 

@@ -10,9 +10,9 @@ import json
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection
 
 from core.errors import NotFoundError
+from core.lib.replica import read_connection
 from threads.lib.tree import ancestor_at_depth
 from threads.models import Message, NodeSummary
 
@@ -173,7 +173,7 @@ def thread_nodes(*, thread) -> list[str]:
     )
     SELECT node_id FROM nodes WHERE node_id IS NOT NULL LIMIT %(limit)s
     """
-    with connection.cursor() as cursor:
+    with read_connection(Message).cursor() as cursor:
         cursor.execute(sql, {"thread": thread.pk, "limit": THREAD_NODES_LIMIT + 1})
         return [row[0] for row in cursor.fetchall()]
 
@@ -262,7 +262,7 @@ def thread_branch_leaf(*, thread, node: str = "", leaf=None):
         "cap": DESCENT_MAX_STEPS,
         "candidates": DESCENDANT_CANDIDATES,
     }
-    with connection.cursor() as cursor:
+    with read_connection(Message).cursor() as cursor:
         cursor.execute(_NEWEST_DESCENDANT_SQL, params)
         row = cursor.fetchone()
         if row is None:
@@ -326,7 +326,7 @@ def _forks(*, thread, node: str, messages) -> dict:
         "cards": FORK_CARDS,
         "preview": FORK_PREVIEW_CHARS,
     }
-    with connection.cursor() as cursor:
+    with read_connection(Message).cursor() as cursor:
         cursor.execute(_FORKS_SQL, params)
         fetched = cursor.fetchall()
     grouped: dict = {}

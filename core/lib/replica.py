@@ -9,7 +9,11 @@ lags less than DATABASE_REPLICA_MAX_LAG_SECONDS. Everything else reads the prima
 reads inside `transaction.atomic`, reads after the request itself wrote, Celery tasks,
 management commands, and threads the request starts: the choice lives in a contextvar, and
 a thread of a pool (core.lib.side_reads: the context's parts, a search's BM25) does not
-inherit it, so its reads stay on the primary.
+inherit it, so its reads stay on the primary unless the request names the connection (a
+search sends its BM25 to the one it reads, core.ranking).
+
+Raw SQL follows the same choice only through `read_connection`: `django.db.connection` is
+the primary's whatever the router would pick.
 """
 
 import contextvars
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 from django.core.cache import cache
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +76,14 @@ def reads_end(token: contextvars.Token) -> None:
 
 def replica_configured() -> bool:
     return REPLICA_DB_ALIAS in connections
+
+
+def read_connection(model):
+    """The connection `model`'s rows are read from at this point of the request: the routers'
+    choice, the replica where the ORM would read it (the primary for a `model` of None). Raw
+    SQL that only reads goes through this: `django.db.connection` is always the primary's,
+    whatever the request may read."""
+    return connections[DEFAULT_DB_ALIAS if model is None else router.db_for_read(model)]
 
 
 def read_replica(view_func):

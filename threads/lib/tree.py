@@ -8,7 +8,8 @@ random-access stack", 1983). A 100,000-message branch needs about 40 steps inste
 
 from dataclasses import dataclass
 
-from django.db import connection
+from core.lib.replica import read_connection
+from threads.models import Message
 
 
 @dataclass
@@ -58,7 +59,8 @@ def ancestor_at_depth(*, start_id, target_depth: int):
     """The id of `start_id`'s ancestor at `target_depth` (itself when equal), or None."""
     if target_depth is None or target_depth < 0:
         return None
-    with connection.cursor() as cursor:
+    # The browser's thread pages read it on the replica; a write's checks, on the primary.
+    with read_connection(Message).cursor() as cursor:
         cursor.execute(_ANCESTOR_SQL, {"start": start_id, "target": target_depth})
         row = cursor.fetchone()
     return row[0] if row else None

@@ -3,7 +3,9 @@
 import json
 
 from django.conf import settings
-from django.db import connection
+
+from core.lib.replica import read_connection
+from threads.models import Message
 
 _WALK_COLUMNS = (
     "id",
@@ -90,7 +92,7 @@ def branch_walk(
         where.append(_DELEGATION_WHERE)
         params["delegation"] = delegation
     sql = _WALK_SQL.format(select=_SELECT, columns=", ".join(_WALK_COLUMNS), where=" AND ".join(where))
-    with connection.cursor() as cursor:
+    with read_connection(Message).cursor() as cursor:
         cursor.execute(sql, params)
         rows = [dict(zip(_WALK_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
     for row in rows:
@@ -173,7 +175,7 @@ def _window_sql(
 def _window_rows(**kwargs):
     """(rows newest first, leaf id or None, stop depth) for the history window."""
     sql, params = _window_sql(**kwargs)
-    with connection.cursor() as cursor:
+    with read_connection(Message).cursor() as cursor:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
     leaf_id, stop = (fetched[0][0], fetched[0][1]) if fetched else (None, -1)

@@ -18,6 +18,7 @@ from core.ranking import (
     query_vector_for,
     workspace_nearest,
 )
+from threads.models import Message
 from threads.selectors.chat import chat_system_message
 
 # Messages are ranked from 50 candidates a channel (never fewer than asked for): on LoCoMo a
@@ -145,7 +146,7 @@ def message_search_by_meaning(*, principal, query: str, provider=None) -> list[t
         agent=principal.agent,
         query=query,
         provider=provider,
-        row_table="threads_message",
+        rows_model=Message,
         vector_table="episodes_messageembedding",
         vector_id_column="message_id",
     )
@@ -192,6 +193,7 @@ def message_search_related(
         "person_name": person_speaker(memory_user),
     }
     corpus = Corpus(
+        rows_model=Message,
         # search_tsv: stored by PostgreSQL (threads migration 0003) for user and assistant
         # messages with content, from "name-or-role: content". The person's threads are an
         # array built once (an InitPlan), not a join: PostgreSQL reads their messages by the
@@ -248,8 +250,6 @@ def message_search_related(
         embed_query=query_embedder(workspace=workspace, provider=provider, model=model or ""),
         asked_by_person=asked_by_person,
     )
-    from threads.models import Message
-
     top = outcome.ranked[:top_k]
     messages = Message.objects.in_bulk([c.id for c, _ in top])
     hits = [MessageHit(message=messages[c.id], score=score) for c, score in top if c.id in messages]
