@@ -33,6 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import httpx
+import numpy as np
 from django.conf import settings
 
 from core.lib.http import http_client
@@ -355,6 +356,8 @@ class OpenAIEmbeddingProvider:
     dimensions: int | None = None
     # Seconds per request; None: LLM_TIMEOUT_SECONDS.
     timeout: float | None = None
+    # The workspace whose query vectors this provider may reuse (QueryVectorCache).
+    cache_scope: str = field(default="", compare=False)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -391,7 +394,16 @@ class OpenAIEmbeddingProvider:
         endpoint has failed a query, this process's queries skip it for
         EMBEDDING_QUERY_RETRY_SECONDS (EmbeddingError at once), so that an outage costs one
         request its wait, not every request; the first query after that asks it again.
+
+        A query's vector is kept in the process's query cache, as the local model's are (by
+        model, endpoint, workspace and exact text): a query asked again soon (a search
+        repeated, the browser's two groups close in meaning) costs no second request.
         """
+        cache = query_cache() if settings.EMBEDDING_QUERY_CACHE_SIZE > 0 else None
+        cache_key = (self.model_name, self.base_url, self.cache_scope, text)
+        kept = cache.get(cache_key) if cache is not None else None
+        if kept is not None:
+            return kept.tolist()
         key = (self.base_url, self.model_name)
         retry_at = _query_outages.get(key)
         if retry_at is not None and time.monotonic() < retry_at:
@@ -404,6 +416,9 @@ class OpenAIEmbeddingProvider:
                 _query_outages[key] = time.monotonic() + settings.EMBEDDING_QUERY_RETRY_SECONDS
             raise
         _query_outages.pop(key, None)
+        if cache is not None:
+            # float64: a vector from the cache is the very one the endpoint sent.
+            cache.put(cache_key, np.asarray(vector, dtype=np.float64))
         return vector
 
 
@@ -505,11 +520,14 @@ def embedding_provider_for(workspace=None):
     from core.selectors import provider_credential_get
 
     endpoint = provider_credential_get(workspace=workspace, purpose=ProviderCredential.Purpose.EMBEDDING)
+    scope = "" if workspace is None else str(getattr(workspace, "pk", workspace))
     if endpoint is not None and endpoint["model"]:
         return OpenAIEmbeddingProvider(
-            base_url=endpoint["base_url"], model_name=endpoint["model"], api_key=endpoint["api_key"] or ""
+            base_url=endpoint["base_url"],
+            model_name=endpoint["model"],
+            api_key=endpoint["api_key"] or "",
+            cache_scope=scope,
         )
-    scope = "" if workspace is None else str(getattr(workspace, "pk", workspace))
     return LocalEmbeddingProvider(cache_scope=scope)
 
 

@@ -38,6 +38,7 @@ from core.lib.onnx_embedding import (
     onnx_model_file,
 )
 from core.testing import MemoryTestCase
+from core.testing_openai import OpenAITestServer
 
 TEXTS = [
     "hi",
@@ -875,6 +876,74 @@ class QueryVectorCacheTests(SimpleTestCase):
         provider.embed(["q3"])
         provider.embed(["q4"])
         assert query_cache().stats()["size"] == 3 and query_cache().max_size == 3
+
+
+class EndpointQueryCacheTests(SimpleTestCase):
+    """An endpoint's query vectors are kept as the local model's are: a query asked again (a
+    search repeated, the search page's two groups close in meaning) costs no second request."""
+
+    def setUp(self):
+        query_cache().clear()
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        self.server.embedding_handler = lambda texts: [[float(len(text)), 1.0, 0.5] for text in texts]
+
+    def provider(self, scope="w1", **kwargs):
+        return OpenAIEmbeddingProvider(base_url=self.server.url, model_name="m", cache_scope=scope, **kwargs)
+
+    def test_a_repeated_query_asks_the_endpoint_once(self):
+        first = self.provider().embed_query("where is the launch checklist?")
+        second = self.provider().embed_query("where is the launch checklist?")
+        assert first == second == [30.0, 1.0, 0.5]
+        assert len(self.server.requests) == 1
+        assert query_cache().stats()["hits"] == 1
+
+    def test_the_key_is_endpoint_model_scope_and_exact_text(self):
+        self.provider().embed_query("Budget")
+        self.provider().embed_query("budget")
+        # Another workspace does not learn, by timing, what w1 searched for.
+        self.provider(scope="w2").embed_query("Budget")
+        OpenAIEmbeddingProvider(base_url=self.server.url, model_name="other", cache_scope="w1").embed_query(
+            "Budget"
+        )
+        OpenAIEmbeddingProvider(base_url=self.server.url + "/", model_name="m", cache_scope="w1").embed_query(
+            "Budget"
+        )
+        assert len(self.server.requests) == 5
+
+    def test_stored_texts_are_not_kept(self):
+        """`embed` stores vectors for rows; only a search's query is asked again soon."""
+        self.provider().embed(["a note"])
+        self.provider().embed(["a note"])
+        assert len(self.server.requests) == 2
+        assert query_cache().stats()["size"] == 0
+
+    def test_a_failed_query_is_not_kept(self):
+        self.addCleanup(embeddings._query_outages.clear)
+        self.server.fail_next = 1
+        with self.assertRaises(EmbeddingError):
+            self.provider().embed_query("outage")
+        assert self.provider().embed_query("outage") == [6.0, 1.0, 0.5]
+        assert len(self.server.requests) == 2
+
+    def test_a_returned_vector_can_be_changed_without_changing_the_cache(self):
+        vector = self.provider().embed_query("mutable")
+        vector[0] = 42.0
+        assert self.provider().embed_query("mutable")[0] == 7.0
+
+    @override_settings(EMBEDDING_QUERY_CACHE_SIZE=0)
+    def test_size_zero_turns_it_off(self):
+        self.provider().embed_query("off")
+        self.provider().embed_query("off")
+        assert len(self.server.requests) == 2
+
+    def test_the_workspaces_provider_is_scoped_to_it(self):
+        with mock.patch(
+            "core.selectors.provider_credential_get",
+            return_value={"base_url": self.server.url, "model": "m", "api_key": ""},
+        ):
+            provider = embedding_provider_for("5b2f6c1e-0000-4000-8000-000000000001")
+        assert provider.cache_scope == "5b2f6c1e-0000-4000-8000-000000000001"
 
 
 class ProviderScopeTests(MemoryTestCase):

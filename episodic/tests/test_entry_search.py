@@ -13,7 +13,13 @@ from django.test import TransactionTestCase, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from core.embeddings import LOCAL_MODEL_NAME, EmbeddingError, LocalEmbeddingProvider, _query_outages
+from core.embeddings import (
+    LOCAL_MODEL_NAME,
+    EmbeddingError,
+    LocalEmbeddingProvider,
+    _query_outages,
+    query_cache,
+)
 from core.errors import ApplicationError
 from core.ranking import PLAN_EXACT, PLAN_HNSW, QUERY_TOO_LONG, bm25_sql, vector_sql
 from core.testing import (
@@ -546,6 +552,7 @@ class EntrySpeakerTests(MemoryTestCase):
         for value in hostile:
             with self.subTest(value=value):
                 EpisodicEntry.objects.filter(pk=self.answered.pk).update(source_message_ids=[value])
+                query_cache().clear()  # Each search asks the endpoint for what it embeds.
                 before = len(self.embedded_texts())
                 result = self.search()
                 assert self.embedded_texts()[before:] == [[self.QUERY]]
@@ -584,6 +591,7 @@ class EntrySpeakerTests(MemoryTestCase):
             with self.subTest(display_name=display_name):
                 self.person.display_name = display_name
                 self.person.save(update_fields=["display_name"])
+                query_cache().clear()  # Each search asks the endpoint for what it embeds.
                 before = len(self.embedded_texts())
                 response = self.api().post(
                     "/api/v1/episodic-entries/search/",

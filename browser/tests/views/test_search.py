@@ -15,14 +15,16 @@ from browser.selectors.search import (
 )
 from browser.tests.base import BrowserTestCase
 from browser.tests.factories import entry_make, memory_user_make
-from core.embeddings import EmbeddingError, LocalEmbeddingProvider
+from core.embeddings import EmbeddingError, LocalEmbeddingProvider, query_cache
 from core.errors import ApplicationError
 from core.ranking import MEANING_UNAVAILABLE
 from core.services import agent_get_or_create
+from core.testing_openai import OpenAITestServer
 from episodes.services import episode_create
 from episodic.models import EpisodicEntry
 from episodic.selectors import entry_search_by_meaning
 from episodic.services.embeddings import entry_embed_batch
+from episodic.tests.factories import use_test_embeddings
 from facts.services import fact_remember
 from procedures.services import procedure_create
 from threads.models import Message
@@ -398,3 +400,32 @@ class MeaningSearchTests(BrowserTestCase):
         agent_bound = replace(self._principal(), agent=self.other_agent)
         ids = [pk for pk, _ in message_search_by_meaning(principal=agent_bound, query="refund")]
         assert len(ids) == 1 and Message.objects.get(pk=ids[0]).thread_id == self.delivery_thread.pk
+
+
+class MeaningSearchEndpointTests(BrowserTestCase):
+    """With an embedding endpoint, the page's two groups close in meaning share one query
+    vector: the endpoint is asked once per page, not once per group."""
+
+    def setUp(self):
+        query_cache().clear()
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        use_test_embeddings(self.server, self.workspace)
+        ada = memory_user_make(self.workspace)
+        self.entry = entry_make(agent=self.agent, memory_user=ada, content="Ada wants her money back.")
+        entry_embed_batch(entry_ids=[self.entry.pk])
+        thread = thread_create(workspace=self.workspace, agent=self.agent, memory_user=ada)
+        messages = thread_append_messages(
+            thread=thread, messages=[{"role": "user", "content": "I want my money back."}]
+        )
+        message_embed_batch(message_ids=[m.pk for m in messages])
+
+    def asked_for(self, text):
+        return [body for path, body in self.server.requests if body.get("input") == [text]]
+
+    def test_the_page_asks_the_endpoint_once_for_both_groups(self):
+        response = self.open_as(self.viewer, self.url("memories:search") + "?q=money+back+please")
+        html = response.content.decode()
+        assert 'id="tier-entries-meaning"' in html and 'id="tier-messages-meaning"' in html
+        assert "Ada wants her money back." in html and "I want my money back." in html
+        assert len(self.asked_for("money back please")) == 1
