@@ -7,6 +7,7 @@ import django_filters
 from django import forms
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.core.exceptions import ValidationError
+from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from core.errors import INVALID_INPUT, ApplicationError
 from core.parsers import json_loads_checked
@@ -87,6 +88,47 @@ def text_search(queryset, query: str, *, column: str = "search_text"):
     return queryset.annotate(_search=SearchVector(column, config="english")).filter(
         _search=SearchQuery(query, search_type="websearch", config="english")
     )
+
+
+def text_search_relaxed(queryset, query: str, *, column: str = "search_text"):
+    """`text_search` that also keeps the rows holding only some of the words of `query`
+    (`any_word_tsquery_sql`), each row annotated `every_word`: whether `text_search` would keep
+    it. Ordered by `-every_word` first, `every_word_first` then keeps the rows holding every
+    word when there are any, else those holding some: both searches in one statement."""
+    every_word = SearchQuery(query, search_type="websearch", config="english")
+    return (
+        queryset.annotate(_search=SearchVector(column, config="english"))
+        .filter(_search=_AnyWordQuery(query))
+        .annotate(every_word=ExpressionWrapper(Q(_search=every_word), output_field=BooleanField()))
+    )
+
+
+def every_word_first(rows: list) -> list:
+    """The rows of `text_search_relaxed` (ordered by `-every_word` first) holding every word of
+    the query, or all of them when none does."""
+    return [row for row in rows if row.every_word] or rows
+
+
+def any_word_tsquery_sql(placeholder: str = "%s") -> str:
+    """SQL of a tsquery matching any word of the text at `placeholder`, as the english
+    configuration stems it; NULL, which matches nothing, for a text of stop words only.
+
+    A question an agent asks ("what is my dog called") seldom has every one of its words in
+    what answers it: the searches that require them all fall back to this when they find
+    nothing. Each lexeme is quoted and the whole cast, not parsed again (`to_tsquery` would
+    make 'example.com/path' a phrase of its parts); PostgreSQL builds it once a statement."""
+    return (
+        "(SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery "
+        f"FROM unnest(to_tsvector('english'::regconfig, {placeholder})))"
+    )
+
+
+class _AnyWordQuery(SearchQuery):
+    """`any_word_tsquery_sql` of the query, for `text_search_relaxed`."""
+
+    def as_sql(self, compiler, connection, function=None, template=None):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return any_word_tsquery_sql(sql), params
 
 
 METADATA_INVALID = 'metadata must be a JSON object, for example {"source": "loop"}.'

@@ -10,7 +10,7 @@ from django.db.models.functions import Coalesce
 
 from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
-from core.filters import filterset_apply
+from core.filters import any_word_tsquery_sql, filterset_apply
 from core.lib.replica import read_connection
 from episodes.models import Episode
 from facts.filters import FactFilter
@@ -109,6 +109,8 @@ REFINE_KEYS_FEW = "AND key_normalized = ANY(%(keys)s)"
 REFINE_KEYS_MANY = "AND (key_normalized || '') = ANY(%(keys)s)"
 FEW_KEYS = 64
 REFINE_TEXT = "AND search_vector @@ websearch_to_tsquery('english'::regconfig, %(query)s)"
+# Any word of the query (core.filters.any_word_tsquery_sql): when no fact holds every word.
+REFINE_ANY_WORD = "AND search_vector @@ " + any_word_tsquery_sql("%(query)s")
 
 
 def _best_visible(
@@ -374,17 +376,27 @@ def fact_recall(
         )
     if not query:
         return "list", _best_visible(context=context, limit=limit, min_confidence=min_confidence)
-    facts = {
-        fact.pk: fact
-        for fact in _best_visible(
+    matched = _best_visible(
+        context=context,
+        refine=REFINE_TEXT,
+        params={"query": query},
+        walk=False,
+        limit=limit,
+        min_confidence=min_confidence,
+    )
+    if not matched:
+        # A question seldom holds only words its answer holds ("what is my dog called" for
+        # dog_name): with no fact holding them all, those holding some answer, as they
+        # would by meaning once their vectors are stored (or never, without vectors).
+        matched = _best_visible(
             context=context,
-            refine=REFINE_TEXT,
+            refine=REFINE_ANY_WORD,
             params={"query": query},
             walk=False,
             limit=limit,
             min_confidence=min_confidence,
         )
-    }
+    facts = {fact.pk: fact for fact in matched}
     if query_vector is not None:
         for fact in fact_semantic_search(
             context=context, query_vector=query_vector, model=model, limit=limit

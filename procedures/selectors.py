@@ -10,7 +10,7 @@ from django.db.models.functions import Cast
 
 from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
-from core.filters import filterset_apply, text_search
+from core.filters import every_word_first, filterset_apply, text_search_relaxed
 from procedures.filters import ProcedureFilter
 from procedures.models import Procedure, ProcedureEmbedding
 
@@ -47,10 +47,14 @@ def procedure_search(
     from pgvector.django import CosineDistance
 
     queryset = Procedure.objects.filter(workspace=workspace).active().for_agent(agent)
-    found = list(
-        text_search(queryset, query)
-        .select_related("agent", "parent")
-        .order_by("-success_count", "-times_used", "name")[:limit]
+    # Those holding every word of the query; when none does, those holding some
+    # ("how do I reset my password when I am locked out"; core.filters.text_search_relaxed).
+    found = every_word_first(
+        list(
+            text_search_relaxed(queryset, query)
+            .select_related("agent", "parent")
+            .order_by("-every_word", "-success_count", "-times_used", "name")[:limit]
+        )
     )
     if query_vector is None or len(found) >= limit:
         return found

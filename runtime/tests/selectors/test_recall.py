@@ -78,6 +78,61 @@ class RecallTests(MemoryTestCase):
         only_facts = recall(context=self.context(agent=self.agent), query="website", memory_type="facts")
         assert only_facts.procedures == [] and only_facts.episodes == []
 
+    def test_a_question_no_fact_holds_every_word_of_finds_the_facts_with_some(self):
+        """Agents ask in sentences: "what is my dog called" has a word no fact holds
+        ("called"). Every word required, that found nothing before the fact's vector was
+        stored, or ever without vectors (`semantic` off, the endpoint down); the facts
+        holding some of the words are found instead, the most confident first."""
+        fact_remember(
+            workspace=self.workspace, key="dog_name", value="Pixel", scope="user", memory_user=self.person
+        )
+        context = self.context(agent=self.agent, memory_user=self.person)
+        result = recall(context=context, query="what is my dog called", semantic=False)
+        assert result.mode == "query"
+        assert [f.key for f in result.facts] == ["dog_name"]
+        procedure = ProcedureFactory(
+            workspace=self.workspace,
+            name="Reset a password",
+            description="Send the reset link",
+            search_text="Reset a password Send the reset link",
+        )
+        asked = recall(
+            context=context, query="how do I reset my password when I am locked out", semantic=False
+        )
+        assert [p.pk for p in asked.procedures] == [procedure.pk]
+
+    def test_a_question_every_word_of_matches_keeps_to_those_facts(self):
+        """When some facts hold every word, they alone answer: a word in common is no match
+        then ("colour" alone would also bring the user's name in, had it said "colour")."""
+        fact_remember(workspace=self.workspace, key="hair_colour", value="red", scope="global")
+        result = recall(context=self.context(), query="favourite colour", semantic=False)
+        assert [f.key for f in result.facts] == ["favourite_colour"]
+
+    def test_any_word_matching_takes_each_word_as_a_word(self):
+        """The words are quoted lexemes, never tsquery syntax: a URL is one word (not a phrase
+        of its parts), and quotes, operators and SQL in a question are only words."""
+        fact_remember(
+            workspace=self.workspace, key="homepage", value="example.com/path/x?y=1", scope="global"
+        )
+        found = recall(context=self.context(), query="who hosts example.com/path/x?y=1 now", semantic=False)
+        assert [f.key for f in found.facts] == ["homepage"]
+        for query in (
+            "'; DROP TABLE facts_fact; --",
+            "a:b & c | !d <-> (e)",
+            "O'Neil's \\ back\\slash",
+            "ŻÓŁW café naïve",
+            "x" * 1000,
+        ):
+            with self.subTest(query=query[:40]):
+                response = self.api().post(RECALL, {"query": query, "semantic": False}, format="json")
+                assert response.status_code == 200, response.content
+                assert response.json()["facts"] == []
+        assert Fact.objects.filter(workspace=self.workspace).exists()
+
+    def test_a_question_of_stop_words_only_finds_nothing(self):
+        result = recall(context=self.context(), query="what is it", semantic=False)
+        assert result.facts == [] and result.procedures == []
+
     def test_results_are_ordered_by_confidence_then_recency(self):
         fact_remember(
             workspace=self.workspace, key="local_time_high", value=1, scope="global", confidence=0.99
