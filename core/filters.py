@@ -109,8 +109,8 @@ def every_word_first(rows: list) -> list:
     return [row for row in rows if row.every_word] or rows
 
 
-def any_word_tsquery_sql(placeholder: str = "%s") -> str:
-    """SQL of a tsquery matching any word of the text at `placeholder`, as the english
+def any_word_tsquery_sql(text_sql: str = "%s") -> str:
+    """SQL of a tsquery matching any word of the text `text_sql` (a parameter), as the english
     configuration stems it; NULL, which matches nothing, for a text of stop words only.
 
     A question an agent asks ("what is my dog called") seldom has every one of its words in
@@ -119,7 +119,7 @@ def any_word_tsquery_sql(placeholder: str = "%s") -> str:
     make 'example.com/path' a phrase of its parts); PostgreSQL builds it once a statement."""
     return (
         "(SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery "
-        f"FROM unnest(to_tsvector('english'::regconfig, {placeholder})))"
+        f"FROM unnest(to_tsvector('english'::regconfig, {text_sql})))"
     )
 
 

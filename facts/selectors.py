@@ -376,26 +376,20 @@ def fact_recall(
         )
     if not query:
         return "list", _best_visible(context=context, limit=limit, min_confidence=min_confidence)
-    matched = _best_visible(
-        context=context,
-        refine=REFINE_TEXT,
-        params={"query": query},
-        walk=False,
-        limit=limit,
-        min_confidence=min_confidence,
-    )
-    if not matched:
-        # A question seldom holds only words its answer holds ("what is my dog called" for
-        # dog_name): with no fact holding them all, those holding some answer, as they
-        # would by meaning once their vectors are stored (or never, without vectors).
+    # A question seldom holds only words its answer holds ("what is my dog called" for
+    # dog_name): with no fact holding them all, those holding some answer, as they would by
+    # meaning once their vectors are stored (or never, without vectors).
+    for refine in (REFINE_TEXT, REFINE_ANY_WORD):
         matched = _best_visible(
             context=context,
-            refine=REFINE_ANY_WORD,
+            refine=refine,
             params={"query": query},
             walk=False,
             limit=limit,
             min_confidence=min_confidence,
         )
+        if matched:
+            break
     facts = {fact.pk: fact for fact in matched}
     if query_vector is not None:
         for fact in fact_semantic_search(
