@@ -13,6 +13,7 @@ from core.models import Membership
 from core.services import agent_get_or_create, operator_create
 from core.testing_openai import OpenAITestServer
 from core.tests.replica.standby import StandbyTestCase
+from episodic.models import EpisodicEntry
 from episodic.tests.factories import entry_factory, memory_user_factory, use_test_embeddings
 from threads.services import thread_append_messages, thread_create
 
@@ -81,3 +82,11 @@ class RawReadsTests(StandbyTestCase):
         url = reverse("memories:thread", kwargs={"workspace_id": self.workspace.pk, "pk": self.thread.pk})
         primary, standby = self.reads(lambda: self.client.get(url))
         self.assert_memory_read_on_the_standby_only(primary, standby, "threads_message")
+
+    def test_the_review_queue_counts_on_the_standby(self):
+        """GET /review/ counts the held items of each tier in one statement written in SQL."""
+        EpisodicEntry.objects.filter(pk=self.entry.pk).update(review=EpisodicEntry.Review.HELD)
+        self.replayed_wait()
+        primary, standby = self.reads(lambda: self.api(self.key).get("/api/v1/review/"))
+        assert any("count(*)" in sql and "episodes_episodicentry" in sql for sql in standby)
+        self.assert_memory_read_on_the_standby_only(primary, standby, "episodes_episodicentry")
