@@ -109,8 +109,6 @@ REFINE_KEYS_FEW = "AND key_normalized = ANY(%(keys)s)"
 REFINE_KEYS_MANY = "AND (key_normalized || '') = ANY(%(keys)s)"
 FEW_KEYS = 64
 REFINE_TEXT = "AND search_vector @@ websearch_to_tsquery('english'::regconfig, %(query)s)"
-# Any word of the query (core.filters.any_word_tsquery_sql): when no fact holds every word.
-REFINE_ANY_WORD = "AND search_vector @@ " + any_word_tsquery_sql("%(query)s")
 
 
 def _best_visible(
@@ -156,12 +154,66 @@ def _best_visible(
         "half_life": float(settings.FACTS_CONFIDENCE_HALF_LIFE_DAYS) * 86400.0,
         **{f"owner{i}": owner for i, owner in enumerate(owners)},
     }
-    facts = list(Fact.objects.raw(sql, values))
+    return _agent_attached(list(Fact.objects.raw(sql, values)), context)
+
+
+def _agent_attached(facts: list, context: MemoryContext) -> list:
     for fact in facts:
         # A visible fact's agent is the context's (agent and session scopes) or none.
         if context.agent is not None and fact.agent_id == context.agent.pk:
             fact.agent = context.agent
     return facts
+
+
+# The visible facts holding any word of the query (core.filters.any_word_tsquery_sql), those
+# holding its rarest words among them first: each word weighs ln(1 + matched / holding it),
+# as an inverse document frequency does, so that "dog" outranks "called" in "what is my dog
+# called" whatever the facts' confidences.
+_BY_RARE_WORDS_SQL = """
+WITH matched AS MATERIALIZED (
+    SELECT id, search_vector, {effective} AS effective_confidence, valid_from FROM facts_fact
+    WHERE workspace_id = %(workspace)s AND valid_to IS NULL AND {owner} IN ({owners})
+      AND {effective} >= %(min_confidence)s AND search_vector @@ {any_word}
+),
+words AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %(query)s))),
+rarity AS MATERIALIZED (
+    SELECT quote_literal(w.lexeme)::tsquery AS word,
+           ln(1 + (SELECT count(*) FROM matched)::float8 / count(*)) AS weight
+    FROM words w JOIN matched m ON m.search_vector @@ quote_literal(w.lexeme)::tsquery
+    GROUP BY w.lexeme
+),
+best AS (
+    SELECT m.id, sum(r.weight) AS score, m.effective_confidence, m.valid_from
+    FROM matched m JOIN rarity r ON m.search_vector @@ r.word
+    GROUP BY m.id, m.effective_confidence, m.valid_from
+    ORDER BY score DESC, m.effective_confidence DESC, m.valid_from DESC
+    LIMIT %(limit)s
+)
+SELECT f.*, b.effective_confidence FROM best b JOIN facts_fact f ON f.id = b.id
+ORDER BY b.score DESC, b.effective_confidence DESC, b.valid_from DESC
+"""
+
+
+def _visible_by_rare_words(*, context: MemoryContext, query: str, limit: int, min_confidence: float):
+    """The `limit` visible facts holding the rarest words of `query` (`_BY_RARE_WORDS_SQL`),
+    each with `effective_confidence`: what answers a question when no fact holds every one of
+    its words."""
+    owners = _owner_ids(context)
+    sql = _BY_RARE_WORDS_SQL.format(
+        effective=_DECAYED_SQL if settings.FACTS_CONFIDENCE_HALF_LIFE_DAYS > 0 else "confidence",
+        owner=_OWNER_SQL,
+        owners=", ".join(f"%(owner{i})s" for i in range(len(owners))),
+        any_word=any_word_tsquery_sql("%(query)s"),
+    )
+    values = {
+        "query": query,
+        "workspace": context.workspace.pk,
+        "min_confidence": min_confidence,
+        "limit": limit,
+        "half_life": float(settings.FACTS_CONFIDENCE_HALF_LIFE_DAYS) * 86400.0,
+        **{f"owner{i}": owner for i, owner in enumerate(owners)},
+    }
+    return _agent_attached(list(Fact.objects.raw(sql, values)), context)
 
 
 # Matching keys considered at most; a query this vague ("a") is not a key search anymore.
@@ -376,20 +428,21 @@ def fact_recall(
         )
     if not query:
         return "list", _best_visible(context=context, limit=limit, min_confidence=min_confidence)
-    # A question seldom holds only words its answer holds ("what is my dog called" for
-    # dog_name): with no fact holding them all, those holding some answer, as they would by
-    # meaning once their vectors are stored (or never, without vectors).
-    for refine in (REFINE_TEXT, REFINE_ANY_WORD):
-        matched = _best_visible(
-            context=context,
-            refine=refine,
-            params={"query": query},
-            walk=False,
-            limit=limit,
-            min_confidence=min_confidence,
+    matched = _best_visible(
+        context=context,
+        refine=REFINE_TEXT,
+        params={"query": query},
+        walk=False,
+        limit=limit,
+        min_confidence=min_confidence,
+    )
+    if not matched:
+        # A question seldom holds only words its answer holds ("what is my dog called" for
+        # dog_name): with no fact holding them all, those holding its rarest words answer, as
+        # they would by meaning once their vectors are stored (or never, without vectors).
+        matched = _visible_by_rare_words(
+            context=context, query=query, limit=limit, min_confidence=min_confidence
         )
-        if matched:
-            break
     facts = {fact.pk: fact for fact in matched}
     if query_vector is not None:
         for fact in fact_semantic_search(

@@ -101,6 +101,38 @@ class RecallTests(MemoryTestCase):
         )
         assert [p.pk for p in asked.procedures] == [procedure.pk]
 
+    def test_facts_holding_its_rarest_words_come_before_more_confident_ones(self):
+        """Some words of a question are common ("called", among a dozen call_* facts): with no
+        fact holding every word, the facts holding the rarest ones are kept within `limit`
+        before more confident facts holding only common ones."""
+        for n in range(12):
+            fact_remember(
+                workspace=self.workspace,
+                key=f"call_slot_{n}",
+                value=f"call at {n}",
+                scope="user",
+                memory_user=self.person,
+                confidence=0.95,
+            )
+        fact_remember(
+            workspace=self.workspace,
+            key="dog_name",
+            value="Pixel",
+            scope="user",
+            memory_user=self.person,
+            confidence=0.6,
+        )
+        context = self.context(agent=self.agent, memory_user=self.person)
+        result = recall(context=context, query="what is my dog called", semantic=False, limit=5)
+        assert "dog_name" in [f.key for f in result.facts]
+        assert len(result.facts) == 5
+        # Still answered most confident first, the contract of every recall.
+        assert [f.key for f in result.facts][-1] == "dog_name"
+        with override_settings(FACTS_CONFIDENCE_HALF_LIFE_DAYS=30):
+            decaying = recall(context=context, query="what is my dog called", semantic=False, limit=5)
+        assert "dog_name" in [f.key for f in decaying.facts]
+        assert all(abs(f.effective_confidence - f.confidence) < 0.01 for f in decaying.facts)
+
     def test_a_question_every_word_of_matches_keeps_to_those_facts(self):
         """When some facts hold every word, they alone answer: a word in common is no match
         then ("colour" alone would also bring the user's name in, had it said "colour")."""
