@@ -146,18 +146,25 @@ def _best_visible(
         f"SELECT * FROM ({' UNION ALL '.join(branches)}) visible "
         "ORDER BY effective_confidence DESC, valid_from DESC LIMIT %(limit)s"
     )
-    values = {
-        **(params or {}),
+    return _visible_facts(
+        sql, {**(params or {}), **_visible_params(context, owners, min_confidence, limit)}, context
+    )
+
+
+def _visible_params(context: MemoryContext, owners: list, min_confidence: float, limit: int) -> dict:
+    """The parameters every statement over the visible facts names (`_best_visible`'s)."""
+    return {
         "workspace": context.workspace.pk,
         "min_confidence": min_confidence,
         "limit": limit,
         "half_life": float(settings.FACTS_CONFIDENCE_HALF_LIFE_DAYS) * 86400.0,
         **{f"owner{i}": owner for i, owner in enumerate(owners)},
     }
-    return _agent_attached(list(Fact.objects.raw(sql, values)), context)
 
 
-def _agent_attached(facts: list, context: MemoryContext) -> list:
+def _visible_facts(sql: str, values: dict, context: MemoryContext) -> list:
+    """The facts `sql` reads, with their agent set from the context."""
+    facts = list(Fact.objects.raw(sql, values))
     for fact in facts:
         # A visible fact's agent is the context's (agent and session scopes) or none.
         if context.agent is not None and fact.agent_id == context.agent.pk:
@@ -205,15 +212,8 @@ def _visible_by_rare_words(*, context: MemoryContext, query: str, limit: int, mi
         owners=", ".join(f"%(owner{i})s" for i in range(len(owners))),
         any_word=any_word_tsquery_sql("%(query)s"),
     )
-    values = {
-        "query": query,
-        "workspace": context.workspace.pk,
-        "min_confidence": min_confidence,
-        "limit": limit,
-        "half_life": float(settings.FACTS_CONFIDENCE_HALF_LIFE_DAYS) * 86400.0,
-        **{f"owner{i}": owner for i, owner in enumerate(owners)},
-    }
-    return _agent_attached(list(Fact.objects.raw(sql, values)), context)
+    values = {"query": query, **_visible_params(context, owners, min_confidence, limit)}
+    return _visible_facts(sql, values, context)
 
 
 # Matching keys considered at most; a query this vague ("a") is not a key search anymore.
