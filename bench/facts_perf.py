@@ -201,12 +201,22 @@ def main():
     def recall_query():
         recall(context=context(), query=f"{rng.choice(WORDS)} {rng.choice(WORDS)}", memory_type="facts")
 
+    def recall_sentence():
+        # A question no fact holds every word of ("zebra" is in none): recall falls back to the
+        # facts holding any of its words, rarest first, over everything the context sees.
+        recall(
+            context=context(),
+            query=f"what was my {rng.choice(WORDS)} for the {rng.choice(WORDS)} zebra",
+            memory_type="facts",
+        )
+
     rows = [
         ("lookup (session>user>agent>global)", measure(lookup, repeat=args.repeat)),
         ("fuzzy key search (words, any order)", measure(fuzzy, repeat=args.repeat)),
         ("fuzzy key search (typo, trigram fallback)", measure(fuzzy_typo, repeat=args.repeat // 2)),
         ("recall, no arguments (list)", measure(recall_list, repeat=args.repeat // 2)),
         ("recall, full-text query (facts)", measure(recall_query, repeat=args.repeat // 2)),
+        ("recall, a question no fact holds all of", measure(recall_sentence, repeat=args.repeat // 2)),
     ]
 
     principal = Principal(workspace=workspace, role=Membership.Role.EDITOR)
