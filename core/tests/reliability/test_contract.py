@@ -344,11 +344,16 @@ class SerialLiveServerThread(LiveServerThread):
 # The per-process caches of keys, endpoints and webhook subscriptions at their production
 # lifetimes (the test settings turn them off): no request of the run revokes a key, and with
 # the key looked up on every request authentication took ~30% of the server's time (profiled).
+# A webhook the run subscribes at this server's own URL (the tests allow private URLs) is
+# delivered inline (eager tasks) to the server busy with the request that sent it: each of its
+# deliveries waits out the timeout, 10 s by default, until 20 failures disable it. One second
+# bounds that; a run seeded otherwise stalled past the subprocess' half hour.
 @override_settings(
     SIDE_READ_THREADS=0,
     API_KEY_CACHE_SECONDS=5,
     PROVIDER_CACHE_SECONDS=5,
     WEBHOOKS_ACTIVE_CACHE_SECONDS=5,
+    WEBHOOKS_TIMEOUT_SECONDS=1,
 )
 class ContractTests(LiveServerTestCase):
     server_thread_class = SerialLiveServerThread
