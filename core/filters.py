@@ -5,9 +5,9 @@ from datetime import date
 
 import django_filters
 from django import forms
-from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.contrib.postgres.search import SearchQuery
 from django.core.exceptions import ValidationError
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, ExpressionWrapper, F, Func, IntegerField, Q, Value
 
 from core.errors import INVALID_INPUT, ApplicationError
 from core.parsers import json_loads_checked
@@ -83,23 +83,22 @@ def filterset_apply(filterset_class, data, queryset, **kwargs):
     return filterset.qs
 
 
-def text_search(queryset, query: str, *, column: str = "search_text"):
-    """Full-text match on a column carrying a GIN index on to_tsvector('english', column)."""
-    return queryset.annotate(_search=SearchVector(column, config="english")).filter(
-        _search=SearchQuery(query, search_type="websearch", config="english")
-    )
+def text_search(queryset, query: str, *, vector: str = "search_vector"):
+    """Full-text match (websearch syntax) on `vector`, a stored tsvector with a GIN index."""
+    return queryset.filter(**{vector: SearchQuery(query, search_type="websearch", config="english")})
 
 
-def text_search_relaxed(queryset, query: str, *, column: str = "search_text"):
+def text_search_relaxed(queryset, query: str, *, vector: str = "search_vector"):
     """`text_search` that also keeps the rows holding only some of the words of `query`
     (`any_word_tsquery_sql`), each row annotated `every_word`: whether `text_search` would keep
-    it. Ordered by `-every_word` first, `every_word_first` then keeps the rows holding every
-    word when there are any, else those holding some: both searches in one statement."""
+    it, and `words_held`: how many of the query's words (lexemes) it holds. Ordered by
+    `-every_word` first, `every_word_first` then keeps the rows holding every word when there
+    are any, else those holding some; ordered by `-words_held` next, the rows holding more of
+    the words come first among those. Both searches in one statement."""
     every_word = SearchQuery(query, search_type="websearch", config="english")
-    return (
-        queryset.annotate(_search=SearchVector(column, config="english"))
-        .filter(_search=_AnyWordQuery(query))
-        .annotate(every_word=ExpressionWrapper(Q(_search=every_word), output_field=BooleanField()))
+    return queryset.filter(**{vector: _AnyWordQuery(query)}).annotate(
+        every_word=ExpressionWrapper(Q(**{vector: every_word}), output_field=BooleanField()),
+        words_held=_WordsHeld(F(vector), Value(query)),
     )
 
 
@@ -129,6 +128,23 @@ class _AnyWordQuery(SearchQuery):
     def as_sql(self, compiler, connection, function=None, template=None):
         sql, params = compiler.compile(self.source_expressions[0])
         return any_word_tsquery_sql(sql), params
+
+
+class _WordsHeld(Func):
+    """How many distinct words (lexemes) of a text, as the english configuration stems it, a
+    tsvector holds: `_WordsHeld(vector, Value(text))`."""
+
+    output_field = IntegerField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        vector, text = self.source_expressions
+        vector_sql, vector_params = compiler.compile(vector)
+        text_sql, text_params = compiler.compile(text)
+        sql = (
+            f"(SELECT count(*) FROM unnest({vector_sql}) AS held WHERE held.lexeme = "
+            f"ANY(tsvector_to_array(to_tsvector('english'::regconfig, {text_sql}))))"
+        )
+        return sql, (*vector_params, *text_params)
 
 
 METADATA_INVALID = 'metadata must be a JSON object, for example {"source": "loop"}.'

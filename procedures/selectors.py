@@ -40,22 +40,23 @@ def procedure_list(*, principal: Principal, filters=None):
 def procedure_search(
     *, workspace, query: str, agent=None, limit: int = 10, query_vector=None, model: str = ""
 ) -> list:
-    """Active procedures usable by `agent` whose text matches `query`, most successful
-    first, then (when a query vector is given) those semantically close to it, each of
-    those with a `similarity` attribute."""
+    """Active procedures usable by `agent` whose text holds every word of `query` or, when
+    none does, the `limit` holding the most of its words; most successful first. Then (when a
+    query vector is given) those semantically close to it, each with a `similarity`
+    attribute."""
     from django.conf import settings
     from pgvector.django import CosineDistance
 
     queryset = Procedure.objects.filter(workspace=workspace).active().for_agent(agent)
-    # Those holding every word of the query; when none does, those holding some
-    # ("how do I reset my password when I am locked out"; core.filters.text_search_relaxed).
+    # "how do I reset my password when I am locked out": no procedure may hold every word.
     found = every_word_first(
         list(
             text_search_relaxed(queryset, query)
             .select_related("agent", "parent")
-            .order_by("-every_word", "-success_count", "-times_used", "name")[:limit]
+            .order_by("-every_word", "-words_held", "-success_count", "-times_used", "name")[:limit]
         )
     )
+    found.sort(key=lambda p: (-p.success_count, -p.times_used, p.name))
     if query_vector is None or len(found) >= limit:
         return found
     close = (

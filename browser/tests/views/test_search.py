@@ -124,6 +124,24 @@ class SearchTests(BrowserTestCase):
         assert [h.link_pk for h in groups["messages"].hits] == [self.thread.pk]
         assert not any(g.more for g in groups.values())
 
+    def test_procedures_best_match_first(self):
+        """Procedures are ranked on their words as facts and entries are, not newest first: a
+        procedure about terminals outranks a newer one that names one in passing."""
+        about = procedure_create(
+            workspace=self.workspace,
+            name="Find the terminal",
+            procedure_type="prompt_template",
+            content="Terminal 1 or terminal 2: ask which terminal the airline flies from.",
+        )
+        passing = procedure_create(
+            workspace=self.workspace,
+            name="Book a flight",
+            procedure_type="prompt_template",
+            content="Ask for dates and the terminal.",
+        )
+        groups = {g.tier.slug: g for g in search_everywhere(principal=self._principal(), query="terminal")}
+        assert [h.pk for h in groups["procedures"].hits] == [about.pk, passing.pk]
+
     def _principal(self):
         from browser.selectors import operator_context
 

@@ -101,6 +101,38 @@ class RecallTests(MemoryTestCase):
         )
         assert [p.pk for p in asked.procedures] == [procedure.pk]
 
+    def test_procedures_holding_more_of_its_words_come_before_more_successful_ones(self):
+        """With no procedure holding every word of a question, those holding more of its words
+        are kept within `limit` before more successful ones holding fewer; the kept ones are
+        still answered most successful first."""
+        for n in range(3):
+            ProcedureFactory(
+                workspace=self.workspace,
+                name=f"Lock the screen {n}",
+                search_text=f"Lock the screen {n} when you leave",
+                success_count=50,
+            )
+        reset = ProcedureFactory(
+            workspace=self.workspace,
+            name="Reset a password",
+            search_text="Reset a password by sending the reset link",
+            success_count=1,
+        )
+        unlock = ProcedureFactory(
+            workspace=self.workspace,
+            name="Unlock a locked account",
+            search_text="Unlock a locked account and reset it",
+            success_count=0,
+        )
+        asked = recall(
+            context=self.context(agent=self.agent, memory_user=self.person),
+            query="how do I reset my password when I am locked out",
+            semantic=False,
+            limit=2,
+        )
+        # `reset` and `unlock` hold two of its words each (none all three), the screens one.
+        assert [p.pk for p in asked.procedures] == [reset.pk, unlock.pk]
+
     def test_facts_holding_its_rarest_words_come_before_more_confident_ones(self):
         """Some words of a question are common ("called", among a dozen call_* facts): with no
         fact holding every word, the facts holding the rarest ones are kept within `limit`
