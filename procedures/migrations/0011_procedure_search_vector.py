@@ -1,6 +1,6 @@
 """Procedures' tsvector stored (as facts' is): every full-text match, order and word count read it
-instead of parsing search_text, steps included, again for each row (docs/speed.md, "Recall's
-words"). The column is computed for every existing row when it is added; no row changes."""
+instead of parsing search_text, steps included, again for each row (docs/speed.md, "Procedures'
+stored tsvector"). The column is computed for every existing row when it is added; no row changes."""
 
 import django.contrib.postgres.indexes
 import django.contrib.postgres.search
