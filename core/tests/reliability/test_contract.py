@@ -345,15 +345,17 @@ class SerialLiveServerThread(LiveServerThread):
 # lifetimes (the test settings turn them off): no request of the run revokes a key, and with
 # the key looked up on every request authentication took ~30% of the server's time (profiled).
 # A webhook the run subscribes at this server's own URL (the tests allow private URLs) is
-# delivered inline (eager tasks) to the server busy with the request that sent it: each of its
-# deliveries waits out the timeout, 10 s by default, until 20 failures disable it. One second
-# bounds that; a run seeded otherwise stalled past the subprocess' half hour.
+# delivered inline (eager tasks) to the server busy with the request that sent it: each delivery
+# waits out the timeout until 20 failures disable the subscription, and the run may subscribe
+# many. With the default 10 s, a run seeded otherwise at 60 examples outlasted the subprocess'
+# half hour (at 1 s it still spent most of its time waiting); no receiver answers here, so a
+# delivery may as well fail at once.
 @override_settings(
     SIDE_READ_THREADS=0,
     API_KEY_CACHE_SECONDS=5,
     PROVIDER_CACHE_SECONDS=5,
     WEBHOOKS_ACTIVE_CACHE_SECONDS=5,
-    WEBHOOKS_TIMEOUT_SECONDS=1,
+    WEBHOOKS_TIMEOUT_SECONDS=0.05,
 )
 class ContractTests(LiveServerTestCase):
     server_thread_class = SerialLiveServerThread
