@@ -41,9 +41,9 @@ def procedure_search(
     *, workspace, query: str, agent=None, limit: int = 10, query_vector=None, model: str = ""
 ) -> list:
     """Active procedures usable by `agent` whose text holds every word of `query` or, when
-    none does, the `limit` holding the most of its words; most successful first. Then (when a
-    query vector is given) those semantically close to it, each with a `similarity`
-    attribute."""
+    none does, the `limit` holding the most of its words; most successful first, then those
+    holding more of its words. Then (when a query vector is given) those semantically close to
+    it, each with a `similarity` attribute."""
     from django.conf import settings
     from pgvector.django import CosineDistance
 
@@ -56,7 +56,7 @@ def procedure_search(
             .order_by("-every_word", "-words_held", "-success_count", "-times_used", "name")[:limit]
         )
     )
-    found.sort(key=lambda p: (-p.success_count, -p.times_used, p.name))
+    found.sort(key=lambda p: (-p.success_count, -p.times_used, -p.words_held, p.name))
     if query_vector is None or len(found) >= limit:
         return found
     close = (

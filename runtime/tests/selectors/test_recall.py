@@ -133,6 +133,22 @@ class RecallTests(MemoryTestCase):
         # `reset` and `unlock` hold two of its words each (none all three), the screens one.
         assert [p.pk for p in asked.procedures] == [reset.pk, unlock.pk]
 
+    def test_procedures_as_successful_come_holding_more_of_its_words_first(self):
+        """Among procedures kept alike successful, the one holding more of the question's words
+        comes first, whatever their names (found in the smoke test)."""
+        office = ProcedureFactory(
+            workspace=self.workspace, name="A lock for the office", search_text="Lock the office at night"
+        )
+        reset = ProcedureFactory(
+            workspace=self.workspace, name="Reset a password", search_text="Send the password reset link"
+        )
+        asked = recall(
+            context=self.context(agent=self.agent, memory_user=self.person),
+            query="how do I reset my password when I am locked out",
+            semantic=False,
+        )
+        assert [p.pk for p in asked.procedures] == [reset.pk, office.pk]
+
     def test_facts_holding_its_rarest_words_come_before_more_confident_ones(self):
         """Some words of a question are common ("called", among a dozen call_* facts): with no
         fact holding every word, the facts holding the rarest ones are kept within `limit`
