@@ -400,13 +400,30 @@ class OnnxEncoder(_GraphEncoder):
         return self.session.run(None, feed)[0]
 
 
+def openvino_module():
+    """`openvino`, imported without its usage telemetry.
+
+    `import openvino` imports its model converter, which reports the import to Google Analytics
+    under a client id it writes in the user's home, unless a consent file there says no or `CI`
+    is set, from a process it forks off the importing one (a child forked off a threaded worker
+    here hung in its TLS set-up on a closed network and outlived the worker). A memory server
+    does not report on the machines it runs on: with `openvino_telemetry` unimportable, the
+    converter falls back to its own no-op stub. It stays unimportable in this process, since
+    parts of the converter import it again when they load."""
+    if "openvino" not in sys.modules:
+        sys.modules.setdefault("openvino_telemetry", None)
+    import openvino
+
+    return openvino
+
+
 def openvino_bf16() -> bool:
     """Whether OpenVINO is installed and this CPU computes bf16 natively (AVX512-BF16 or AMX),
     where it runs the fp32 graph in bf16 (`OpenVinoEncoder`). Asked once per process."""
     global _openvino_bf16
     if _openvino_bf16 is None:
         try:
-            import openvino
+            openvino = openvino_module()
         except ImportError:
             _openvino_bf16 = False
         else:
@@ -438,8 +455,7 @@ class OpenVinoEncoder(_GraphEncoder):
     """
 
     def _load(self, model_file: Path) -> None:
-        import openvino
-
+        openvino = openvino_module()
         self._turn = itertools.count()
         core = openvino.Core()
         config = {

@@ -176,6 +176,25 @@ class OpenVinoTests(SimpleTestCase):
             ):
                 LocalEmbeddingProvider(runtime="openvino").embed(["x", "y"])
 
+    def test_openvino_reports_nothing_about_the_machine(self):
+        """`import openvino` reported itself to Google Analytics under a client id written in
+        the user's home, from a forked process, unless `CI` was set. A process that embeds on
+        OpenVINO (and loads the converter's other parts) writes nothing there and never has the
+        telemetry module."""
+        code = (
+            "import sys, multiprocessing, django; django.setup();"
+            "from core.embeddings import LocalEmbeddingProvider;"
+            "assert len(LocalEmbeddingProvider(runtime='openvino').embed(['hello'])[0]) == 384;"
+            "import openvino.tools.ovc.convert_impl, openvino.tools.ovc.utils;"
+            "print(sys.modules.get('openvino_telemetry'), len(multiprocessing.active_children()))"
+        )
+        with tempfile.TemporaryDirectory() as home:
+            # As a deployment runs: not in CI, where the telemetry turns itself off.
+            result = _django_process(code, timeout=300, HOME=home, CI="", TF_BUILD="", JENKINS_URL="")
+            assert result.returncode == 0, result.stderr[-2000:]
+            assert result.stdout.split() == ["None", "0"], result.stdout
+            assert list(Path(home).iterdir()) == []
+
     def _recorded(self, encoder, ran: list, active: list, most: list):
         """`encoder`'s graphs, whose requests record (thread, graph) of each inference and the
         most inferences running on one graph at once."""
