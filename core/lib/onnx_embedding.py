@@ -408,7 +408,7 @@ def openvino_module():
     is set, from a process it forks off the importing one (a child forked off a threaded worker
     here hung in its TLS set-up on a closed network and outlived the worker). A memory server
     does not report on the machines it runs on: with `openvino_telemetry` unimportable, the
-    converter falls back to its own no-op stub. It stays unimportable in this process, since
+    converter uses its own module that sends nothing. It stays unimportable in this process, since
     parts of the converter import it again when they load."""
     if "openvino" not in sys.modules:
         sys.modules.setdefault("openvino_telemetry", None)
