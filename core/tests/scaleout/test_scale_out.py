@@ -5,6 +5,7 @@ names, so that the test does not depend on which app holds a model or what a tas
 """
 
 import ast
+import contextlib
 import hashlib
 import os
 import re
@@ -67,13 +68,17 @@ def _wait_for(condition, *, timeout: float, interval: float = 0.2):
 
 
 class Process:
-    """A child process with its output in a file; stopped by its own pid only."""
+    """A child process with its output in a file, leading a process group of its own, so that
+    stopping it stops what it started (gunicorn's workers, a fork of a worker) and nothing else:
+    the group is named by the child's own pid."""
 
     def __init__(self, name: str, args: list[str], env: dict, log_dir: Path):
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.popen = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     @property
     def pid(self) -> int:
@@ -84,17 +89,25 @@ class Process:
         return self.log_path.read_text(errors="replace")
 
     def kill(self) -> None:
+        """The process alone dies at once, as in a crash; its group goes in `stop`."""
         os.kill(self.pid, signal.SIGKILL)
         self.popen.wait(timeout=10)
 
+    def _signal_group(self, sig: int) -> None:
+        # ProcessLookupError: nothing of the group is left.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, sig)
+
     def stop(self) -> None:
         if self.popen.poll() is None:
-            self.popen.terminate()
+            self._signal_group(signal.SIGTERM)
             try:
                 self.popen.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                self.popen.kill()
+                self._signal_group(signal.SIGKILL)
                 self.popen.wait()
+        # Whatever it left behind (or what a crash orphaned) goes too.
+        self._signal_group(signal.SIGKILL)
         self._log.close()
 
 
@@ -573,3 +586,33 @@ class ScaleOutTests(TransactionTestCase):
         killed_at = time.monotonic()
         assert _wait_for(lambda: "Sending due task" in standby.output(), timeout=20), self._logs()
         print(f"standby beat sent {time.monotonic() - killed_at:.1f} s after the holder was killed")
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie has exited: nothing may reap an orphan here)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_process_stop_leaves_none_of_its_children_running(tmp_path):
+    """A server's own children (gunicorn's workers, a fork of a worker) go with it. A fork of a
+    worker had stayed running, hung, an hour after the suite (2026-12-05)."""
+    child_pid = tmp_path / "child.pid"
+    process = Process(
+        "parent",
+        ["sh", "-c", f"sleep 600 & echo $! > {child_pid}; wait"],
+        dict(os.environ),
+        tmp_path,
+    )
+    try:
+        assert _wait_for(lambda: child_pid.exists() and child_pid.read_text().strip(), timeout=10)
+        pid = int(child_pid.read_text())
+        assert _running(pid)
+        process.stop()
+        assert _wait_for(lambda: not _running(pid), timeout=5), f"{pid} still runs"
+    finally:
+        if child_pid.exists() and _running(int(child_pid.read_text())):
+            os.kill(int(child_pid.read_text()), signal.SIGKILL)
