@@ -64,6 +64,17 @@ class Request:
     json: Any = None
     idempotent: bool | None = None
     expect_empty: bool = False
+    # A body sent as it is (an import's JSON lines) instead of `json`, with its media type.
+    content: bytes | None = None
+    content_type: str | None = None
+    # The answer's text as it is (an export's JSON lines), not decoded as JSON.
+    text: bool = False
+
+    def body(self) -> dict[str, Any]:
+        """httpx's keyword arguments for the body."""
+        if self.content is not None:
+            return {"content": self.content, "headers": {"Content-Type": self.content_type or ""}}
+        return {"json": self.json}
 
     @property
     def retry_safe(self) -> bool:
@@ -96,6 +107,8 @@ def _should_retry_status(policy: RetryPolicy, request: Request, response: httpx.
 def _decode(request: Request, response: httpx.Response) -> Any:
     if response.status_code >= 400:
         raise error_from_response(response)
+    if request.text:
+        return response.text
     if request.expect_empty or response.status_code == 204 or not response.content:
         return None
     return response.json()
@@ -149,7 +162,7 @@ class SyncTransport:
                     request.method,
                     request.path.lstrip("/"),
                     params=clean_params(request.params),
-                    json=request.json,
+                    **request.body(),
                 )
             except _NOT_SENT as exc:
                 if last:
@@ -198,7 +211,7 @@ class AsyncTransport:
                     request.method,
                     request.path.lstrip("/"),
                     params=clean_params(request.params),
-                    json=request.json,
+                    **request.body(),
                 )
             except _NOT_SENT as exc:
                 if last:

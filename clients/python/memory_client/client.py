@@ -27,6 +27,11 @@ class _Resources:
         self.episodic_entries = resources.EpisodicEntries(run)
         self.memory = resources.Memory(run)
         self.context = resources.Context(run)
+        self.review = resources.Review(run)
+        self.reflection = resources.Reflection(run)
+        self.webhooks = resources.Webhooks(run)
+        self.store = resources.Store(run)
+        self.portability = resources.Portability(run)
 
 
 class MemoryClient(_Resources):

@@ -76,9 +76,6 @@ class Agents(Resource):
     def update(self, slug: str, **fields: Any) -> JSON:
         return self._run(Request("PATCH", f"agents/{slug}/", json=fields, idempotent=True))
 
-    def delete(self, slug: str) -> None:
-        return self._run(Request("DELETE", f"agents/{slug}/", expect_empty=True))
-
 
 def _with_idempotency_keys(messages: Sequence[Mapping[str, Any]]) -> list[JSON]:
     """Give every message a client idempotency key, generated once per call.
@@ -142,6 +139,9 @@ class Threads(CrudResource):
     ) -> JSON:
         params = {"limit": limit, "offset": offset, **filters}
         return self._run(Request("GET", f"threads/{_pk(thread_id)}/messages/", params=params))
+
+    def message(self, thread_id: Any, message_id: Any) -> JSON:
+        return self._run(Request("GET", f"threads/{_pk(thread_id)}/messages/{_pk(message_id)}/"))
 
     def clear_node(self, thread_id: Any, node: str) -> Any:
         return self._run(Request("DELETE", f"threads/{_pk(thread_id)}/messages/", params={"node": node}))
@@ -229,6 +229,34 @@ class Threads(CrudResource):
     def tool_result(self, thread_id: Any, result_id: Any) -> JSON:
         """An archived tool result, whole."""
         return self._run(Request("GET", f"threads/{_pk(thread_id)}/tool-results/{_pk(result_id)}/"))
+
+    def transfers(self, thread_id: Any, *, limit: int | None = None, offset: int | None = None) -> JSON:
+        """The thread's hand-overs between agents, oldest first."""
+        params = {"limit": limit, "offset": offset}
+        return self._run(Request("GET", f"threads/{_pk(thread_id)}/transfers/", params=params))
+
+    def transfer(
+        self,
+        thread_id: Any,
+        *,
+        to_agent: str,
+        from_agent: str | None = None,
+        reason: str | None = None,
+        message: str | None = None,
+        shared: Sequence[str] | None = None,
+        **extra: Any,
+    ) -> JSON:
+        """Hand the thread from one agent to another (docs/threads.md); records one transfer
+        each call, so it is not retried once it may have reached the server."""
+        body = _body(
+            to_agent=to_agent,
+            from_agent=from_agent,
+            reason=reason,
+            message=message,
+            shared=list(shared) if shared is not None else None,
+            **extra,
+        )
+        return self._run(Request("POST", f"threads/{_pk(thread_id)}/transfers/", json=body))
 
 
 class Checkpoints(Resource):
@@ -336,6 +364,16 @@ class Episodes(CrudResource):
         body = _body(rating=rating, comment=comment)
         return self._run(Request("POST", f"episodes/{_pk(id)}/feedback/", json=body, idempotent=True))
 
+    def search(self, *, query: str, **fields: Any) -> JSON:
+        """Past runs by meaning and text; ``fields``: ``agent``, ``memory_user``, ``top_k``,
+        ``mode``, ``outcome``, ``trigger_type``, ``started_after`` / ``started_before``."""
+        body = {"query": query, **fields}
+        return self._run(Request("POST", "episodes/search/", json=body, idempotent=True))
+
+    def extract_facts(self, id: Any, **fields: Any) -> JSON:
+        """Learn facts from the episode (``candidates``, ``use_llm``)."""
+        return self._run(Request("POST", f"episodes/{_pk(id)}/extract-facts/", json=fields))
+
 
 class Procedures(CrudResource):
     prefix = "procedures"
@@ -348,6 +386,10 @@ class Procedures(CrudResource):
     def record_run(self, id: Any, *, success: bool, **fields: Any) -> JSON:
         body = {"success": success, **fields}
         return self._run(Request("POST", f"procedures/{_pk(id)}/runs/", json=body))
+
+    def learn(self, *, agent: str | None = None) -> JSON:
+        """Learn procedures from the agent's episodes now."""
+        return self._run(Request("POST", "procedures/learn/", json=_body(agent=agent)))
 
 
 class MemoryUsers(CrudResource):
@@ -529,3 +571,205 @@ class Context(Resource):
             body["append"] = True
             body.setdefault("idempotency_key", uuid.uuid4().hex)
         return self._run(Request("POST", "context/", json=body, idempotent=True))
+
+
+ReviewItems = Iterable[Mapping[str, Any] | tuple[str, Any]]
+
+
+def _review_items(items: ReviewItems) -> list[JSON]:
+    """``{"tier", "id"}`` objects from such objects or ``(tier, id)`` pairs."""
+    out = []
+    for item in items:
+        if isinstance(item, Mapping):
+            out.append({"tier": item["tier"], "id": _pk(item["id"])})
+        else:
+            tier, id = item
+            out.append({"tier": tier, "id": _pk(id)})
+    return out
+
+
+class Review(Resource):
+    """Memories held for a person to approve before agents use them (docs/review.md)."""
+
+    def list(self, *, limit: int | None = None, offset: int | None = None, **filters: Any) -> JSON:
+        """The queue; ``filters``: ``state``, ``tier``, ``agent``, ``memory_user``."""
+        return self._run(Request("GET", "review/", params={"limit": limit, "offset": offset, **filters}))
+
+    def get(self, tier: str, id: Any) -> JSON:
+        return self._run(Request("GET", f"review/{tier}/{_pk(id)}/"))
+
+    def edit(self, tier: str, id: Any, **fields: Any) -> JSON:
+        """Change a held item (``content``, ``value``, ...), which approves it."""
+        return self._run(Request("PATCH", f"review/{tier}/{_pk(id)}/", json=fields, idempotent=True))
+
+    def approve(self, items: ReviewItems) -> JSON:
+        """Approve items given as ``(tier, id)`` pairs or ``{"tier", "id"}`` objects."""
+        body = {"items": _review_items(items)}
+        return self._run(Request("POST", "review/approve/", json=body))
+
+    def reject(self, items: ReviewItems, *, reason: str | None = None) -> JSON:
+        body = _body(items=_review_items(items), reason=reason)
+        return self._run(Request("POST", "review/reject/", json=body))
+
+    def merge(self, items: ReviewItems) -> JSON:
+        """Merge held items of one tier into one."""
+        body = {"items": _review_items(items)}
+        return self._run(Request("POST", "review/merge/", json=body))
+
+
+class Reflection(Resource):
+    """Reflection runs and the profiles they write (docs/reflection.md)."""
+
+    def profiles(self, *, limit: int | None = None, offset: int | None = None, **filters: Any) -> JSON:
+        params = {"limit": limit, "offset": offset, **filters}
+        return self._run(Request("GET", "reflection/profiles/", params=params))
+
+    def runs(self, *, limit: int | None = None, offset: int | None = None, **filters: Any) -> JSON:
+        params = {"limit": limit, "offset": offset, **filters}
+        return self._run(Request("GET", "reflection/runs/", params=params))
+
+    def get_run(self, run_id: Any) -> JSON:
+        return self._run(Request("GET", f"reflection/runs/{_pk(run_id)}/"))
+
+    def run(self, *, agent: str | None = None) -> JSON:
+        """Start a run for the agent (the one already running, if any, is answered)."""
+        return self._run(Request("POST", "reflection/runs/", json=_body(agent=agent)))
+
+
+class Webhooks(Resource):
+    """Subscriptions to memory events and their deliveries (workspace keys; docs/webhooks.md).
+    Verify what arrives with `memory_client.webhooks.signature_verify`."""
+
+    def list(self, *, limit: int | None = None, offset: int | None = None) -> JSON:
+        return self._run(Request("GET", "webhooks/", params={"limit": limit, "offset": offset}))
+
+    def get(self, id: Any) -> JSON:
+        return self._run(Request("GET", f"webhooks/{_pk(id)}/"))
+
+    def create(
+        self, *, url: str, events: Sequence[str] | None = None, description: str | None = None, **extra: Any
+    ) -> JSON:
+        """Subscribe ``url``; the answer holds the signing ``secret``, shown this once."""
+        body = _body(url=url, events=list(events) if events is not None else None, description=description)
+        return self._run(Request("POST", "webhooks/", json={**body, **extra}))
+
+    def update(self, id: Any, **fields: Any) -> JSON:
+        """Change ``url``, ``events`` or ``description``; ``is_active`` pauses or re-enables it."""
+        return self._run(Request("PATCH", f"webhooks/{_pk(id)}/", json=fields, idempotent=True))
+
+    def delete(self, id: Any) -> None:
+        return self._run(Request("DELETE", f"webhooks/{_pk(id)}/", expect_empty=True))
+
+    def deliveries(
+        self, id: Any, *, limit: int | None = None, offset: int | None = None, **filters: Any
+    ) -> JSON:
+        """Newest first; ``filters``: ``status``, ``event_type``, ``created_after``, ``created_before``."""
+        params = {"limit": limit, "offset": offset, **filters}
+        return self._run(Request("GET", f"webhooks/{_pk(id)}/deliveries/", params=params))
+
+    def ping(self, id: Any) -> JSON:
+        """Send a ping event to the subscription now."""
+        return self._run(Request("POST", f"webhooks/{_pk(id)}/ping/"))
+
+    def rotate_secret(self, id: Any) -> JSON:
+        """A new signing secret, answered once."""
+        return self._run(Request("POST", f"webhooks/{_pk(id)}/rotate-secret/"))
+
+
+def _dotted(namespace: Sequence[str] | str | None) -> str | None:
+    if namespace is None or isinstance(namespace, str):
+        return namespace
+    return ".".join(namespace)
+
+
+class Store(Resource):
+    """The long-term store, item by item (docs/store.md); `memory_client.store.MemoryServerStore`
+    is the same API as a LangGraph ``BaseStore``. Namespaces are sequences of labels."""
+
+    def put(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], **fields: Any) -> JSON:
+        """Create or replace an item; ``fields``: ``agent``, ``memory_user``, ``index``, ``ttl``,
+        ``wait``."""
+        body = {"namespace": list(namespace), "key": key, "value": dict(value), **fields}
+        return self._run(Request("PUT", "store/item/", json=body))
+
+    def get(self, namespace: Sequence[str], key: str, **params: Any) -> JSON:
+        """The item (`NotFoundError` when there is none); ``params``: ``agent``, ``refresh_ttl``."""
+        query = {"namespace": _dotted(namespace), "key": key, **params}
+        return self._run(Request("GET", "store/item/", params=query))
+
+    def delete(self, namespace: Sequence[str], key: str, *, agent: str | None = None) -> Any:
+        query = {"namespace": _dotted(namespace), "key": key, "agent": agent}
+        return self._run(Request("DELETE", "store/item/", params=query))
+
+    def list(
+        self,
+        *,
+        namespace_prefix: Sequence[str] | str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        **filters: Any,
+    ) -> JSON:
+        """One page of items, newest first; ``filters``: ``agent``, ``memory_user``, ``key``,
+        ``q``, ``shared``, ``updated_after``, ``updated_before``."""
+        params = {"namespace_prefix": _dotted(namespace_prefix), "limit": limit, "offset": offset, **filters}
+        return self._run(Request("GET", "store/items/", params=params))
+
+    def search(
+        self, namespace_prefix: Sequence[str] = (), *, query: str | None = None, **fields: Any
+    ) -> JSON:
+        """Items under the prefix, by meaning when ``query`` is given; ``fields``: ``filter``,
+        ``limit``, ``offset``, ``agent``, ``refresh_ttl``."""
+        body = _body(namespace_prefix=list(namespace_prefix), query=query, **fields)
+        return self._run(Request("POST", "store/search/", json=body, idempotent=True))
+
+    def namespaces(self, **fields: Any) -> JSON:
+        """The namespaces in use; ``fields``: ``match_conditions``, ``max_depth``, ``limit``,
+        ``offset``, ``agent``."""
+        return self._run(Request("POST", "store/namespaces/", json=fields, idempotent=True))
+
+    def batch(self, ops: Sequence[Mapping[str, Any]], **fields: Any) -> JSON:
+        """Several get/put/search/list_namespaces operations in one call, in order."""
+        body = {"ops": [dict(op) for op in ops], **fields}
+        return self._run(Request("POST", "store/batch/", json=body, idempotent=True))
+
+    def batch_delete(self, ids: Iterable[Any]) -> JSON:
+        body = {"ids": [_pk(i) for i in ids]}
+        return self._run(Request("POST", "store/items/batch-delete/", json=body, idempotent=True))
+
+
+NDJSON = "application/x-ndjson"
+
+
+class Portability(Resource):
+    """A workspace's memory out and in as JSON lines (docs/export.md)."""
+
+    def export(
+        self,
+        *,
+        agent: str | None = None,
+        memory_user: Any = None,
+        history: bool | None = None,
+        vectors: bool | None = None,
+    ) -> str:
+        """The export (the workspace's, an agent's or a person's) as JSON lines, held in memory;
+        `import_` takes it as it is."""
+        params = {
+            "agent": agent,
+            "memory_user": _pk(memory_user) if memory_user is not None else None,
+            "history": history,
+            "vectors": vectors,
+        }
+        return self._run(Request("GET", "export/", params=params, text=True))
+
+    def import_(
+        self, data: str | bytes, *, dry_run: bool | None = None, file_name: str | None = None
+    ) -> JSON:
+        """Queue an import of an export into this workspace: the job, to poll with
+        `import_job` until its ``status`` is ``done`` or ``failed``. Not retried once it may
+        have reached the server (each call is a job)."""
+        content = data.encode() if isinstance(data, str) else bytes(data)
+        params = {"dry_run": dry_run, "file_name": file_name}
+        return self._run(Request("POST", "import/", params=params, content=content, content_type=NDJSON))
+
+    def import_job(self, job_id: Any) -> JSON:
+        return self._run(Request("GET", f"import/{_pk(job_id)}/"))

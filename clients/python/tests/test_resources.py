@@ -1,6 +1,7 @@
 """Every resource of the client against the live server: paths, bodies and responses agree."""
 
 import json
+import time
 
 import pytest
 
@@ -244,3 +245,127 @@ def test_history_recalls_the_persons_older_messages(client):
     with pytest.raises(ValidationError) as refused:
         client.threads.history(new["id"], recall_query="x", tool_format="yaml")
     assert "tool_format" in str(refused.value)
+
+
+def test_webhook_resources(client):
+    created = client.webhooks.create(
+        url="http://127.0.0.1:9/hook", events=["fact.created"], description="crm"
+    )
+    hook = created["id"]
+    assert created["secret"] and created["events"] == ["fact.created"]
+    assert client.webhooks.get(hook)["description"] == "crm"
+    assert [h["id"] for h in client.webhooks.list()["results"]] == [hook]
+    assert client.webhooks.update(hook, is_active=False)["is_active"] is False
+    assert client.webhooks.rotate_secret(hook)["secret"] not in ("", created["secret"])
+    client.webhooks.update(hook, is_active=True)
+    client.webhooks.ping(hook)
+    deliveries = client.webhooks.deliveries(hook, event_type="ping")
+    assert [d["event_type"] for d in deliveries["results"]] == ["ping"]
+    with pytest.raises(ValidationError):
+        client.webhooks.create(url="not a url")
+    client.webhooks.delete(hook)
+    with pytest.raises(NotFoundError):
+        client.webhooks.get(hook)
+
+
+def test_review_resources(client):
+    client.agents.update("assistant", memory_settings={"review": "all"})
+    person = client.memory_users.identify(channel="web", external_id="rev-1")["memory_user"]["id"]
+    tea = client.facts.remember(key="tea", value="sencha", memory_user=person, agent="assistant")["fact"]
+    city = client.facts.remember(key="city", value="Lyon", memory_user=person, agent="assistant")["fact"]
+    held = client.review.list(state="held", tier="fact")
+    assert {(item["tier"], item["id"]) for item in held["results"]} == {
+        ("fact", tea["id"]),
+        ("fact", city["id"]),
+    }
+    assert client.review.get("fact", tea["id"])["state"] == "held"
+    assert client.review.edit("fact", tea["id"], value="gyokuro")["state"] == "approved"
+    (rejected,) = client.review.reject([("fact", city["id"])], reason="not said")["results"]
+    assert rejected["outcome"] == "rejected"
+    (again,) = client.review.approve([{"tier": "fact", "id": city["id"]}])["results"]
+    assert again["outcome"] == "not_held"
+    assert client.facts.lookup("tea", memory_user=person, agent="assistant")["value"] == "gyokuro"
+    with pytest.raises(ValidationError):
+        client.review.merge([("fact", tea["id"])])
+
+
+def test_reflection_and_procedure_learning(client):
+    started = client.reflection.run(agent="assistant")
+    assert client.reflection.get_run(started["id"])["agent"] == "assistant"
+    assert started["id"] in [run["id"] for run in client.reflection.runs(agent="assistant")["results"]]
+    assert client.reflection.profiles(agent="assistant")["results"] == []
+    learned = client.procedures.learn(agent="assistant")
+    assert learned["proposed"] == [] and learned["episodes_scanned"] == 0
+
+
+def test_thread_transfers_and_single_messages(client):
+    client.agents.create("billing")
+    thread = client.threads.create(agent="assistant", title="handover")
+    appended = client.threads.append_message(thread["id"], role="user", content="My invoice is wrong")
+    message = appended["messages"][0]
+    assert client.threads.message(thread["id"], message["id"])["content"] == "My invoice is wrong"
+    moved = client.threads.transfer(
+        thread["id"], from_agent="assistant", to_agent="billing", reason="invoice question"
+    )
+    assert (moved["from_agent"], moved["to_agent"]) == ("assistant", "billing")
+    assert [t["to_agent"] for t in client.threads.transfers(thread["id"])["results"]] == ["billing"]
+    with pytest.raises(ValidationError):
+        client.threads.transfer(thread["id"], from_agent="assistant", to_agent="not a slug")
+
+
+def test_episode_search_and_fact_extraction(client):
+    person = client.memory_users.identify(channel="web", external_id="ep-1")["memory_user"]["id"]
+    episode = client.episodes.create(
+        agent="assistant",
+        memory_user=person,
+        input={"goal": "Book a train to Lyon"},
+        messages=[{"role": "user", "content": "I live in Lisbon and need a train to Lyon"}],
+    )
+    found = client.episodes.search(query="train to Lyon", agent="assistant")
+    assert [hit["episode"]["id"] for hit in found["results"]] == [episode["id"]]
+    extracted = client.episodes.extract_facts(
+        episode["id"], candidates=[{"key": "city", "value": "Lisbon", "evidence": "I live in Lisbon"}]
+    )
+    assert [(f["key"], f["outcome"]) for f in extracted["stored"]] == [("city", "created")]
+
+
+def test_store_resources(client):
+    stored = client.store.put(("prefs", "ui"), "theme", {"mode": "dark"}, agent="assistant")
+    assert client.store.get(("prefs", "ui"), "theme", agent="assistant")["value"] == {"mode": "dark"}
+    listed = client.store.list(namespace_prefix=("prefs",), agent="assistant")
+    assert [item["key"] for item in listed["results"]] == ["theme"]
+    found = client.store.search(("prefs",), agent="assistant")
+    assert [item["key"] for item in found["items"]] == ["theme"]
+    spaces = client.store.namespaces(agent="assistant")
+    assert ["prefs", "ui"] in spaces["namespaces"]
+    batch = client.store.batch(
+        [{"op": "get", "namespace": ["prefs", "ui"], "key": "theme"}], agent="assistant"
+    )
+    assert batch["results"][0]["value"] == {"mode": "dark"}
+    client.store.delete(("prefs", "ui"), "theme", agent="assistant")
+    with pytest.raises(NotFoundError):
+        client.store.get(("prefs", "ui"), "theme", agent="assistant")
+    client.store.put(("prefs", "ui"), "font", {"size": 14}, agent="assistant")
+    (font,) = client.store.list(agent="assistant")["results"]
+    assert client.store.batch_delete([font["id"]])["deleted"] == 1
+    assert stored["key"] == "theme"
+    assert client.store.list(agent="assistant")["results"] == []
+
+
+def test_export_and_import(client):
+    person = client.memory_users.identify(channel="web", external_id="exp-1")["memory_user"]["id"]
+    client.facts.remember(key="tea", value="sencha", memory_user=person, agent="assistant")
+    exported = client.portability.export(memory_user=person)
+    records = [json.loads(line) for line in exported.splitlines()]
+    assert records[0]["format"] == "memory-export" and records[-1]["type"] == "end"
+    assert any(r["type"] == "fact" and r["key"] == "tea" for r in records[1:])
+    job = client.portability.import_(exported, dry_run=True, file_name="person.jsonl")
+    assert job["status"] in ("queued", "running", "done")
+    for _ in range(100):
+        job = client.portability.import_job(job["id"])
+        if job["status"] in ("done", "failed"):
+            break
+        time.sleep(0.1)
+    assert job["status"] == "done", job
+    with pytest.raises(ValidationError):
+        client.portability.import_("not an export\n")
