@@ -47,6 +47,17 @@ def statements_sent(containing: str):
         yield sent
 
 
+def backends_waiting_on_a_lock() -> int:
+    """How many backends of the test database wait on a lock now: a race test's cue that the
+    other thread has reached the lock it is meant to wait on."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
 def plan_nodes(sql: str, params) -> list[dict]:
     """Every node of the plan PostgreSQL ran `sql` with (`EXPLAIN (ANALYZE, FORMAT JSON)`), the
     top one first: a test reads from them what a statement read, whatever the plan's shape."""

@@ -1,5 +1,7 @@
 from django.contrib import admin, messages
+from django.db import transaction
 
+from core.errors import ApplicationError
 from core.lib.admin import (
     WorkspaceScopedAdmin,
     WorkspaceScopedInline,
@@ -8,7 +10,7 @@ from core.lib.admin import (
     batch_delete_by_workspace,
 )
 from identities.models import ChannelIdentity, MemoryUser
-from identities.selectors import with_statistics
+from identities.selectors import memory_user_resolve_merged, with_statistics
 from identities.services import (
     memory_user_batch_delete,
     memory_user_create,
@@ -106,11 +108,25 @@ class MemoryUserAdmin(WorkspaceScopedAdmin):
 
     @admin.action(description="Merge the selected users into the one seen first")
     def merge_into_first(self, request, queryset):
-        users = list(queryset.order_by("first_seen_at"))
+        users = list(queryset)
         if len({u.workspace_id for u in users}) != 1 or len(users) < 2:
             messages.error(request, "Select two or more users of one workspace.")
             return
-        target, *sources = users
-        for source in sources:
-            memory_user_merge(source=source, target=target, actor=admin_actor(request))
+        # The list shows merged users too: each stands for the user it was merged into, which
+        # is the only one a merge accepts.
+        people = {}
+        for user in users:
+            person = memory_user_resolve_merged(memory_user=user)
+            people[person.pk] = person
+        if len(people) < 2:
+            messages.info(request, "The selected users are already one person.")
+            return
+        target, *sources = sorted(people.values(), key=lambda u: (u.first_seen_at, str(u.pk)))
+        try:
+            with transaction.atomic():
+                for source in sources:
+                    memory_user_merge(source=source, target=target, actor=admin_actor(request))
+        except ApplicationError as exc:
+            messages.error(request, f"Nothing was merged: {exc.message}")
+            return
         messages.success(request, f"Merged {len(sources)} user(s) into {target}.")

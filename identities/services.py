@@ -4,7 +4,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
@@ -14,6 +14,7 @@ from core.holdings import holdings_count, holdings_erase, holdings_merge
 from core.models import AuditEvent
 from core.services import audit_record
 from identities.models import ChannelIdentity, MemoryUser
+from identities.selectors import MERGE_CHAIN_LIMIT
 
 CHANNEL_INVALID = (
     "A channel is 1-50 lowercase letters, digits, '_', '-' or '.' (telegram, email, slack, web)."
@@ -237,6 +238,36 @@ def memory_user_update(
     return memory_user
 
 
+def memory_users_hold(*, ids) -> dict:
+    """Inside a transaction: {id: the id of the person whose rows it names now} for the people
+    of `ids`, each such person held (FOR KEY SHARE) until the transaction ends.
+
+    A merge locks both of its people FOR UPDATE before it moves their rows, so it cannot begin
+    on a held person, and one under way is waited for. A write that copies a person's id onto a
+    new row (a vector, a fact) asks this first, before it locks the rows it reads: its row then
+    names the person it belongs to, and any later merge moves it. Read in the wrong order, a
+    merge committing meanwhile left the new row on the merged person, where nothing finds it.
+    An erased person maps to itself (the write then fails on its foreign key).
+    """
+    current = {pk: pk for pk in ids if pk is not None}
+    pending = set(current)
+    for _ in range(MERGE_CHAIN_LIMIT + 1):
+        if not pending:
+            break
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, merged_into_id FROM {MemoryUser._meta.db_table} "
+                "WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE",
+                [list(pending)],
+            )
+            merged = {pk: into for pk, into in cursor.fetchall() if into is not None}
+        for pk, now in current.items():
+            current[pk] = merged.get(now, now)
+        # The people merged into are held in turn (and followed, should one be merged since).
+        pending = set(merged.values())
+    return current
+
+
 def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> MergeResult:
     """Move everything of `source` to `target` in one transaction, and mark the source.
 
@@ -244,7 +275,8 @@ def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> 
     facts, episodes, episodic entries; facts close conflicting versions, see
     facts.services.memory_user_facts_merge). Users previously merged into the source are
     re-pointed at the target (chains stay one hop). The source keeps `merged_into` and no
-    longer appears in lists; identifying with one of its identities returns the target.
+    longer appears in lists; identifying with one of its identities returns the target. A
+    legal hold of the source is carried to a target without one, so the moved rows stay held.
 
     Idempotent: merging a source already merged into this target changes nothing.
     """
@@ -260,6 +292,10 @@ def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> 
             .filter(pk__in=[source.pk, target.pk])
             .order_by("pk")
         }
+        if source.pk not in locked or target.pk not in locked:
+            # Erased since the caller read them.
+            gone = [name for name, u in (("source", source), ("target", target)) if u.pk not in locked]
+            raise NotFoundError(MEMORY_USERS_NOT_FOUND, fields={name: ["Unknown id."] for name in gone})
         source, target = locked[source.pk], locked[target.pk]
         if source.merged_into_id == target.pk:
             return MergeResult(target=target, counts={}, already_merged=True)
@@ -281,7 +317,17 @@ def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> 
         target.first_seen_at, target.last_seen_at = span["first"], span["last"]
         if not target.display_name and source.display_name:
             target.display_name = source.display_name
-        target.save(update_fields=["first_seen_at", "last_seen_at", "display_name", "updated_at"])
+        update_fields = ["first_seen_at", "last_seen_at", "display_name", "updated_at"]
+        changes = {"into": str(target.pk), "counts": counts}
+        if source.legal_hold_at is not None and target.legal_hold_at is None:
+            # Retention reads the hold of the row's own person: left on the emptied source,
+            # the hold would no longer cover the rows it was placed to preserve.
+            target.legal_hold_at = source.legal_hold_at
+            target.legal_hold_reason = source.legal_hold_reason
+            target.legal_hold_by = source.legal_hold_by
+            update_fields += ["legal_hold_at", "legal_hold_reason", "legal_hold_by"]
+            changes["legal_hold"] = source.legal_hold_reason
+        target.save(update_fields=update_fields)
         source.merged_into = target
         source.save(update_fields=["merged_into", "updated_at"])
         # The facts tier rebuilt the preferences cache while moving the facts.
@@ -292,13 +338,18 @@ def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> 
             action=AuditEvent.Action.MERGE,
             entity_type="memory_user",
             entity_id=source.pk,
-            changes={"into": str(target.pk), "counts": counts},
+            changes=changes,
         )
     return MergeResult(target=target, counts=counts)
 
 
 def _memory_users_erase(*, workspace, ids: list, actor: str) -> dict:
     """Delete the users in `ids`, the users merged into them, and everything they own."""
+    # Locked before reading who was merged into them: a merge into one of them holds the same
+    # lock, so it either commits first (its source is then found below) or waits and finds
+    # its target gone. Read unlocked, a merge committing meanwhile re-pointed rows at a user
+    # this erasure then deleted (an IntegrityError at commit).
+    list(MemoryUser.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
     # Merged users are the same person; their data was moved, but their rows and audit
     # trail still name them.
     all_ids = set(ids)

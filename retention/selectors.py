@@ -98,8 +98,11 @@ def _scoped(target: Target, rule: EffectiveRule):
     elif rule.excluded_agents:
         rows = rows.exclude(**{f"{target.agent}__in": rule.excluded_agents})
     if target.person:
-        # Legal hold: nothing of a held person is touched.
-        rows = rows.exclude(**{f"{target.person}__legal_hold_at__isnull": False})
+        # Legal hold: nothing of a held person is touched, nor of one a held person was merged
+        # into (their rows moved there; erasure is refused on the same ground).
+        rows = rows.exclude(**{f"{target.person}__legal_hold_at__isnull": False}).exclude(
+            **{f"{target.person}__merged_from__legal_hold_at__isnull": False}
+        )
     return rows
 
 

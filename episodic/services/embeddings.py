@@ -6,6 +6,7 @@ from django.db.models import Exists, OuterRef
 from core.embeddings import embedding_provider_for
 from core.lib.sweep import sweep_take
 from episodic.models import EntryEmbedding, EpisodicEntry
+from identities.services import memory_users_hold
 
 
 def entry_embedding_text(entry: EpisodicEntry) -> str:
@@ -44,19 +45,27 @@ def _entry_vectors_store(*, entries, vectors, model: str) -> int:
     the batch at commit, through the deferred foreign key), and so is one whose content was
     edited meanwhile: the edit dropped its vectors and queued its own embedding.
     """
+    ids = [e.pk for e in entries]
     with transaction.atomic():
+        # The vector copies its entry's person, which a merge re-points: the people are held
+        # first, so the person read below is the one a merge leaves the entry with, and a
+        # merge after this one moves these vectors too.
+        memory_users_hold(
+            ids=set(EpisodicEntry.objects.filter(pk__in=ids).values_list("memory_user_id", flat=True))
+        )
         # Locked until the vectors commit, in pk order so that two batches never deadlock.
-        current = dict(
-            EpisodicEntry.objects.filter(pk__in=[e.pk for e in entries])
+        current = {
+            pk: (content, person)
+            for pk, content, person in EpisodicEntry.objects.filter(pk__in=ids)
             .order_by("pk")
             .select_for_update(no_key=True)
-            .values_list("pk", "content")
-        )
-        rows = [
-            EntryEmbedding.of(entry, vector, model=model)
-            for entry, vector in zip(entries, vectors, strict=True)
-            if entry.pk in current and current[entry.pk] == entry_embedding_text(entry)
-        ]
+            .values_list("pk", "content", "memory_user_id")
+        }
+        rows = []
+        for entry, vector in zip(entries, vectors, strict=True):
+            if entry.pk in current and current[entry.pk][0] == entry_embedding_text(entry):
+                entry.memory_user_id = current[entry.pk][1]
+                rows.append(EntryEmbedding.of(entry, vector, model=model))
         EntryEmbedding.objects.bulk_create(rows, ignore_conflicts=True)
         EpisodicEntry.objects.filter(pk__in=[row.entry_id for row in rows]).update(embedding_model=model)
     # The caller's objects then answer `embedded` as the rows do (the extract response).

@@ -28,6 +28,8 @@ from facts.services.consolidation import (
 from facts.services.consolidation import _stale as _cross_key_stale
 from facts.services.memory_users import memory_user_preferences_sync
 from identities.selectors import memory_user_resolve_merged
+from identities.services import memory_users_hold
+from threads.models import Thread
 
 CONFIRM_RATE = 0.2
 # Starting confidence when the caller gives none: an operator is trusted most, an
@@ -264,7 +266,7 @@ def fact_remember(
                     value=value,
                     encoded=encoded,
                     scope=scope,
-                    reference=reference,
+                    reference=_reference_held(reference),
                     fact_type=fact_type,
                     confidence=confidence,
                     source=source,
@@ -282,6 +284,24 @@ def fact_remember(
             if attempt:
                 raise
     raise AssertionError("unreachable")
+
+
+def _reference_held(reference: dict) -> dict:
+    """`reference` as it stands inside the writing transaction, its person held until the fact
+    commits (identities.services.memory_users_hold): the person was resolved before the
+    cross-key decision, an embedding or model call, and a merge committing meanwhile would
+    have left the new fact on the merged person, where the survivor's lookups never see it."""
+    person = reference["memory_user_id"]
+    if person is None:
+        return reference
+    now = memory_users_hold(ids=[person])[person]
+    if reference["thread_id"] is not None:
+        # A session fact's person is its thread's, which a merge re-points.
+        now = (
+            Thread.objects.filter(pk=reference["thread_id"]).values_list("memory_user_id", flat=True).first()
+        )
+        now = memory_users_hold(ids=[now])[now] if now is not None else person
+    return reference if now == person else {**reference, "memory_user_id": now}
 
 
 def _fact_remember_locked(

@@ -6,6 +6,7 @@ from django.db.models import Exists, OuterRef
 from core.embeddings import embedding_provider_for
 from core.lib.sweep import sweep_take
 from core.memory_settings import memory_settings_for
+from identities.services import memory_users_hold
 from threads.models import MessageEmbedding
 
 EMBEDDABLE_ROLES = ("user", "assistant")
@@ -27,7 +28,7 @@ def message_embed_batch(*, message_ids, provider=None) -> int:
     Each message gets two vectors (alone, and read after the previous message of its
     thread); idempotent like `entry_embed_batch`. Returns rows written.
     """
-    from threads.models import Message
+    from threads.models import Message, Thread
 
     messages = list(
         Message.objects.filter(pk__in=list(message_ids), role__in=EMBEDDABLE_ROLES)
@@ -54,21 +55,14 @@ def message_embed_batch(*, message_ids, provider=None) -> int:
         texts, contexts = zip(*(message_embedding_texts(m, previous.get(m.pk)) for m in todo), strict=True)
         vectors = group_provider.embed(list(texts) + list(contexts))
         plain, context = vectors[: len(todo)], vectors[len(todo) :]
-        rows = [
-            MessageEmbedding(
-                message=m,
-                thread_id=m.thread_id,
-                workspace_id=m.workspace_id,
-                agent_id=m.thread.agent_id,
-                memory_user_id=m.thread.memory_user_id,
-                model=model,
-                dimensions=len(v),
-                embedding=v,
-                context_embedding=c,
-            )
-            for m, v, c in zip(todo, plain, context, strict=True)
-        ]
+        thread_ids = {m.thread_id for m in todo}
         with transaction.atomic():
+            # The vectors copy their thread's agent and person, which a merge re-points: the
+            # people are held first, so the threads read after are as a merge leaves them, and
+            # a merge after this one moves these vectors too.
+            memory_users_hold(
+                ids={m.thread.memory_user_id for m in todo if m.thread.memory_user_id is not None}
+            )
             # Messages deleted while the vectors were computed are skipped: a vector of one
             # would fail the whole batch at commit (deferred foreign key). The lock keeps the
             # others until their vectors commit; pk order, so two batches never deadlock.
@@ -78,7 +72,27 @@ def message_embed_batch(*, message_ids, provider=None) -> int:
                 .select_for_update(no_key=True)
                 .values_list("pk", flat=True)
             )
-            rows = [row for row in rows if row.message_id in alive]
+            owners = {
+                pk: (agent, person)
+                for pk, agent, person in Thread.objects.filter(pk__in=thread_ids).values_list(
+                    "pk", "agent_id", "memory_user_id"
+                )
+            }
+            rows = [
+                MessageEmbedding(
+                    message=m,
+                    thread_id=m.thread_id,
+                    workspace_id=m.workspace_id,
+                    agent_id=owners[m.thread_id][0],
+                    memory_user_id=owners[m.thread_id][1],
+                    model=model,
+                    dimensions=len(v),
+                    embedding=v,
+                    context_embedding=c,
+                )
+                for m, v, c in zip(todo, plain, context, strict=True)
+                if m.pk in alive
+            ]
             MessageEmbedding.objects.bulk_create(rows, ignore_conflicts=True)
         written += len(rows)
     return written

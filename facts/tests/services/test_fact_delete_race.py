@@ -7,20 +7,12 @@ from django.db import connection, transaction
 from django.test import TransactionTestCase
 
 from core.services import workspace_create
+from core.testing import backends_waiting_on_a_lock
 from facts.models import Fact, FactEmbedding
 from facts.services import fact_delete
 from facts.tests.factories import FactFactory
 
 DIMENSIONS = 384
-
-
-def _backends_waiting_on_a_lock() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
 
 
 class FactDeleteRaceTests(TransactionTestCase):
@@ -64,7 +56,7 @@ class FactDeleteRaceTests(TransactionTestCase):
         delete_thread = threading.Thread(target=deleter)
         delete_thread.start()
         deadline = time.monotonic() + 30
-        while _backends_waiting_on_a_lock() == 0 and time.monotonic() < deadline:
+        while backends_waiting_on_a_lock() == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
         release.set()
         embedding_thread.join(30)
