@@ -71,9 +71,14 @@ class RecordType:
     id_columns: dict = field(default_factory=dict)
     # Columns holding a list of ids: {"source_message_ids": "message"}.
     id_lists: dict = field(default_factory=dict)
+    # JSON object columns some of whose keys hold an id: {"consolidation": {"old": "episodic_entry"}}.
+    json_ids: dict = field(default_factory=dict)
     # Columns that find the same row already in the target workspace (a conflict).
     natural_keys: tuple = ()
     vectors: bool = False
+    # A vector's foreign key to the row it embeds: a vector of a row reused from the target is
+    # not written (the target's row keeps its own).
+    owner: str = ""
     history_only: bool = False
 
     @property
@@ -275,6 +280,7 @@ TYPES = (
         ("message__thread__created_at", "message__thread_id", "message__seq"),
         exclude=_GRAPH_STATE,
         vectors=True,
+        owner="message",
     ),
     RecordType("episode", Episode, episodes_in, ("started_at", "created_at", "id")),
     RecordType(
@@ -284,6 +290,7 @@ TYPES = (
         ("episode__started_at", "episode__created_at", "episode_id"),
         exclude=_GRAPH_STATE,
         vectors=True,
+        owner="episode",
     ),
     RecordType("fact", Fact, facts_in, ("created_at", "key", "id")),
     RecordType(
@@ -292,6 +299,7 @@ TYPES = (
         _vectors_of(FactEmbedding, "fact", facts_in),
         ("fact__created_at", "fact__key", "fact_id"),
         vectors=True,
+        owner="fact",
     ),
     RecordType(
         "episodic_entry",
@@ -299,6 +307,9 @@ TYPES = (
         entries_in,
         ("created_at", "content_hash", "id"),
         id_lists={"source_message_ids": "message"},
+        # A held entry's consolidation names the stored entry its approval closes
+        # (episodic.services.review): an id like any other, remapped on import.
+        json_ids={"consolidation": {"old": "episodic_entry", "new": "episodic_entry"}},
     ),
     RecordType(
         "entry_vector",
@@ -307,6 +318,7 @@ TYPES = (
         ("entry__created_at", "entry__content_hash", "entry_id"),
         exclude=_GRAPH_STATE,
         vectors=True,
+        owner="entry",
     ),
     RecordType(
         "procedure",
@@ -322,6 +334,7 @@ TYPES = (
         _vectors_of(ProcedureEmbedding, "procedure", procedures_in),
         ("procedure__created_at", "procedure__name", "procedure_id"),
         vectors=True,
+        owner="procedure",
     ),
     RecordType(
         "procedure_run",
@@ -359,6 +372,7 @@ TYPES = (
         ("item__namespace_path", "item__key", "item__agent__slug"),
         exclude=_GRAPH_STATE,
         vectors=True,
+        owner="item",
     ),
     RecordType(
         "audit_event",

@@ -32,6 +32,7 @@ from portability.models import ImportIdMap
 from portability.registry import AUDIT_ENTITY_TYPES, BY_NAME, EMBEDDED_TYPES, record_key, ref_type
 from portability.services.exporting import FORMAT, VERSION
 from procedures.services import procedure_runs_person_fill
+from store.services import ttl_clean
 
 # Records written per INSERT: 500 messages (~25 columns) stay far under PostgreSQL's 65,535
 # parameters, and a batch's map lookups are one indexed query per type it names.
@@ -238,6 +239,8 @@ class _Importer:
         self.conflicts = []
         self.conflict_count = 0
         self.records = 0
+        # The file is an export of this very workspace (a restore after a loss).
+        self.own_source = source == str(workspace.pk)
 
     # -- the map -------------------------------------------------------------------------
 
@@ -294,16 +297,104 @@ class _Importer:
             if f.name in record_type.id_columns and value is not None:
                 pending.refs.append((f.attname, record_type.id_columns[f.name], str(value), "column"))
             elif f.name in record_type.id_lists:
-                if any(len(x) > 64 for x in value):
+                # A JSON column (an entry's source_message_ids) holds whatever a file puts there.
+                if not isinstance(value, list) or any(
+                    not isinstance(x, str) or not 0 < len(x) <= 64 for x in value
+                ):
                     raise ImportFailed(f"{name} must list ids.", line=line, fields={name: ["Must list ids."]})
                 pending.refs.append((f.attname, record_type.id_lists[f.name], value, "list"))
+            elif f.name in record_type.json_ids:
+                pending.values[f.attname] = value
+                self._json_ids_parse(record_type, f, name, value, pending)
             else:
                 pending.values[f.attname] = value
+        if record_type.vectors:
+            _vector_lengths_check(record_type, line, pending)
+        if record_type.name == "store_item":
+            _store_item_check(line, pending)
         if record_type.name == "audit_event":
             entity = AUDIT_ENTITY_TYPES.get(pending.values["entity_type"])
             if entity:
                 pending.refs.append(("entity_id", entity, pending.values.pop("entity_id"), "entity"))
         return pending
+
+    def _json_ids_parse(self, record_type, f, name: str, value, pending: _Pending) -> None:
+        """The ids an object column holds under known keys, remapped like any plain id column: one
+        the file does not hold names nothing in the target, never a row of the source."""
+        if not isinstance(value, dict):
+            raise ImportFailed(
+                f"{name} must be an object.", line=pending.line, fields={name: ["Must be an object."]}
+            )
+        for key, target in record_type.json_ids[f.name].items():
+            old = value.get(key)
+            if old is None or old == "":
+                continue
+            if not isinstance(old, str) or len(old) > 64:
+                raise ImportFailed(
+                    f"{name}.{key} must be an id.",
+                    line=pending.line,
+                    fields={name: [f"{key} must be an id."]},
+                )
+            pending.refs.append(((f.attname, key), target, old, "json"))
+
+    def _restored_id(self, old_id: str) -> str | None:
+        """A lost row restored into its own workspace takes its id back, so whatever still names
+        it (the audit trail, a client that kept the id) finds it again; elsewhere ids are new."""
+        if not self.own_source:
+            return None
+        try:
+            return str(uuid.UUID(old_id))
+        except ValueError:
+            return None
+
+    def _survivors_take(self, record_type, pendings: list) -> None:
+        """Into the workspace the file was exported from, a row whose id is still there is that
+        row (reused, as it stands): a restore brings back what was lost, never a second copy of
+        what survived."""
+        pk = record_type.model._meta.pk
+        candidates = {}
+        for p in pendings:
+            # A row named earlier already has its reserved id in the rows that named it.
+            if p.map_row is not None:
+                continue
+            try:
+                candidates[str(pk.to_python(p.old_id))] = p
+            except DjangoValidationError:
+                continue
+        if not candidates:
+            return
+        found = record_type.model._base_manager.filter(
+            workspace=self.workspace, pk__in=list(candidates)
+        ).values_list("pk", flat=True)
+        for row_id in found:
+            p = candidates[str(row_id)]
+            p.reused = p.new_id = str(row_id)
+            self.reused[record_type.name] += 1
+
+    def _reused_owners_drop(self, record_type, pendings: list) -> list:
+        """The vectors of rows that exist and are not reused: a reused row keeps its own vector
+        (the file's is of another text, and a second one of the same model breaks the unique
+        (row, model) constraint)."""
+        owner = record_type.model._meta.get_field(record_type.owner)
+        olds = {old for p in pendings for attname, _t, old, _k in p.refs if attname == owner.attname}
+        reused = set(
+            ImportIdMap.objects.filter(
+                workspace=self.workspace,
+                source=self.source,
+                type=ref_type(owner),
+                old_id__in=list(olds),
+                state=ImportIdMap.State.REUSED,
+            ).values_list("old_id", flat=True)
+        )
+        if not reused:
+            return pendings
+        kept = []
+        for p in pendings:
+            if any(attname == owner.attname and old in reused for attname, _t, old, _k in p.refs):
+                self.vectors_dropped += 1
+            else:
+                kept.append(p)
+        return kept
 
     def batch(self, record_type, items: list[tuple[int, dict]]) -> None:
         pendings = [self._parse(record_type, line, record) for line, record in items]
@@ -336,8 +427,12 @@ class _Importer:
             if row is not None:
                 p.new_id = row.new_id
             elif record_type.uuid_pk:
-                p.new_id = str(uuid.uuid4())
+                p.new_id = self._restored_id(p.old_id) or str(uuid.uuid4())
             fresh.append(p)
+        if self.own_source:
+            self._survivors_take(record_type, fresh)
+        if record_type.owner:
+            fresh = self._reused_owners_drop(record_type, fresh)
         if not fresh:
             return
         self._resolve(record_type, fresh, own=False)
@@ -408,6 +503,9 @@ class _Importer:
                     ids = [resolved[target][o] for o in old if o in resolved[target]]
                     self.dangling += len(old) - len(ids)
                     p.values[attname] = ids
+                elif kind == "json":
+                    column, key = attname
+                    p.values[column] = {**p.values[column], key: resolved[target][old]}
                 else:
                     p.values[attname] = resolved[target][old]
 
@@ -468,7 +566,7 @@ class _Importer:
     def _version_facts(self, pendings) -> None:
         """A current fact whose key and scope the target already holds open becomes a version:
         the newer one stays current, the older one is closed and points at it."""
-        current = [p for p in pendings if p.values.get("valid_to") is None]
+        current = [p for p in pendings if p.reused is None and p.values.get("valid_to") is None]
         if not current:
             return
         columns = ("key", "scope", "memory_user_id", "agent_id", "thread_id")
@@ -597,6 +695,12 @@ class _Importer:
             raise ImportFailed(
                 ROW_REFUSED.format(detail=detail), line=last_line, code="row_refused"
             ) from None
+        if self.own_source:
+            # A restore finds the rows still there by their ids each time: remembered as reused,
+            # one lost again later would be skipped by the next restore as already imported.
+            ImportIdMap.objects.filter(
+                workspace=self.workspace, source=self.source, state=ImportIdMap.State.REUSED
+            ).delete()
 
     def report(self) -> dict:
         return {
@@ -610,6 +714,25 @@ class _Importer:
             "conflict_count": self.conflict_count,
             "conflicts": self.conflicts,
         }
+
+
+def _vector_lengths_check(record_type, line: int, pending: _Pending) -> None:
+    """Every vector of a record has its `dimensions` numbers: a vector of another length, once
+    stored, fails every cosine distance a search of its model computes (a 500, not a miss)."""
+    dimensions = pending.values.get("dimensions")
+    for f in record_type.fields():
+        vector = pending.values.get(f.attname) if isinstance(f, VectorField) else None
+        if vector is not None and len(vector) != dimensions:
+            message = f"has {len(vector)} numbers, not its dimensions ({dimensions})"
+            raise ImportFailed(f"{record_key(f)} {message}.", line=line, fields={record_key(f): [message]})
+
+
+def _store_item_check(line: int, pending: _Pending) -> None:
+    """The store's own rule for a TTL: past it, now + TTL overflows on every refreshing read."""
+    try:
+        ttl_clean(pending.values.get("ttl_minutes"))
+    except ApplicationError as exc:
+        raise ImportFailed(f"ttl_minutes: {exc.message}", line=line, fields={"ttl_minutes": [exc.message]})
 
 
 def _ordered(counts: Counter) -> dict:

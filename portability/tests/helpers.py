@@ -56,6 +56,9 @@ def normalized(data: bytes) -> list:
                 value = label(record_type.id_columns[name], value)
             elif name in record_type.id_lists:
                 value = [label(record_type.id_lists[name], v) for v in value]
+            elif name in record_type.json_ids and isinstance(value, dict):
+                keys = record_type.json_ids[name]
+                value = {k: label(keys[k], v) if k in keys and v else v for k, v in value.items()}
             elif name == "entity_id" and record.get("entity_type") in AUDIT_ENTITY_TYPES:
                 value = label(AUDIT_ENTITY_TYPES[record["entity_type"]], value)
             item[name] = value
