@@ -217,10 +217,13 @@ def review_similar_attach(items: list[ReviewItem]) -> None:
     if entry_old:
         stored = EpisodicEntry.objects.filter(
             pk__in=list(entry_old), status=EpisodicEntry.Status.ACTIVE, review=EpisodicEntry.Review.APPROVED
-        ).only("pk", "content")
+        ).only("pk", "content", "agent_id", "memory_user_id")
         for entry in stored:
             item = entry_old[str(entry.pk)]
-            item.similar = {"id": str(entry.pk), "text": entry.content}
+            # The id is data kept in JSON: only an entry of the held one's agent and person,
+            # the one its approval may close, is suggested (never another person's text).
+            if (entry.agent_id, entry.memory_user_id) == (item.row.agent_id, item.row.memory_user_id):
+                item.similar = {"id": str(entry.pk), "text": entry.content}
     facts = [item for item in items if item.tier == TIER_FACT]
     if facts:
         from django.db.models import Q

@@ -64,9 +64,10 @@ def _stale(decision: Decision) -> Decision:
 
 def _noop_confirm(*, agent, actor: str, decision: Decision, now) -> dict | None:
     """Count a restatement as a confirmation of the stored entry; None when it is no longer active."""
-    confirmed = EpisodicEntry.objects.filter(pk=decision.old, status=EpisodicEntry.Status.ACTIVE).update(
-        times_confirmed=F("times_confirmed") + 1, last_confirmed_at=now
-    )
+    # The agent's own entries only: a decision's id is data (kept in JSON on held entries).
+    confirmed = EpisodicEntry.objects.filter(
+        pk=decision.old, agent=agent, status=EpisodicEntry.Status.ACTIVE
+    ).update(times_confirmed=F("times_confirmed") + 1, last_confirmed_at=now)
     if not confirmed:
         return None
     return _audit(
@@ -76,9 +77,11 @@ def _noop_confirm(*, agent, actor: str, decision: Decision, now) -> dict | None:
 
 def _replaced_close(*, agent, actor: str, decision: Decision, entry: EpisodicEntry, now) -> Decision:
     """Close the stored entry in favour of `entry` (update or supersede); the decision applied."""
-    closed = EpisodicEntry.objects.filter(pk=decision.old, status=EpisodicEntry.Status.ACTIVE).update(
-        status=EpisodicEntry.Status.SUPERSEDED, valid_to=now, superseded_by=entry, updated_at=now
-    )
+    # Only an entry of the same agent and person: a held entry keeps `decision.old` in JSON
+    # until it is approved, where an import or a crafted row may have put any id.
+    closed = EpisodicEntry.objects.filter(
+        pk=decision.old, agent=agent, memory_user_id=entry.memory_user_id, status=EpisodicEntry.Status.ACTIVE
+    ).update(status=EpisodicEntry.Status.SUPERSEDED, valid_to=now, superseded_by=entry, updated_at=now)
     if not closed:
         return _stale(decision)
     _audit(agent=agent, actor=actor, decision=decision, new=entry.pk, entity_id=decision.old, action="update")

@@ -13,7 +13,7 @@ from episodic.services.candidates import REJECT_REVIEW_REJECTED
 from episodic.tests.factories import memory_user_factory, use_test_embeddings
 from facts.models import Fact
 from facts.services import OUTCOME_HELD, OUTCOME_REVIEW_REJECTED, fact_remember
-from review.selectors import review_counts
+from review.selectors import review_counts, review_list
 from review.services import review_approve, review_reject
 from threads.services import thread_create
 from webhooks.events import event_type_for
@@ -264,3 +264,61 @@ class DedupeTests(HoldingTestCase):
         assert self.user_fact(value="oolong").outcome == OUTCOME_REVIEW_REJECTED
         assert self.user_fact(value="sencha").outcome == OUTCOME_HELD
         assert self.user_fact(value="sencha").fact.pk == Fact.objects.get(value="sencha").pk
+
+
+class ConsolidationScopeTests(HoldingTestCase):
+    """A held entry keeps the id of the stored entry its approval closes in a JSON column
+    (`consolidation.old`), which an import or a stale decision may leave naming a row outside
+    the entry's own agent and person. Approving it closes only a row of that scope, and the
+    queue suggests only such a row."""
+
+    def held_naming(self, other):
+        self.review("all")
+        held = self.direct("Ada moved to Lisbon.")
+        decision = {"decision": "supersede", "reason": "She moved.", "by": "rule", "old": str(other.pk)}
+        EpisodicEntry.objects.filter(pk=held.entry.pk).update(
+            consolidation={**decision, "new": None, "similarity": 0.9}
+        )
+        return held.entry
+
+    def test_another_workspaces_entry_is_neither_shown_nor_closed(self):
+        stranger = memory_user_factory(self.other_workspace)
+        foreign = entry_create(
+            agent=self.outsider_agent, memory_user=stranger, content="Eve likes tea.", actor="test"
+        ).entry
+        held = self.held_naming(foreign)
+        principal = self.principal()
+
+        (item,) = review_list(principal=principal, tier="entry")
+        assert item.similar is None
+        review_approve(principal=principal, tier="entry", item_id=held.pk)
+
+        foreign.refresh_from_db()
+        assert (foreign.status, foreign.superseded_by_id) == (EpisodicEntry.Status.ACTIVE, None)
+
+    def test_another_persons_entry_of_the_workspace_is_not_closed(self):
+        other = entry_create(
+            agent=self.agent,
+            memory_user=memory_user_factory(self.workspace, canonical_id="telegram:2", display_name="Bo"),
+            content="Bo lives in Porto.",
+            actor="test",
+        ).entry
+        held = self.held_naming(other)
+
+        review_approve(principal=self.principal(), tier="entry", item_id=held.pk)
+
+        other.refresh_from_db()
+        assert (other.status, other.superseded_by_id) == (EpisodicEntry.Status.ACTIVE, None)
+
+    def test_the_persons_own_entry_is_closed(self):
+        old = entry_create(
+            agent=self.agent, memory_user=self.person, content="Ada lives in Porto.", actor="test"
+        )
+        held = self.held_naming(old.entry)
+
+        (item,) = review_list(principal=self.principal(), tier="entry")
+        assert item.similar == {"id": str(old.entry.pk), "text": "Ada lives in Porto."}
+        review_approve(principal=self.principal(), tier="entry", item_id=held.pk)
+
+        old.entry.refresh_from_db()
+        assert (old.entry.status, old.entry.superseded_by_id) == (EpisodicEntry.Status.SUPERSEDED, held.pk)
