@@ -124,9 +124,11 @@ def _enqueue(run: ReflectionRun) -> None:
 
 
 def reflection_profiles_merge(*, source, target, now) -> dict:
-    """Holdings merge: the source's cached profiles go (derived data, left out of the counts);
-    the next run rebuilds the target's."""
-    ReflectionProfile.objects.filter(memory_user=source).delete()
+    """Holdings merge: both people's cached profiles go (derived data, left out of the counts).
+    The target's was written without the source's facts, which keep their older times, so it
+    would stand for the merged person and hide them; until the next run rebuilds it, the
+    <user-profile> block is built from the facts themselves."""
+    ReflectionProfile.objects.filter(memory_user__in=[source, target]).delete()
     return {}
 
 

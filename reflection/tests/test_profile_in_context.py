@@ -8,6 +8,7 @@ from django.utils import timezone
 from core.testing import MemoryTestCase
 from facts.models import Fact
 from facts.services import fact_remember
+from identities.services import memory_user_merge
 from identities.tests.factories import MemoryUserFactory
 from reflection.models import ReflectionProfile
 
@@ -50,3 +51,18 @@ class CachedProfileInContextTests(MemoryTestCase):
     def test_another_agent_has_no_cached_profile_of_her(self):
         block = self.block(agent=self.other_agent.slug)
         assert "routine" not in block["text"] and "Porto" in block["text"]
+
+    def test_a_merge_into_her_sends_what_the_merged_person_said(self):
+        """The cached profile was written without the merged person's facts, which keep their
+        older times: it stood for her until the next run and hid them."""
+        email = MemoryUserFactory(workspace=self.workspace, display_name="Ada (email)")
+        fact_remember(
+            workspace=self.workspace, key="allergy", value="peanuts", scope=Fact.Scope.USER, memory_user=email
+        )
+        Fact.objects.filter(key="allergy").update(valid_from=timezone.now() - timedelta(days=3))
+
+        memory_user_merge(source=email, target=self.ada, actor="operator:owner")
+
+        block = self.block()
+        assert "peanuts" in block["text"] and "Porto" in block["text"]
+        assert not ReflectionProfile.objects.filter(memory_user=self.ada).exists()
