@@ -4,6 +4,8 @@ Every tier's tests subclass `MemoryTestCase` so isolation is checked the same wa
 """
 
 import socket
+import threading
+import time
 from contextlib import contextmanager
 from unittest import mock
 
@@ -47,15 +49,37 @@ def statements_sent(containing: str):
         yield sent
 
 
-def backends_waiting_on_a_lock() -> int:
-    """How many backends of the test database wait on a lock now: a race test's cue that the
-    other thread has reached the lock it is meant to wait on."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
+def thread_started(target, errors: list) -> threading.Thread:
+    """`target()` running on a thread of its own, for race tests (TransactionTestCase): it
+    opens its own database connection and closes it at the end, and whatever it raises is
+    appended to `errors`."""
+
+    def run():
+        try:
+            target()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def until_a_backend_waits(timeout: float = 30) -> None:
+    """Return once a backend of the test database waits on a lock (or after `timeout`): a race
+    test's cue that the other thread has reached the lock it is meant to wait on."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return
+        time.sleep(0.02)
 
 
 def plan_nodes(sql: str, params) -> list[dict]:

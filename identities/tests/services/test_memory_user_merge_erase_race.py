@@ -1,16 +1,14 @@
 """Erasing a person while another is merged into them."""
 
 import threading
-import time
 from unittest import mock
 
-from django.db import connection
 from django.test import TransactionTestCase
 
 from core.errors import NotFoundError
 from core.models import Agent
 from core.services import agent_get_or_create, workspace_create
-from core.testing import backends_waiting_on_a_lock
+from core.testing import thread_started, until_a_backend_waits
 from identities import services
 from identities.models import ChannelIdentity, MemoryUser
 from identities.services import MEMORY_USERS_NOT_FOUND, memory_user_erase, memory_user_merge
@@ -44,31 +42,16 @@ class EraseDuringMergeTests(TransactionTestCase):
             release.wait(WAIT_SECONDS)
             return counts
 
-        def merge():
-            try:
-                memory_user_merge(source=self.source, target=self.target, actor="operator:owner")
-            except BaseException as exc:
-                errors.append(exc)
-            finally:
-                connection.close()
-
-        def erase():
-            try:
-                memory_user_erase(memory_user=self.target, actor="operator:owner")
-            except BaseException as exc:
-                errors.append(exc)
-            finally:
-                connection.close()
-
         with mock.patch.object(services, "holdings_merge", merge_then_wait):
-            merging = threading.Thread(target=merge)
-            merging.start()
+            merging = thread_started(
+                lambda: memory_user_merge(source=self.source, target=self.target, actor="operator:owner"),
+                errors,
+            )
             assert moved.wait(WAIT_SECONDS)
-            erasing = threading.Thread(target=erase)
-            erasing.start()
-            deadline = time.monotonic() + WAIT_SECONDS
-            while backends_waiting_on_a_lock() == 0 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            erasing = thread_started(
+                lambda: memory_user_erase(memory_user=self.target, actor="operator:owner"), errors
+            )
+            until_a_backend_waits(WAIT_SECONDS)
             release.set()
             merging.join(WAIT_SECONDS)
             erasing.join(WAIT_SECONDS)

@@ -1,14 +1,12 @@
 """A merge while an agent identifies the source person."""
 
 import threading
-import time
 from unittest import mock
 
-from django.db import connection
 from django.test import TransactionTestCase
 
 from core.services import workspace_create
-from core.testing import backends_waiting_on_a_lock
+from core.testing import thread_started, until_a_backend_waits
 from identities import selectors
 from identities.models import ChannelIdentity, MemoryUser
 from identities.services import memory_user_identify, memory_user_merge
@@ -37,31 +35,18 @@ class MergeWhileIdentifyingTests(TransactionTestCase):
             release.wait(WAIT_SECONDS)
             return resolve(memory_user=memory_user)
 
-        def identify():
-            try:
-                memory_user_identify(workspace=workspace, channel="email", external_id="ann@example.com")
-            except BaseException as exc:
-                errors.append(exc)
-            finally:
-                connection.close()
-
-        def merge():
-            try:
-                memory_user_merge(source=source, target=target, actor="operator:owner")
-            except BaseException as exc:
-                errors.append(exc)
-            finally:
-                connection.close()
-
         with mock.patch.object(selectors, "memory_user_resolve_merged", resolve_after_the_merge_started):
-            identifying = threading.Thread(target=identify)
-            identifying.start()
+            identifying = thread_started(
+                lambda: memory_user_identify(
+                    workspace=workspace, channel="email", external_id="ann@example.com"
+                ),
+                errors,
+            )
             assert identity_locked.wait(WAIT_SECONDS)
-            merging = threading.Thread(target=merge)
-            merging.start()
-            deadline = time.monotonic() + WAIT_SECONDS
-            while backends_waiting_on_a_lock() == 0 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            merging = thread_started(
+                lambda: memory_user_merge(source=source, target=target, actor="operator:owner"), errors
+            )
+            until_a_backend_waits(WAIT_SECONDS)
             release.set()
             identifying.join(WAIT_SECONDS)
             merging.join(WAIT_SECONDS)
