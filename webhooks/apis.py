@@ -207,7 +207,7 @@ class WebhookPingApi(APIView):
                 "Queued",
                 value={
                     **DELIVERY_EXAMPLE,
-                    "event_id": "ping_c9d0e1f2",
+                    "event_id": "evt_ping_5b7e0c2a9d4f4e1b8c3a6f0d2e9b1c47",
                     "event_type": "ping",
                     "status": "pending",
                     "attempts": 0,
@@ -216,9 +216,9 @@ class WebhookPingApi(APIView):
                     "delivered_at": None,
                     "payload": {
                         **DELIVERY_EXAMPLE["payload"],
-                        "id": "ping_c9d0e1f2",
+                        "id": "evt_ping_5b7e0c2a9d4f4e1b8c3a6f0d2e9b1c47",
                         "type": "ping",
-                        "data": {},
+                        "data": {"object": "subscription", "id": "7b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e"},
                     },
                 },
                 response_only=True,

@@ -20,12 +20,14 @@ def webhooks_dispatch_task(workspace_id: str):
 
 
 # Retries of a failed POST are scheduled in the database (next_attempt_at) and handed out by
-# the sweep, not held in the broker as countdowns. A rerun after a lost worker may POST
-# twice; receivers deduplicate by X-Memory-Delivery (docs/webhooks.md).
+# the sweep, not held in the broker as countdowns. Each message names the attempt it is for,
+# claimed once (webhook_deliver). A worker lost after its POST may still leave the receiver
+# a second copy, sent by the sweep; receivers deduplicate by X-Memory-Delivery
+# (docs/webhooks.md).
 # Swept: webhooks_sweep hands out deliveries whose task was lost.
 @shared_task(autoretry_for=DATABASE_UNAVAILABLE, retry_backoff=5, retry_backoff_max=120, swept=True)
-def webhook_deliver_task(delivery_id: str):
-    delivery = webhook_deliver(delivery_id=delivery_id)
+def webhook_deliver_task(delivery_id: str, attempt: int | None = None):
+    delivery = webhook_deliver(delivery_id=delivery_id, attempt=attempt)
     return None if delivery is None else delivery.status
 
 

@@ -19,7 +19,7 @@ from core.lib.crypto import decrypt
 from core.lib.http import http_client
 from core.models import AuditEvent
 from webhooks.models import WebhookDelivery, WebhookSubscription
-from webhooks.services.dispatch import webhook_active_cache_clear
+from webhooks.services.dispatch import DELIVERY_LEASE, webhook_active_cache_clear
 from webhooks.services.subscriptions import WebhookUrlRefused, _audit, webhook_url_check
 from webhooks.signing import SIGNATURE_HEADER, signature_header
 
@@ -45,32 +45,49 @@ def _post(subscription: WebhookSubscription, delivery: WebhookDelivery) -> tuple
         SIGNATURE_HEADER: signature_header(secret=decrypt(subscription.secret_encrypted), body=body),
     }
     try:
-        webhook_url_check(subscription.url)
+        url = httpx.URL(subscription.url)
+        address = webhook_url_check(subscription.url)
+        extensions = {}
+        if address is not None:
+            # Connect to the address just checked, not to a second DNS answer; the name still
+            # goes in Host and, for TLS, in SNI and the certificate check.
+            headers["Host"] = url.netloc.decode("ascii")
+            if url.scheme == "https":
+                extensions["sni_hostname"] = url.raw_host.decode("ascii")
+            url = url.copy_with(host=address)
         response = http_client().post(
-            subscription.url,
+            url,
             content=body,
             headers=headers,
             timeout=settings.WEBHOOKS_TIMEOUT_SECONDS,
             follow_redirects=False,
+            extensions=extensions,
         )
     except WebhookUrlRefused as exc:
         return None, str(exc)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, UnicodeError, ValueError) as exc:
+        # InvalidURL, UnicodeError (IDNA), ValueError: a URL valid when subscribing that the
+        # client cannot send to is a failed attempt, counted towards disabling.
         return None, f"{type(exc).__name__}: {exc}"[:500] or type(exc).__name__
     if 200 <= response.status_code < 300:
         return response.status_code, ""
     return response.status_code, f"HTTP {response.status_code}"
 
 
-def webhook_deliver(*, delivery_id) -> WebhookDelivery | None:
+WAITING = (WebhookDelivery.Status.PENDING, WebhookDelivery.Status.RETRYING)
+
+
+def webhook_deliver(*, delivery_id, attempt: int | None = None) -> WebhookDelivery | None:
     """Send one delivery once, and record the outcome: succeeded, retrying at a later time,
     or failed after the last attempt. A subscription that failed too often in a row is
-    disabled, and its waiting deliveries cancelled."""
+    disabled, and its waiting deliveries cancelled.
+
+    `attempt` is the count of attempts made when the delivery was handed to a worker: a
+    second message of that hand-out (the sweep hands a delivery out again when its task
+    waited in the queue past the lease) finds the attempt taken and sends nothing.
+    """
     delivery = WebhookDelivery.objects.select_related("subscription").filter(pk=delivery_id).first()
-    if delivery is None or delivery.status not in (
-        WebhookDelivery.Status.PENDING,
-        WebhookDelivery.Status.RETRYING,
-    ):
+    if delivery is None or delivery.status not in WAITING:
         return delivery
     subscription = delivery.subscription
     if not subscription.is_active:
@@ -79,12 +96,24 @@ def webhook_deliver(*, delivery_id) -> WebhookDelivery | None:
         )
         delivery.refresh_from_db()
         return delivery
+    expected = delivery.attempts if attempt is None else attempt
+    now = timezone.now()
+    # Compare-and-set claim of this attempt, so two workers never send it both. A worker
+    # lost after the claim leaves the attempt counted (it may have been sent) and the lease,
+    # after which the sweep hands the delivery out again.
+    claimed = WebhookDelivery.objects.filter(pk=delivery.pk, status__in=WAITING, attempts=expected).update(
+        attempts=expected + 1, last_attempt_at=now, next_attempt_at=now + DELIVERY_LEASE
+    )
+    if not claimed:
+        return WebhookDelivery.objects.filter(pk=delivery.pk).first()
     response_status, error = _post(subscription, delivery)
     now = timezone.now()
     with transaction.atomic():
-        delivery = WebhookDelivery.objects.select_for_update().get(pk=delivery.pk)
-        subscription = WebhookSubscription.objects.select_for_update().get(pk=subscription.pk)
-        delivery.attempts += 1
+        # The subscription first: disabling it below updates its deliveries.
+        subscription = WebhookSubscription.objects.select_for_update().filter(pk=subscription.pk).first()
+        delivery = WebhookDelivery.objects.select_for_update().filter(pk=delivery.pk).first()
+        if subscription is None or delivery is None:
+            return None  # deleted, with its log, while the request was in flight
         delivery.last_attempt_at = now
         delivery.response_status = response_status
         delivery.last_error = error
@@ -96,7 +125,9 @@ def webhook_deliver(*, delivery_id) -> WebhookDelivery | None:
             subscription.last_delivery_at = now
         else:
             subscription.consecutive_failures += 1
-            if delivery.attempts >= settings.WEBHOOKS_MAX_ATTEMPTS:
+            if delivery.status not in WAITING:
+                pass  # cancelled while in flight (its subscription disabled): stays so
+            elif delivery.attempts >= settings.WEBHOOKS_MAX_ATTEMPTS:
                 delivery.status = WebhookDelivery.Status.FAILED
                 delivery.next_attempt_at = None
             else:

@@ -133,11 +133,18 @@ def _deliveries_enqueue(delivery_ids) -> None:
 
     if not delivery_ids:
         return
+    # Each message names the attempt it is for (webhook_deliver), read before the lease is
+    # renewed: a message still queued from an earlier hand-out then sends nothing.
+    attempts = {
+        str(pk): count
+        for pk, count in WebhookDelivery.objects.filter(pk__in=delivery_ids).values_list("pk", "attempts")
+    }
     WebhookDelivery.objects.filter(pk__in=delivery_ids).update(
         next_attempt_at=timezone.now() + DELIVERY_LEASE
     )
-    for delivery_id in delivery_ids:
-        webhook_deliver_task.delay(str(delivery_id))
+    for delivery_id in map(str, delivery_ids):
+        if delivery_id in attempts:
+            webhook_deliver_task.delay(delivery_id, attempts[delivery_id])
 
 
 def webhooks_sweep(*, now=None) -> dict:

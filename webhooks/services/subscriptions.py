@@ -44,21 +44,48 @@ def _addresses(host: str) -> list:
     return [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
 
 
-def webhook_url_check(url: str) -> None:
-    """Raise WebhookUrlRefused when `url` is not one webhooks may be sent to."""
+# IPv6 prefixes whose last 32 bits are an IPv4 address a gateway forwards to (NAT64, RFC
+# 6052; IPv4-compatible, RFC 4291): `is_global` judges the IPv6 prefix, not that address.
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("::/96"))
+
+
+def _embedded_ipv4(address) -> ipaddress.IPv4Address | None:
+    if address.version != 6:
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if any(address in network for network in _NAT64):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def _address_allowed(address) -> bool:
+    embedded = _embedded_ipv4(address)
+    return address.is_global and (embedded is None or embedded.is_global)
+
+
+def webhook_url_check(url: str) -> str | None:
+    """Raise WebhookUrlRefused when `url` is not one webhooks may be sent to.
+
+    Answers the checked address to connect to, or None when private addresses are allowed:
+    a sender that looked the name up again could get another answer (DNS rebinding).
+    """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise WebhookUrlRefused(URL_SCHEME)
     if parts.username or parts.password:
         raise WebhookUrlRefused(URL_CREDENTIALS)
     if settings.WEBHOOKS_ALLOW_PRIVATE_URLS:
-        return
+        return None
     try:
         addresses = _addresses(parts.hostname)
-    except (OSError, UnicodeError) as exc:
+    except (OSError, UnicodeError, ValueError) as exc:
         raise WebhookUrlRefused(URL_UNRESOLVED) from exc
-    if not addresses or any(not address.is_global for address in addresses):
+    if not addresses or not all(_address_allowed(address) for address in addresses):
         raise WebhookUrlRefused(URL_PRIVATE)
+    return str(addresses[0])
 
 
 def _url_validate(url: str) -> str:
