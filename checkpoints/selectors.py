@@ -74,8 +74,13 @@ def _filtered(queryset, filters):
 
 
 def checkpoint_list_for_thread(*, thread: Thread, filters=None):
-    """A thread's checkpoints, newest first; `checkpoint_ns` absent lists every namespace."""
+    """A thread's checkpoints, newest first. `checkpoint_ns` names one namespace, and an empty
+    one the root graph's (a LangGraph saver's `list` sends it so); absent, every namespace."""
     queryset = Checkpoint.objects.filter(thread=thread)
+    # django-filter skips an empty value, which here names the root namespace. Only this
+    # list reads it so: in the browser's filter form an empty field means any namespace.
+    if filters is not None and "checkpoint_ns" in filters and filters.get("checkpoint_ns") == "":
+        queryset = queryset.filter(checkpoint_ns="")
     return _with_writes(_filtered(queryset, filters)).order_by("-checkpoint_id", "checkpoint_ns")
 
 

@@ -109,16 +109,22 @@ def checkpoint_writes_put(
 
     Idempotent per (checkpoint, task_id, idx): a retried task does not duplicate its writes.
     As in LangGraph's savers, special writes (negative idx: errors, interrupts) replace the
-    stored value, while regular writes keep the first one stored.
+    stored value, while regular writes keep the first one stored. Within one batch, the last
+    write of a special idx wins; a regular idx twice is refused.
     """
     if not writes:
         raise ApplicationError(WRITES_REQUIRED, fields={"writes": [WRITES_REQUIRED]})
-    indexes = [w["idx"] for w in writes]
-    if len(set(indexes)) != len(indexes):
-        raise ApplicationError(WRITE_IDX_DUPLICATE, fields={"writes": [WRITE_IDX_DUPLICATE]})
+    # A task resumed more than once commits one RESUME write per `interrupt()` it replayed,
+    # all at idx -4 (langgraph.pregel._runner, `writes.extend(resumes)`); LangGraph's own
+    # savers keep the last. One statement cannot upsert a row twice, so collapse them first.
+    by_idx: dict[int, dict] = {}
+    for w in writes:
+        if w["idx"] >= 0 and w["idx"] in by_idx:
+            raise ApplicationError(WRITE_IDX_DUPLICATE, fields={"writes": [WRITE_IDX_DUPLICATE]})
+        by_idx[w["idx"]] = w
     now = timezone.now()
     values, params = [], []
-    for w in writes:
+    for w in by_idx.values():
         values.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s)")
         params += [
             checkpoint.workspace_id,
