@@ -111,6 +111,15 @@ _CODES = {
 # CharacterNotInRepertoire and UntranslatableCharacter are all psycopg.DataError.
 _VALUE_ERRORS = (DataError, psycopg.DataError)
 _UNAVAILABLE_ERRORS = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+# Past one of PostgreSQL's own limits (SQLSTATE class 54: an index row too large, a statement
+# too deep): OperationalErrors, but the request is what cannot be stored, and a retry never
+# helps, so a 400 and not a 503 with Retry-After.
+_LIMIT_ERRORS = (
+    psycopg.errors.ProgramLimitExceeded,
+    psycopg.errors.StatementTooComplex,
+    psycopg.errors.TooManyColumns,
+    psycopg.errors.TooManyArguments,
+)
 # A request's statement_timeout or lock_timeout ran out (core.lib.postgresql), or the
 # statement was cancelled: subclasses of OperationalError, told apart by the driver's error.
 _TIMEOUT_ERRORS = (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
@@ -134,7 +143,7 @@ def backend_error(exc) -> tuple[int, dict, dict] | None:
         logger.error("Broker unavailable: %s", exc)
         body = error_body("service_unavailable", QUEUE_UNAVAILABLE)
         return 503, body, {"Retry-After": str(RETRY_AFTER_SECONDS)}
-    if isinstance(exc, _VALUE_ERRORS):
+    if isinstance(exc, _VALUE_ERRORS) or isinstance(_driver_error(exc), _LIMIT_ERRORS):
         logger.warning("Database refused a value: %s", exc)
         return 400, error_body("invalid", VALUE_REFUSED), {}
     if isinstance(_driver_error(exc), _TIMEOUT_ERRORS):

@@ -131,7 +131,8 @@ def _namespace_param(value: str | None) -> tuple:
 
 class ItemQuerySerializer(PartitionInputSerializer):
     namespace = serializers.CharField(
-        max_length=LABEL_MAX_LENGTH * 4,
+        # Every label a put accepts, with the dots between them.
+        max_length=(LABEL_MAX_LENGTH + 1) * settings.STORE_NAMESPACE_MAX_DEPTH,
         trim_whitespace=False,
         help_text='Dotted labels, e.g. "memories.ada".',
     )

@@ -1,10 +1,13 @@
 """LangGraph's value filters as SQL, and the FilterSet of the item lists (API, /memories, admin)."""
 
+import json
+
 import django_filters
 from django.contrib.postgres.search import SearchQuery
 from django.db.models import F, Func, JSONField, Q, TextField, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
+from django.db.models.lookups import Exact
 
 from core.errors import ApplicationError
 from core.filters import FilterSet
@@ -12,6 +15,7 @@ from store.models import NAMESPACE_SEPARATOR, StoreItem
 
 FILTER_NOT_OBJECT = "filter must be a JSON object of field names to values or to {operator: value}."
 FILTER_OPERATOR_UNKNOWN = "Unknown filter operator {operator!r}: use $eq, $ne, $gt, $gte, $lt or $lte."
+FILTER_NOT_FINITE = "filter holds a number JSON cannot store (NaN or Infinity, such as 1e400)."
 FILTER_TOO_DEEP = "filter nests deeper than {limit} levels."
 FILTER_DEPTH_MAX = 8
 
@@ -47,8 +51,21 @@ def _json(operand):
     return Value(operand, output_field=JSONField())
 
 
-def _operator(expression, operator: str, operand) -> Q:
-    operand = _json(operand)
+def _json_type(value) -> str:
+    """The name jsonb_typeof gives `value` once stored."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list | tuple) else "object"
+
+
+def _operator(expression, operator: str, raw) -> Q:
+    operand = _json(raw)
     if operator == "$ne":
         # A missing field differs from any value, as in LangGraph's InMemoryStore; SQL's
         # NULL comparison alone would drop those items.
@@ -58,7 +75,13 @@ def _operator(expression, operator: str, operand) -> Q:
     lookup = _COMPARISONS.get(operator)
     if lookup is None:
         raise _invalid(FILTER_OPERATOR_UNKNOWN.format(operator=operator))
-    return Q(expression.get_lookup(lookup)(expression, operand))
+    condition = Q(expression.get_lookup(lookup)(expression, operand))
+    if operator == "$eq":
+        return condition
+    # jsonb orders values of different types too (null < strings < numbers < booleans < arrays
+    # < objects): a range only compares like with like, or {"$lt": 3} would match null and "high".
+    same_type = Func(expression, function="jsonb_typeof", output_field=TextField())
+    return condition & Q(Exact(same_type, Value(_json_type(raw))))
 
 
 def _condition(expression, wanted, depth: int) -> Q:
@@ -89,6 +112,11 @@ def value_filter_q(filter_: dict | None) -> Q:
         return Q()
     if not isinstance(filter_, dict):
         raise _invalid(FILTER_NOT_OBJECT)
+    try:
+        # jsonb has no NaN or Infinity, and Python's decoder reads 1e400 as Infinity.
+        json.dumps(filter_, allow_nan=False)
+    except ValueError:
+        raise _invalid(FILTER_NOT_FINITE) from None
     condition = Q()
     for name, wanted in filter_.items():
         condition &= _condition(_ObjectField(F("value"), name), wanted, 1)

@@ -26,9 +26,19 @@ NAMESPACE_LABEL_INVALID = "Namespace labels are non-empty strings without '.' or
 NAMESPACE_LABEL_TOO_LONG = f"A namespace label is longer than {LABEL_MAX_LENGTH} characters."
 NAMESPACE_TOO_DEEP = "The namespace has more than {limit} labels."
 NAMESPACE_RESERVED = 'The root label "langgraph" is reserved.'
+# The unique index holds (workspace, agent, namespace_path, key) in one B-tree entry, at most
+# 2,704 bytes: two uuids and the entry's headers leave ~2,640 for the path and key, less when
+# PostgreSQL cannot compress them. Past the entry's limit the insert fails as a "program limit"
+# error, which reads as the database being down.
+NAMESPACE_KEY_MAX_BYTES = 2400
+NAMESPACE_KEY_TOO_LONG = (
+    f"The namespace and key are too long together: labels, dots and key take more than "
+    f"{NAMESPACE_KEY_MAX_BYTES} bytes of UTF-8."
+)
 KEY_REQUIRED = "key must not be empty."
 KEY_TOO_LONG = f"key is longer than {KEY_MAX_LENGTH} characters."
 VALUE_NOT_OBJECT = "value must be a JSON object."
+VALUE_NOT_FINITE = "value holds a number JSON cannot store (NaN or Infinity, such as 1e400)."
 VALUE_TOO_LARGE = "The value is larger than the limit of {limit} bytes."
 INDEX_INVALID = 'index must be false, null or a list of JSON paths such as "$", "text" or "items[*].text".'
 TTL_INVALID = "ttl must be a positive number of minutes (at most {limit})."
@@ -95,7 +105,11 @@ def ttl_clean(ttl) -> float | None:
 def _value_clean(value) -> str:
     if not isinstance(value, dict):
         raise _invalid("value", VALUE_NOT_OBJECT)
-    encoded = json.dumps(value, ensure_ascii=False)
+    try:
+        # jsonb has no NaN or Infinity, and Python's decoder reads 1e400 as Infinity.
+        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise _invalid("value", VALUE_NOT_FINITE) from None
     limit = settings.STORE_VALUE_MAX_BYTES
     if len(encoded.encode()) > limit:
         raise _invalid(
@@ -129,6 +143,8 @@ def put_request_clean(*, namespace, key, value, index=None, ttl=None) -> PutRequ
     if namespace[0] == "langgraph":
         raise _invalid("namespace", NAMESPACE_RESERVED)
     key = _key_clean(key)
+    if len(NAMESPACE_SEPARATOR.join(namespace).encode()) + len(key.encode()) > NAMESPACE_KEY_MAX_BYTES:
+        raise _invalid("namespace", NAMESPACE_KEY_TOO_LONG)
     if value is None:
         return PutRequest(namespace=namespace, key=key)
     return PutRequest(
@@ -236,7 +252,14 @@ def store_puts_apply(
     results: list[tuple[StoreItem | None, bool]] = [(None, False)] * len(puts)
     to_embed = []
     with transaction.atomic():
-        for (_namespace, _key), index in sorted(last.items(), key=lambda pair: pair[1]):
+        # Items are locked in one order, (path, key) by code point, which is their bytes' order
+        # (store_items_refresh_ttl's): two batches writing the same items in different op
+        # orders would otherwise each hold one and wait for the other, a deadlock. The ops are
+        # distinct (namespace, key) pairs here, so the order changes no result.
+        in_lock_order = sorted(
+            last.items(), key=lambda pair: (NAMESPACE_SEPARATOR.join(pair[0][0]), pair[0][1])
+        )
+        for (_namespace, _key), index in in_lock_order:
             put = puts[index]
             if put.value is None:
                 _delete(workspace=workspace, agent=agent, namespace=put.namespace, key=put.key)
@@ -278,16 +301,32 @@ def store_item_put(
 def store_item_delete(*, workspace, agent, namespace, key: str, actor: str) -> int:
     """Delete the item at (namespace, key); deleting what is not there is not an error."""
     namespace = namespace_clean(namespace)
+    key = _key_clean(key)
+    path = NAMESPACE_SEPARATOR.join(namespace)
     with transaction.atomic():
-        deleted = _delete(workspace=workspace, agent=agent, namespace=namespace, key=_key_clean(key))
+        # (namespace, key) names at most one item of the partition.
+        pk = (
+            StoreItem.objects.filter(workspace=workspace, agent=agent, namespace_path=path, key=key)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if pk is None:
+            return 0
+        deleted = StoreItem.objects.filter(pk=pk).delete()[1].get("store.StoreItem", 0)
         if deleted:
+            # Named by id, as the item's other audit events are: the trail's entity id holds 64
+            # characters, and "namespace/key" is often longer.
             audit_record(
                 workspace=workspace,
                 actor=actor,
                 action="delete",
                 entity_type="store_item",
-                entity_id=f"{NAMESPACE_SEPARATOR.join(namespace)}/{key}"[:255],
-                changes={"agent": agent.slug if agent is not None else None},
+                entity_id=pk,
+                changes={
+                    "agent": agent.slug if agent is not None else None,
+                    "namespace": list(namespace),
+                    "key": key,
+                },
             )
     return deleted
 
@@ -298,10 +337,13 @@ def store_items_refresh_ttl(*, items, now: datetime | None = None) -> int:
     if not ids:
         return 0
     now = now or timezone.now()
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Locked in the puts' order (store_puts_apply), so a refresh never waits in a cycle
+        # with a batch's puts.
         cursor.execute(
             "UPDATE store_storeitem SET expires_at = %s + ttl_minutes * interval '1 minute' "
-            "WHERE id = ANY(%s) AND ttl_minutes IS NOT NULL",
+            "WHERE id IN (SELECT id FROM store_storeitem WHERE id = ANY(%s) AND ttl_minutes IS NOT NULL "
+            'ORDER BY namespace_path COLLATE "C", key COLLATE "C" FOR NO KEY UPDATE)',
             [now, ids],
         )
         touched = cursor.rowcount
@@ -433,17 +475,14 @@ def store_batch(*, workspace, agent, ops: list, memory_user=None, wait: bool = F
                 now=now,
             )
     puts = [(index, op) for index, op in enumerate(ops) if isinstance(op, PutRequest)]
-    with transaction.atomic():
-        if refresh:
-            store_items_refresh_ttl(items=list(refresh.values()), now=now)
-        if puts:
-            store_puts_apply(
-                workspace=workspace,
-                agent=agent,
-                puts=[op for _, op in puts],
-                memory_user=memory_user,
-                wait=wait,
-            )
+    # Committed on their own: held until the puts commit, the read items' locks would make a
+    # batch that reads x and writes y wait in a cycle with one that reads y and writes x.
+    if refresh:
+        store_items_refresh_ttl(items=list(refresh.values()), now=now)
+    if puts:
+        store_puts_apply(
+            workspace=workspace, agent=agent, puts=[op for _, op in puts], memory_user=memory_user, wait=wait
+        )
     return results
 
 

@@ -110,6 +110,25 @@ class ServerErrorTests(MemoryTestCase):
             assert response.status_code == 400, error
             assert response.json()["error"] == {"code": "invalid", "message": VALUE_REFUSED, "fields": {}}
 
+    def test_a_request_past_a_database_limit_is_400_not_503(self):
+        """An index row too large (SQLSTATE 54000) and its kin are OperationalErrors, but the
+        request is what cannot be stored: retrying it, as a 503's Retry-After says, never helps."""
+        wrapped = OperationalError("index row size 2720 exceeds btree version 4 maximum 2704")
+        wrapped.__cause__ = psycopg.errors.ProgramLimitExceeded("index row size exceeds maximum")
+        errors = [
+            wrapped,
+            psycopg.errors.ProgramLimitExceeded("index row requires 9000 bytes"),
+            psycopg.errors.StatementTooComplex("stack depth limit exceeded"),
+            psycopg.errors.TooManyColumns("target lists can have at most 1664 entries"),
+            psycopg.errors.TooManyArguments("cannot pass more than 100 arguments to a function"),
+        ]
+        for error in errors:
+            with mock.patch.object(AgentDetailApi, "selector", side_effect=error):
+                response = self.client_without_raise().get("/api/v1/agents/assistant/")
+            assert response.status_code == 400, error
+            assert response.json()["error"] == {"code": "invalid", "message": VALUE_REFUSED, "fields": {}}
+            assert "Retry-After" not in response
+
     def test_an_unreachable_database_is_503_with_retry_after(self):
         for error in (
             OperationalError("server closed the connection unexpectedly"),
