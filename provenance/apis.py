@@ -151,7 +151,9 @@ class ThreadDerivedApi(APIView):
         ],
     )
     def get(self, request, thread_id):
-        params = self.FilterSerializer(data=request.query_params)
+        # A plain dict: as form input, an empty `?message=` would read as no message and
+        # preview the whole thread.
+        params = self.FilterSerializer(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
         thread, message = self._source(request, thread_id, params.validated_data)
         return Response(

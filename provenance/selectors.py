@@ -7,7 +7,9 @@ runs), and every change in the audit trail. Every row read goes through the prin
 scope: a source thread of another agent is left out, as if it did not exist.
 """
 
-from django.db.models import Q
+import uuid
+
+from django.db.models import Exists, OuterRef, Q
 
 from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError
@@ -50,10 +52,23 @@ def _thread_visible(*, principal: Principal, thread_id) -> Thread | None:
     )
 
 
+def _message_ids(ids) -> list[uuid.UUID]:
+    """The ids of stored messages among `ids`: an entry extracted from a transcript the client
+    sent names its turns with the client's own ids, which no stored message has."""
+    valid = []
+    for pk in ids:
+        try:
+            valid.append(uuid.UUID(str(pk)))
+        except ValueError:
+            continue
+    return valid
+
+
 def _messages(*, thread: Thread | None, ids) -> list[dict]:
+    ids = _message_ids(ids or [])
     if thread is None or not ids:
         return []
-    rows = Message.objects.filter(thread=thread, pk__in=list(ids)[:MESSAGES_SHOWN]).order_by("seq")
+    rows = Message.objects.filter(thread=thread, pk__in=ids[:MESSAGES_SHOWN]).order_by("seq")
     return [
         {
             "id": m.pk,
@@ -199,7 +214,14 @@ def _procedure_evidence(principal: Principal, item_id) -> dict:
     episodes = scope_to_principal(Episode.objects.all(), principal).filter(
         pk__in=procedure.source_episode_ids
     )
-    runs = ProcedureRun.objects.filter(procedure=procedure).select_related("episode").order_by("-counted_at")
+    # A workspace procedure counts every agent's runs; an agent-bound key sees its own.
+    runs = (
+        ProcedureRun.objects.filter(
+            procedure=procedure, episode__in=scope_to_principal(Episode.objects.all(), principal)
+        )
+        .select_related("episode")
+        .order_by("-counted_at")
+    )
     parent = procedure.parent if procedure.parent_id else None
     return {
         "tier": "procedure",
@@ -251,7 +273,18 @@ def derived_from_source(*, principal: Principal, thread: Thread, message: Messag
     facts = scope_to_principal(Fact.objects.all(), principal)
     procedures = Procedure.objects.none()
     if message is not None:
-        entries = entries.filter(source_message_ids__contains=[str(message.pk)])
+        said = [str(message.pk)]
+        # A restatement merged into an entry in review lends it its source messages; such a
+        # message only confirmed the entry (the restatement, which came from it, goes). The
+        # first source message is always the entry's own.
+        confirmed_only = EpisodicEntry.objects.filter(
+            superseded_by=OuterRef("pk"),
+            review=EpisodicEntry.Review.MERGED,
+            source_message_ids__contains=said,
+        )
+        entries = entries.filter(source_message_ids__contains=said).filter(
+            Q(source_message_ids__0=said[0]) | ~Exists(confirmed_only)
+        )
         facts = facts.filter(source_message=message)
     else:
         facts = facts.filter(Q(source_message__thread=thread) | Q(source_episode__thread=thread))

@@ -6,10 +6,20 @@ from django.db import transaction
 from core.access import Principal, require_write
 from core.models import AuditEvent
 from core.services import audit_record, audit_record_deletes
+from facts.models import Fact
+from facts.services import facts_rows_delete
 from provenance.selectors import derived_from_source
 from threads.models import Message, Thread
 
 AUDIT_ENTITY = {"entries": "episodic_entry", "facts": "fact", "procedures": "procedure"}
+
+
+def _delete(model, ids: list) -> None:
+    if model is Fact:
+        # A person's preferences mirror their user_preference facts: rebuilt after.
+        facts_rows_delete(ids=ids)
+    else:
+        model.objects.filter(pk__in=ids).delete()
 
 
 def derived_purge(*, principal: Principal, thread: Thread, message: Message | None = None) -> dict:
@@ -22,7 +32,7 @@ def derived_purge(*, principal: Principal, thread: Thread, message: Message | No
         for name, rows in derived.items():
             ids = list(rows.select_for_update(of=("self",)).values_list("pk", flat=True))
             if ids:
-                rows.model.objects.filter(pk__in=ids).delete()
+                _delete(rows.model, ids)
                 audit_record_deletes(
                     workspace=principal.workspace,
                     actor=principal.actor,

@@ -73,8 +73,11 @@ def retention_rules_effective(*, workspace) -> list[EffectiveRule]:
                 rule_id=rule.pk,
             )
         )
-    if not any(rule.tier == Tier.THREADS for rule in rules):
-        for agent in Agent.objects.filter(workspace=workspace).only("id", "memory_settings", "workspace_id"):
+    # The setting stands for an agent no threads rule covers: none of its own, and no
+    # workspace rule (which covers every agent without its own).
+    if not any(rule.tier == Tier.THREADS and rule.agent_id is None for rule in rules):
+        agents = Agent.objects.filter(workspace=workspace).exclude(pk__in=own.get(Tier.THREADS, ()))
+        for agent in agents.only("id", "memory_settings", "workspace_id"):
             days = memory_settings_for(agent).retention_days
             if days > 0:
                 effective.append(
@@ -129,10 +132,15 @@ def retention_candidates(*, rule: EffectiveRule, now=None, limit_kind: str, elig
         )
     if not rule.keep_latest:
         return rows.none().values_list("pk", flat=True)
+    if rule.max_age_days:
+        # Rows past the age limit go by age first: ranked among the rest, the preview counts
+        # what a run deletes (its age pass has removed them when it ranks) even where the age
+        # order and the rank order differ (checkpoints by client id, messages by seq).
+        rows = rows.filter(**{f"{target.age_field}__gte": now - timedelta(days=rule.max_age_days)})
     ranked = rows.annotate(
         position=Window(
             RowNumber(),
-            partition_by=[F(field) for field in target.group],
+            partition_by=[F(field) if isinstance(field, str) else field for field in target.group],
             order_by=[
                 F(name[1:]).desc() if name.startswith("-") else F(name).asc() for name in target.newest_first
             ],

@@ -132,7 +132,10 @@ def _delete_batch(*, rule: EffectiveRule, ids: list, run: RetentionRun) -> int:
             return 0
         if target.before_delete is not None:
             target.before_delete(ids)
-        target.model.objects.filter(pk__in=ids).delete()
+        if target.delete is not None:
+            target.delete(ids)
+        else:
+            target.model.objects.filter(pk__in=ids).delete()
         workspace = Workspace(pk=rule.workspace_id)
         if target.audit_entity:
             audit_record_deletes(

@@ -11,12 +11,13 @@ yet waits for the next compaction (retention asks for one).
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import BooleanField, Expression, ExpressionWrapper, F, OuterRef, Q, Subquery
 
 from checkpoints.models import Checkpoint
 from episodes.models import Episode
 from episodic.models import EpisodicEntry
 from facts.models import Fact
+from facts.services import facts_rows_delete
 from retention.models import Tier
 from threads.models import Message, NodeSummary, RunSnapshot, Thread
 
@@ -39,12 +40,19 @@ def _messages_detach(ids: list) -> None:
     Message.objects.filter(parent_id__in=ids).exclude(pk__in=ids).update(parent=None)
 
 
+# Current versions and closed ones (history, and facts held in review) are ranked apart: a
+# key updated often would otherwise push the current value of every other key out of "the
+# newest N" with versions that are no longer true.
+_FACT_IS_CURRENT = ExpressionWrapper(Q(valid_to__isnull=True), output_field=BooleanField())
+
+
 @dataclass(frozen=True)
 class Target:
     tier: str
     model: type
     age_field: str
-    group: tuple[str, ...]
+    # Field names or expressions: "keep the newest N" counts within each of their groups.
+    group: tuple[str | Expression, ...]
     newest_first: tuple[str, ...]
     agent: str
     person: str | None
@@ -53,6 +61,8 @@ class Target:
     audit_entity: str = ""
     eligible: Callable[[], Q] | None = None
     before_delete: Callable[[list], None] | None = None
+    # Deletes the rows `ids` (locked by the caller); a plain queryset delete when None.
+    delete: Callable[[list], None] | None = None
 
 
 TARGETS = {
@@ -119,10 +129,12 @@ TARGETS = {
         tier=Tier.FACTS,
         model=Fact,
         age_field="updated_at",
-        group=("agent_id", "memory_user_id"),
+        group=("agent_id", "memory_user_id", _FACT_IS_CURRENT),
         newest_first=("-updated_at", "-id"),
         agent="agent_id",
         person="memory_user",
         audit_entity="fact",
+        # A person's preferences mirror their user_preference facts: rebuilt after.
+        delete=lambda ids: facts_rows_delete(ids=ids),
     ),
 }

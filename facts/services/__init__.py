@@ -5,6 +5,7 @@ from facts.services.deletion import (
     fact_batch_delete,
     fact_delete,
     fact_touch,
+    facts_rows_delete,
 )
 from facts.services.embeddings import (
     fact_embed_batch,
@@ -90,6 +91,7 @@ __all__ = [
     "fact_scope_reference",
     "fact_search_text",
     "fact_touch",
+    "facts_rows_delete",
     "fact_update",
     "memory_user_facts_merge",
     "memory_user_preferences_sync",

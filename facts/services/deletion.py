@@ -62,6 +62,24 @@ def _facts_delete(*, workspace, ids: list, actor: str, agent=None) -> dict:
     return {"facts": deleted}
 
 
+def facts_rows_delete(*, ids: list) -> None:
+    """Delete the facts `ids`, chosen, locked and audited by the caller (retention, purge by
+    source), and rebuild the `preferences` of the people whose user preferences they were: the
+    memory-user API and the agent's context read that mirror, not the facts."""
+    people = list(
+        Fact.objects.filter(
+            pk__in=ids,
+            scope=Fact.Scope.USER,
+            fact_type=Fact.FactType.USER_PREFERENCE,
+            memory_user__isnull=False,
+        )
+        .values_list("memory_user_id", flat=True)
+        .distinct()
+    )
+    Fact.objects.filter(pk__in=ids).delete()
+    memory_user_preferences_sync(memory_user_ids=people)
+
+
 def fact_delete(*, fact: Fact, actor: str) -> dict:
     """Delete one version. Deleting the current version forgets the key in that scope; its
     history stays listable until deleted too."""
