@@ -189,6 +189,9 @@ class MemoryServerSaver(LazyClients, BaseCheckpointSaver[str]):
         configurable = (config or {}).get("configurable", {})
         return {
             "checkpoint_ns": configurable.get("checkpoint_ns"),
+            # A config naming a checkpoint lists that one (the server filters, so `limit`
+            # counts it and not the newest rows).
+            "checkpoint_id": get_checkpoint_id(config) if config else None,
             "before": get_checkpoint_id(before) if before else None,
             "metadata": filter or None,
             "limit": limit,
@@ -223,15 +226,14 @@ class MemoryServerSaver(LazyClients, BaseCheckpointSaver[str]):
         thread_id = config["configurable"]["thread_id"]
         server_id = self.server_thread_id(thread_id)
         params = self._list_params(config, filter, before, limit)
-        wanted = get_checkpoint_id(config)
         remaining = limit
+        if remaining is not None and remaining <= 0:
+            return  # As LangGraph's SQL savers answer LIMIT 0.
         while True:
             page_limit = _LIST_PAGE if remaining is None else min(_LIST_PAGE, remaining)
             params["limit"] = page_limit
             rows = _rows(self.client.checkpoints.list(server_id, **params))
             for row in rows:
-                if wanted and row["checkpoint_id"] != wanted:
-                    continue
                 yield self._tuple(thread_id, row)
             if remaining is not None:
                 remaining -= len(rows)
@@ -309,15 +311,14 @@ class MemoryServerSaver(LazyClients, BaseCheckpointSaver[str]):
         thread_id = config["configurable"]["thread_id"]
         server_id = await self.aserver_thread_id(thread_id)
         params = self._list_params(config, filter, before, limit)
-        wanted = get_checkpoint_id(config)
         remaining = limit
+        if remaining is not None and remaining <= 0:
+            return  # As LangGraph's SQL savers answer LIMIT 0.
         while True:
             page_limit = _LIST_PAGE if remaining is None else min(_LIST_PAGE, remaining)
             params["limit"] = page_limit
             rows = _rows(await self.async_client.checkpoints.list(server_id, **params))
             for row in rows:
-                if wanted and row["checkpoint_id"] != wanted:
-                    continue
                 yield self._tuple(thread_id, row)
             if remaining is not None:
                 remaining -= len(rows)

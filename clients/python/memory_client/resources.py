@@ -294,13 +294,15 @@ class Checkpoints(Resource):
         thread_id: Any,
         *,
         checkpoint_ns: str | None = None,
+        checkpoint_id: str | None = None,
         before: str | None = None,
         limit: int | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> JSON:
-        """Newest first."""
+        """Newest first; ``checkpoint_ns=""`` is the root graph's alone, left out every namespace."""
         params = {
             "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
             "before": before,
             "limit": limit,
             "metadata": json.dumps(metadata, separators=(",", ":")) if metadata else None,

@@ -108,6 +108,11 @@ def test_put_get_list_writes_and_delete(live_server_url, workspace_keys):
     assert [t.metadata["step"] for t in saver.list(root, limit=2)] == [4, 3]
     assert [t.metadata["step"] for t in saver.list(root, before=configs[2])] == [1, 0]
     assert [t.metadata["step"] for t in saver.list(root, filter={"writer": "w1"})] == [3, 1]
+    # A config naming a checkpoint lists that one, whatever the limit (it had been looked for
+    # among the newest `limit` only), and a limit of 0 lists none, as LangGraph's SQL savers do.
+    assert [t.metadata["step"] for t in saver.list(configs[1], limit=1)] == [1]
+    assert [t.metadata["step"] for t in saver.list(configs[1])] == [1]
+    assert list(saver.list(root, limit=0)) == []
 
     saver.put_writes(configs[4], [("messages", {"text": "hi"}), ("__error__", "boom")], task_id="task-1")
     # A retried put_writes stores nothing twice.
