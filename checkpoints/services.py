@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint
@@ -240,7 +241,16 @@ def checkpoint_batch_delete(*, principal: Principal, ids) -> dict:
         return checkpoints_delete(ids=[c.pk for c in found], actor=principal.actor)
 
 
-_PRUNE_KEEP_LAST_SQL = """
+# Threads of a person under legal hold, or of one a held person was merged into: nothing of
+# theirs is pruned (docs/retention.md), as the retention engine and erasure already say.
+_HELD_THREADS_SQL = """
+    SELECT t.id FROM threads_thread t JOIN identities_memoryuser u ON u.id = t.memory_user_id
+    WHERE u.legal_hold_at IS NOT NULL OR EXISTS (
+        SELECT 1 FROM identities_memoryuser m WHERE m.merged_into_id = u.id AND m.legal_hold_at IS NOT NULL
+    )
+"""
+
+_PRUNE_KEEP_LAST_SQL = f"""
 WITH ranked AS (
     SELECT id, row_number() OVER (
         PARTITION BY thread_id, checkpoint_ns ORDER BY checkpoint_id DESC
@@ -249,7 +259,7 @@ WITH ranked AS (
     WHERE thread_id IN (
         SELECT thread_id FROM checkpoints_checkpoint
         GROUP BY thread_id, checkpoint_ns HAVING count(*) > %(keep)s
-    )
+    ) AND thread_id NOT IN ({_HELD_THREADS_SQL})
 )
 SELECT id FROM ranked WHERE position > %(keep)s LIMIT %(batch)s
 """
@@ -257,7 +267,8 @@ SELECT id FROM ranked WHERE position > %(keep)s LIMIT %(batch)s
 
 def checkpoints_prune(*, keep_last: int | None = None, ttl_days: int | None = None, now=None) -> int:
     """Apply retention: keep the newest `keep_last` per (thread, namespace), drop older than
-    `ttl_days`. Zero turns a rule off. Deletes in batches of CHECKPOINTS_PRUNE_BATCH."""
+    `ttl_days`. Zero turns a rule off. A held person's threads are left whole. Deletes in batches
+    of CHECKPOINTS_PRUNE_BATCH."""
     keep_last = settings.CHECKPOINTS_KEEP_LAST if keep_last is None else keep_last
     ttl_days = settings.CHECKPOINTS_TTL_DAYS if ttl_days is None else ttl_days
     batch = settings.CHECKPOINTS_PRUNE_BATCH
@@ -266,7 +277,10 @@ def checkpoints_prune(*, keep_last: int | None = None, ttl_days: int | None = No
     if ttl_days > 0:
         cutoff = now - timedelta(days=ttl_days)
         while True:
-            ids = list(Checkpoint.objects.filter(created_at__lt=cutoff).values_list("pk", flat=True)[:batch])
+            expired = Checkpoint.objects.filter(created_at__lt=cutoff).exclude(
+                thread_id__in=RawSQL(_HELD_THREADS_SQL, ())
+            )
+            ids = list(expired.values_list("pk", flat=True)[:batch])
             if not ids:
                 break
             deleted += Checkpoint.objects.filter(pk__in=ids).delete()[1].get("checkpoints.Checkpoint", 0)
