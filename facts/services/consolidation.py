@@ -146,8 +146,12 @@ def _fact_cross_key_old(decision: Decision) -> Fact | None:
 
 def _fact_noop_confirm(*, old: Fact, decision: Decision, now, confirm_rate: float, actor) -> dict:
     raised = old.confidence + (1 - old.confidence) * confirm_rate
+    # updated_at too, as a same-key confirmation's save does: retention ages facts by it.
     Fact.objects.filter(pk=old.pk).update(
-        times_confirmed=F("times_confirmed") + 1, confidence=round(min(1.0, raised), 6), last_confirmed_at=now
+        times_confirmed=F("times_confirmed") + 1,
+        confidence=round(min(1.0, raised), 6),
+        last_confirmed_at=now,
+        updated_at=now,
     )
     old.refresh_from_db()
     return _audit(workspace=old.workspace, actor=actor, fact_id=old.pk, decision=decision, new=None)
@@ -157,7 +161,10 @@ def _fact_close(*, old: Fact, new: Fact, decision: Decision, now, actor) -> dict
     """Close `old` in favour of `new` (update or supersede), audited on `old`."""
     contradicted = 1 if decision.decision == DECISION_SUPERSEDE else 0
     Fact.objects.filter(pk=old.pk).update(
-        valid_to=now, superseded_by=new, times_contradicted=F("times_contradicted") + contradicted
+        valid_to=now,
+        superseded_by=new,
+        times_contradicted=F("times_contradicted") + contradicted,
+        updated_at=now,
     )
     old.refresh_from_db()
     return _audit(workspace=old.workspace, actor=actor, fact_id=old.pk, decision=decision, new=new.pk)

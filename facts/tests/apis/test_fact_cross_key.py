@@ -7,6 +7,9 @@ unchanged.
 """
 
 import json
+from datetime import timedelta
+
+from django.utils import timezone
 
 from core.models import AuditEvent
 from core.testing import MemoryTestCase
@@ -63,6 +66,19 @@ class CrossKeyTests(MemoryTestCase):
         assert body["consolidation"]["decision"] == "noop" and body["consolidation"]["new"] is None
         assert Fact.objects.filter(memory_user=self.person).count() == 1
         assert self.decisions(old["id"])[0]["decision"] == "noop"
+
+    def test_a_confirmation_across_keys_counts_as_a_change_for_retention(self):
+        """Retention's age column for facts is updated_at, which a same-key confirmation moves:
+        a fact confirmed across keys (or closed by another) aged as if nothing had happened."""
+        old = self.remember("favorite_colors", "green")["fact"]
+        Fact.objects.filter(pk=old["id"]).update(updated_at=timezone.now() - timedelta(days=40))
+        self.remember("favorite_color", "Green")
+        assert Fact.objects.get(pk=old["id"]).updated_at > timezone.now() - timedelta(minutes=1)
+
+        city = self.remember("city", "Lisbon")["fact"]
+        Fact.objects.filter(pk=city["id"]).update(updated_at=timezone.now() - timedelta(days=40))
+        self.remember("home_city", "Porto")
+        assert Fact.objects.get(pk=city["id"]).updated_at > timezone.now() - timedelta(minutes=1)
 
     def test_the_same_value_under_an_unrelated_key_is_kept_as_two_facts(self):
         sister = self.remember("sister", "Ana")["fact"]
