@@ -7,6 +7,7 @@ named in a batch are decided one by one, each in its own transaction: one that i
 scope, already decided or invalid is reported and the others still go through.
 """
 
+import uuid
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -115,6 +116,10 @@ def review_merge(*, principal: Principal, tier: str, item_id, into) -> ReviewIte
         raise ApplicationError(MERGE_INTO_REQUIRED, fields={"into": [MERGE_INTO_REQUIRED]})
     item = _held(principal=principal, tier=tier, item_id=item_id)
     not_found = NotFoundError(MERGE_TARGET_NOT_FOUND, fields={"into": [MERGE_TARGET_NOT_FOUND]})
+    try:
+        into = uuid.UUID(str(into))
+    except ValueError:
+        raise not_found from None  # no id at all names no stored item (the /memories form posts text)
     if tier == TIER_ENTRY:
         target = scope_to_principal(EpisodicEntry.objects.filter(pk=into), principal).first()
         if target is None:

@@ -10,9 +10,11 @@ edit works without JavaScript. Invalid input re-renders the form with its errors
 
 from collections.abc import Callable
 
+from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django_htmx.http import HttpResponseClientRedirect
 
 from browser.forms import form_add_service_errors
 from browser.lib.rendering import render_page, toast
@@ -58,7 +60,10 @@ def card_edit(
             else:
                 message = f"Saved {label}."
                 if not inline:
-                    toast(request, None, message)
+                    # No card to swap (the edit page): the detail page, whole, with the message.
+                    messages.success(request, message)
+                    if request.htmx:
+                        return HttpResponseClientRedirect(detail_url)
                     return redirect(detail_url)
                 updated = _get_or_404(spec, principal, updated.pk)
                 context = {**base_context(spec, request), spec.name: updated, "page": "detail"}

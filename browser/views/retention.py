@@ -8,7 +8,7 @@ from browser.access import ADMIN, workspace_view
 from browser.forms import LegalHoldForm, RetentionRuleForm, form_add_service_errors
 from browser.lib.rendering import render_page, toast
 from browser.selectors.retention import held_people, person_find, retention_rules_shown, workspace_agents
-from core.errors import ApplicationError
+from core.errors import ApplicationError, NotFoundError
 from identities.services import memory_user_hold_place, memory_user_hold_release
 from retention.models import Tier
 from retention.selectors import retention_preview, retention_rule_get, retention_run_list
@@ -16,6 +16,14 @@ from retention.services import retention_rule_delete, retention_rule_set, retent
 
 PARTIALS = {"main": "retention-panel"}
 PERSON_UNKNOWN = "No person with this id or canonical id in the workspace."
+
+
+def _rule_or_404(principal, rule_id):
+    """The workspace's rule; one of another workspace, or removed already, is a 404."""
+    try:
+        return retention_rule_get(principal=principal, rule_id=rule_id)
+    except NotFoundError:
+        raise Http404("No such retention rule.") from None
 
 
 def _page(request, *, rule_form=None, hold_form=None, status=200):
@@ -72,7 +80,7 @@ def retention_rule_save(request):
 @require_POST
 @workspace_view(ADMIN)
 def retention_rule_remove(request, rule_id):
-    rule = retention_rule_get(principal=request.operator.principal, rule_id=rule_id)
+    rule = _rule_or_404(request.operator.principal, rule_id)
     retention_rule_delete(principal=request.operator.principal, rule=rule)
     return toast(request, _page(request), "Retention rule removed.")
 

@@ -2,6 +2,7 @@
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -10,7 +11,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from browser.access import ADMIN, workspace_view
 from browser.forms import DeliveryFilterForm, WebhookCreateForm, form_add_service_errors
 from browser.lib.rendering import render_page, toast
-from core.errors import ApplicationError
+from core.errors import ApplicationError, NotFoundError
 from webhooks.selectors import webhook_delivery_list, webhook_subscription_get, webhook_subscription_list
 from webhooks.services import (
     webhook_ping,
@@ -33,6 +34,14 @@ def _detail_url(operator, subscription) -> str:
     return reverse(
         "memories:webhook", kwargs={"workspace_id": operator.workspace.pk, "subscription_id": subscription.pk}
     )
+
+
+def _subscription_or_404(operator, subscription_id):
+    """The workspace's subscription; one of another workspace, or deleted, is a 404."""
+    try:
+        return webhook_subscription_get(principal=operator.principal, subscription_id=subscription_id)
+    except NotFoundError:
+        raise Http404("No such webhook.") from None
 
 
 def _list_page(request, *, form=None, created=None, status=200):
@@ -73,9 +82,7 @@ def webhook_create(request):
 
 @workspace_view(ADMIN)
 def webhook_detail(request, subscription_id):
-    subscription = webhook_subscription_get(
-        principal=request.operator.principal, subscription_id=subscription_id
-    )
+    subscription = _subscription_or_404(request.operator, subscription_id)
     return _detail_page(request, subscription)
 
 
@@ -105,7 +112,7 @@ def _detail_page(request, subscription, *, secret=None):
 def _act(request, subscription_id, action):
     """Run `action(principal, subscription) -> message` and show the page again."""
     operator = request.operator
-    subscription = webhook_subscription_get(principal=operator.principal, subscription_id=subscription_id)
+    subscription = _subscription_or_404(operator, subscription_id)
     try:
         message, level = action(operator.principal, subscription), "success"
     except ApplicationError as exc:
@@ -143,7 +150,7 @@ def webhook_ping_view(request, subscription_id):
 @workspace_view(ADMIN)
 def webhook_rotate(request, subscription_id):
     operator = request.operator
-    subscription = webhook_subscription_get(principal=operator.principal, subscription_id=subscription_id)
+    subscription = _subscription_or_404(operator, subscription_id)
     secret = webhook_secret_rotate(principal=operator.principal, subscription=subscription)
     response = _detail_page(request, subscription, secret=secret)
     return toast(request, response, "New secret made. Copy it now; the old one no longer signs.")
@@ -153,7 +160,7 @@ def webhook_rotate(request, subscription_id):
 @workspace_view(ADMIN)
 def webhook_delete(request, subscription_id):
     operator = request.operator
-    subscription = webhook_subscription_get(principal=operator.principal, subscription_id=subscription_id)
+    subscription = _subscription_or_404(operator, subscription_id)
     webhook_subscription_delete(principal=operator.principal, subscription=subscription)
     messages.success(request, f"Webhook to {subscription.url} deleted.")
     if request.htmx:

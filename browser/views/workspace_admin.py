@@ -1,8 +1,10 @@
 """Members and API keys of a workspace, for its admins."""
 
+from django.contrib import messages
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from browser.access import ADMIN, workspace_view
 from browser.forms import ApiKeyCreateForm, MemberAddForm, MemberRoleForm, form_add_service_errors
@@ -89,8 +91,10 @@ def member_delete(request, membership_id):
     except ApplicationError as exc:
         message, level = exc.message, "error"
     if membership.user_id == request.user.pk and level == "success":
-        # Removing oneself leaves nothing to show here.
-        toast(request, None, message)
+        # Removing oneself leaves nothing to show here: the home page, whole.
+        messages.success(request, message)
+        if request.htmx:
+            return HttpResponseClientRedirect(reverse("memories:home"))
         return redirect(reverse("memories:home"))
     if not request.htmx:
         toast(request, None, message, level=level)
