@@ -1,6 +1,8 @@
 """Reads of procedures, and `procedure_match`: which procedures fire for a goal."""
 
 import json
+import re
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -83,15 +85,51 @@ class ProcedureMatch:
     matched: list
 
 
+GOAL_KEYS = ("goal_contains", "goal_contains_all", "goal_excludes")
+# The ASCII whitespace GOAL_PREFILTER_SQL collapses too; other spaces (no-break, ideographic)
+# become U+0020 under NFKC first.
+_SPACES = re.compile(r"[ \t\n\r\f\v]+")
+
+
+def goal_text_normalize(text: str) -> str:
+    """The form goals and goal phrases are compared in: NFKC (a decomposed "é", full-width
+    letters and ligatures compare as their plain form), case-folded ("STRASSE" holds
+    "Straße"), every whitespace run one space."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text or "").casefold())
+    return _SPACES.sub(" ", folded)
+
+
 def _phrases_in(goal: str, phrases: list) -> list:
-    return [p for p in phrases if p.lower() in goal]
+    return [p for p in phrases if p in goal]
+
+
+def _json_equal(a, b) -> bool:
+    # Python's == says True == 1 == 1.0; JSON's booleans are not numbers.
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
 
 
 @lru_cache(maxsize=4096)
 def _conditions_parse(text: str | None) -> dict:
     # The same few hundred conditions are read on every turn: parsed once per process (by
-    # their JSON text, so an edit is a new entry). The result is shared: read it only.
-    return (json.loads(text) if text else None) or {}
+    # their JSON text, so an edit is a new entry), goal phrases normalized once. The result is
+    # shared: read it only.
+    conditions = (json.loads(text) if text else None) or {}
+    if not isinstance(conditions, dict):
+        return {}
+    parsed = dict(conditions)
+    for key in GOAL_KEYS:
+        if key in parsed:
+            # Rows written around the service may hold a bare string: one phrase, not letters.
+            phrases = [parsed[key]] if isinstance(parsed[key], str) else parsed[key]
+            phrases = phrases if isinstance(phrases, list) else []
+            parsed[key] = [goal_text_normalize(p) for p in phrases if isinstance(p, str) and p]
+    return parsed
 
 
 def _conditions_fire(conditions: dict, *, goal: str, agent_slug: str | None, context: dict):
@@ -122,8 +160,9 @@ def _conditions_fire(conditions: dict, *, goal: str, agent_slug: str | None, con
             return False, 0, []
         score += 1
         matched.append("channels")
-    for key, expected in (conditions.get("context") or {}).items():
-        if context.get(key) != expected:
+    expected_context = conditions.get("context")
+    for key, expected in (expected_context if isinstance(expected_context, dict) else {}).items():
+        if key not in context or not _json_equal(context[key], expected):
             return False, 0, []
         score += 1
         matched.append(f"context.{key}")
@@ -131,10 +170,11 @@ def _conditions_fire(conditions: dict, *, goal: str, agent_slug: str | None, con
 
 
 # Candidates with a `goal_contains` condition come back only when one of its phrases occurs
-# in the (lowercased) goal, so a workspace with thousands of procedures does not ship and
+# in the (normalized) goal, so a workspace with thousands of procedures does not ship and
 # evaluate them all on every turn. Evaluated for ASCII phrases with an ASCII-only lowercase
-# (the same as Python's, whatever the database's locale); a phrase with other characters
-# always passes, and every returned candidate is checked exactly by _conditions_fire.
+# and ASCII whitespace runs collapsed (for ASCII text exactly goal_text_normalize, whatever
+# the database's locale); a phrase with other characters always passes, and every returned
+# candidate is checked exactly by _conditions_fire.
 GOAL_PREFILTER_SQL = """
     CASE WHEN jsonb_typeof("procedures_procedure"."trigger_conditions" -> 'goal_contains') = 'array'
     THEN EXISTS (
@@ -143,7 +183,13 @@ GOAL_PREFILTER_SQL = """
             "procedures_procedure"."trigger_conditions" -> 'goal_contains'
         ) AS phrase
         WHERE octet_length(phrase) <> char_length(phrase)
-           OR strpos(%s, translate(phrase, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')) > 0
+           OR strpos(
+               %s,
+               regexp_replace(
+                   translate(phrase, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'),
+                   '[ \\t\\n\\r\\f\\v]+', ' ', 'g'
+               )
+           ) > 0
     )
     ELSE TRUE END
 """
@@ -155,7 +201,7 @@ def procedure_match(
     """Active procedures usable by `agent` whose trigger conditions fire for `goal` and
     `context`, best first: condition score, then Laplace-smoothed success rate
     ((successes + 1) / (finished runs + 2)), then times used."""
-    goal = (goal or "").lower()
+    goal = goal_text_normalize(goal)
     context = context or {}
     agent_slug = agent.slug if agent is not None else context.get("agent")
     # Conditions are evaluated on bare tuples: building model instances (with content and

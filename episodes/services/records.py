@@ -22,6 +22,10 @@ EPISODE_THREAD_OTHER_AGENT = "The thread belongs to another agent."
 EPISODE_REFERENCE_WORKSPACE = "The referenced object belongs to another workspace."
 EPISODES_NOT_FOUND = "Some of these episodes do not exist."
 EPISODE_OUTCOME_OPEN = "An open episode gets its outcome when it is closed."
+EPISODE_END_NEEDS_OUTCOME = "ended_at is given with the outcome; an open episode has no end yet."
+
+# episode_close's "not given": final_output may be closed to null on purpose.
+KEEP = object()
 
 
 def _invalid(field: str, message: str) -> ApplicationError:
@@ -70,6 +74,9 @@ def episode_create(
             raise _invalid(name, EPISODE_LIST_EXPECTED)
     if outcome and outcome not in Episode.Outcome.values:
         raise _invalid("outcome", EPISODE_OUTCOME_UNKNOWN)
+    if ended_at is not None and not outcome:
+        # Dropping it would record an open episode the caller believes closed.
+        raise _invalid("ended_at", EPISODE_END_NEEDS_OUTCOME)
     started_at = started_at or timezone.now()
     episode = Episode(
         workspace=workspace,
@@ -111,13 +118,14 @@ def episode_close(
     *,
     episode: Episode,
     outcome: str,
-    final_output=None,
-    error: str = "",
+    final_output=KEEP,
+    error: str | None = None,
     actions: list | None = None,
     ended_at: datetime | None = None,
     actor: str = "system",
 ) -> Episode:
-    """Record how the run ended. `actions` are appended to the ones already recorded.
+    """Record how the run ended. `actions` are appended to the ones already recorded; the
+    final output and error recorded while the run was open are kept unless given here.
     Closing twice is a 409 (compare-and-set on ended_at IS NULL)."""
     if outcome not in Episode.Outcome.values:
         raise _invalid("outcome", EPISODE_OUTCOME_UNKNOWN)
@@ -131,8 +139,10 @@ def episode_close(
             raise ConflictError(EPISODE_ALREADY_CLOSED)
         before_text = episode_embedding_text(locked)
         locked.outcome = outcome
-        locked.final_output = final_output
-        locked.error = error or ""
+        if final_output is not KEEP:
+            locked.final_output = final_output
+        if error is not None:
+            locked.error = error
         locked.actions = [*locked.actions, *(actions or [])]
         locked.ended_at = ended_at
         locked.duration_ms = duration

@@ -17,7 +17,7 @@ A string is accepted wherever a list of phrases is expected. `{}` fires for ever
 import json
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from core.access import Principal, references_resolve
@@ -149,7 +149,9 @@ def procedure_create(
                     v=Max("version")
                 )["v"]
                 version = (latest or 0) + 1
-                Procedure.objects.filter(pk=parent.pk).update(is_active=False, updated_at=timezone.now())
+                # Only the newest version fires: the parent, and any version evolved from it
+                # before (evolving v1 twice must not leave v2 active next to v3).
+                _versions_deactivate(workspace=workspace, agent=agent, name=name, also=parent.pk)
             procedure = Procedure.objects.create(
                 workspace=workspace,
                 agent=agent,
@@ -189,6 +191,18 @@ def procedure_create(
     return procedure
 
 
+def _versions_deactivate(*, workspace, agent, name: str, also=None, keep=None) -> int:
+    """Deactivate every active version of `name` (for `agent`, or workspace-wide when None)
+    and the procedure `also`, except `keep`. Returns the rows changed."""
+    versions = Q(workspace=workspace, agent=agent, name=name)
+    if also is not None:
+        versions |= Q(pk=also)
+    queryset = Procedure.objects.filter(versions, is_active=True)
+    if keep is not None:
+        queryset = queryset.exclude(pk=keep)
+    return queryset.update(is_active=False, updated_at=timezone.now())
+
+
 PROCEDURE_EDITABLE = ("name", "description", "trigger_conditions", "procedure_type", "content", "is_active")
 
 
@@ -226,6 +240,15 @@ def procedure_update(*, procedure: Procedure, actor: str, **fields) -> Procedure
     try:
         with transaction.atomic():
             procedure.save(update_fields=[*changed, "search_text", "updated_at"])
+            deactivated = 0
+            if procedure.is_active and "is_active" in changed:
+                # One version of a name fires: activating v1 again is a rollback from v2.
+                deactivated = _versions_deactivate(
+                    workspace=procedure.workspace,
+                    agent=procedure.agent_id,
+                    name=procedure.name,
+                    keep=procedure.pk,
+                )
             if {"name", "description", "trigger_conditions"} & set(changed):
                 from procedures.tasks import procedure_embed_task
 
@@ -236,7 +259,10 @@ def procedure_update(*, procedure: Procedure, actor: str, **fields) -> Procedure
                 action=AuditEvent.Action.UPDATE,
                 entity_type="procedure",
                 entity_id=procedure.pk,
-                changes={"fields": sorted(changed)},
+                changes={
+                    "fields": sorted(changed),
+                    **({"versions_deactivated": deactivated} if deactivated else {}),
+                },
             )
     except IntegrityError:
         raise ConflictError(PROCEDURE_NAME_TAKEN, fields={"name": [PROCEDURE_NAME_TAKEN]})
