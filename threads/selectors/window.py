@@ -116,18 +116,37 @@ def _row_tokens(row: dict, *, files: str) -> int:
     return max(MESSAGE_OVERHEAD_TOKENS, without)
 
 
+def _answered_calls_only(row: dict, *, answered: set) -> dict | None:
+    """`row` (an assistant message) without its tool calls that no result answers, or None
+    when nothing of it is left (no answered call, text or file)."""
+    calls = [c for c in row["tool_calls"] if c["id"] in answered]
+    if len(calls) == len(row["tool_calls"]):
+        return row
+    if not calls and not row["content"] and not row["files"]:
+        return None
+    return {**row, "tool_calls": calls}
+
+
 def _units(rows: list[dict]) -> list[list[dict]]:
     """Group newest-first rows so a tool call and its results are one unit.
 
     A run of tool results belongs to the assistant message just older than them; a run
     whose call is not among the rows (cut off, or filtered) is dropped, so the window never
-    starts with an orphan tool result.
+    starts with an orphan tool result. An older turn's call that no result answers (a run
+    interrupted before its tool returned) is dropped from its message, since OpenAI and
+    Anthropic refuse a call without its result; the newest unit keeps its pending calls,
+    the state an agent works on between a call and its results.
     """
     units, pending = [], []
     for row in rows:
         if row["role"] == "tool":
             pending.append(row)
             continue
+        if units and row["role"] == "assistant" and row["tool_calls"]:
+            row = _answered_calls_only(row, answered={r["tool_call_id"] for r in pending})
+            if row is None:
+                pending = []
+                continue
         if pending:
             call_ids = {c["id"] for c in row["tool_calls"]}
             if row["role"] == "assistant" and all(r["tool_call_id"] in call_ids for r in pending):
@@ -323,16 +342,24 @@ def message_history_window(
     )
     handed_away = transfer_handed_away(thread=thread, viewer=agent, scope=scope, leaf=leaf) if agent else None
     shape["handed_away_at"] = handed_away[1] if handed_away else None
-    rows, leaf_id, stop_depth = _window_rows(
-        thread=thread,
-        leaf=leaf,
-        scope=scope,
-        summary_id=source.summary_upto_id if has_summary else None,
-        summary_depth=source.summary_upto_depth if has_summary else -1,
-        limit=max_messages + WINDOW_SLACK_ROWS,
-        delegation=delegation,
-        handed_away=handed_away,
-    )
+    limit = max_messages + WINDOW_SLACK_ROWS
+    while True:
+        rows, leaf_id, stop_depth = _window_rows(
+            thread=thread,
+            leaf=leaf,
+            scope=scope,
+            summary_id=source.summary_upto_id if has_summary else None,
+            summary_depth=source.summary_upto_depth if has_summary else -1,
+            limit=limit,
+            delegation=delegation,
+            handed_away=handed_away,
+        )
+        # Every row read is a tool result: the newest unit (a call with more parallel results
+        # than the slack) is not whole yet, and it is always included. Rare, so read again
+        # with a larger limit rather than read more rows on every window.
+        if len(rows) < limit or any(r["role"] != "tool" for r in rows):
+            break
+        limit *= 4
     if leaf_id is None:
         if leaf:
             raise ApplicationError(LEAF_UNKNOWN, fields={"leaf": [LEAF_UNKNOWN]})

@@ -41,14 +41,35 @@ def context_window_for(thread: Thread) -> int:
     return memory_settings_for(thread.agent).model_context_window
 
 
+def _summary_over_threshold(*, leaf: Message, source, threshold: float) -> bool:
+    """Whether `leaf`'s branch, shortened by `source`'s summary where it applies, passes
+    `threshold` tokens.
+
+    The summary shortens only the branch it is on: a branch edited from a turn before the
+    summary's end carries all of its own tokens. The O(log n) jump-pointer check runs only
+    when it decides the answer (the branch alone is past the threshold, the estimate with
+    the summary is not).
+    """
+    if source is None or not source.summary_upto_id or source.summary_upto_depth is None:
+        return leaf.branch_tokens > threshold
+    if leaf.branch_tokens - source.summary_covers_tokens + source.summary_tokens > threshold:
+        return True
+    if leaf.branch_tokens <= threshold:
+        return False
+    return not (
+        leaf.depth > source.summary_upto_depth
+        and ancestor_at_depth(start_id=leaf.pk, target_depth=source.summary_upto_depth)
+        == source.summary_upto_id
+    )
+
+
 def _compaction_request_if_needed(*, thread: Thread, locked: Thread, leaf: Message) -> bool:
     """Enqueue one compaction when the branch's token estimate passes the threshold."""
     from threads.selectors.window import window_uses_fallback
 
-    covered = locked.summary_covers_tokens if locked.summary_upto_id else 0
-    estimate = leaf.branch_tokens - covered + (locked.summary_tokens if locked.summary_upto_id else 0)
     agent_settings = memory_settings_for(thread.agent)
-    if estimate <= agent_settings.compaction_threshold * context_window_for(thread):
+    threshold = agent_settings.compaction_threshold * context_window_for(thread)
+    if not _summary_over_threshold(leaf=leaf, source=locked, threshold=threshold):
         return False
     # Inkeep's fallback window stands in for compaction when there is no summarizer model.
     if window_uses_fallback(thread=thread, agent_settings=agent_settings):
@@ -76,13 +97,9 @@ def _node_compaction_request_if_needed(*, thread: Thread, leaf: Message) -> bool
 
     node = leaf.node_id
     summary = NodeSummary.objects.filter(thread=thread, node_id=node).first()
-    covered, own = (
-        (summary.summary_covers_tokens, summary.summary_tokens)
-        if summary and summary.summary_upto_id
-        else (0, 0)
-    )
     agent_settings = memory_settings_for(thread.agent)
-    if leaf.branch_tokens - covered + own <= agent_settings.subagent_compress_at * context_window_for(thread):
+    threshold = agent_settings.subagent_compress_at * context_window_for(thread)
+    if not _summary_over_threshold(leaf=leaf, source=summary, threshold=threshold):
         return False
     if window_uses_fallback(thread=thread, agent_settings=agent_settings):
         return False
@@ -140,10 +157,14 @@ def _compaction_plan(thread: Thread, source=None, node: str = "") -> CompactionP
         and ancestor_at_depth(start_id=oldest["id"], target_depth=depth) == source.summary_upto_id
     ):
         previous, previous_upto, stop_depth = source.summary, source.summary_upto_id, depth
+    # Only the scope's own messages, as its window reads them: a branch may pass through
+    # another scope (a node's first message naming the main turn that delegated to it as its
+    # parent), whose messages belong to that scope's summary, not this one.
     rows = branch_walk(
         start_id=oldest["parent_id"],
         stop_depth=stop_depth,
         limit=settings.THREADS_COMPACTION_MAX_MESSAGES,
+        node=node,
         full_content=True,
     )
     if not rows:

@@ -184,7 +184,8 @@ def _messages_insert(messages: list[Message]) -> None:
 # (compiled by the ORM, the two took ~0.75 ms more; docs/speed.md, "The thread every thread
 # call reads").
 _THREAD_LOCKED = ModelRows(
-    Thread, only=("message_seq", "summary_upto_id", "summary_covers_tokens", "summary_tokens")
+    Thread,
+    only=("message_seq", "summary_upto_id", "summary_upto_depth", "summary_covers_tokens", "summary_tokens"),
 )
 _THREAD_APPENDED = (
     "UPDATE threads_thread SET message_seq = %s, message_count = message_count + %s, last_activity_at = %s "
@@ -256,6 +257,9 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
         ):
             if tag == "dup":
                 duplicate_ids.append(row["id"])
+                # A replayed message is stored in this thread: a new message of the batch
+                # may name it as its parent, and its id is not fetched as an external one.
+                rows.setdefault(row["id"], row)
                 continue
             if tag == "taken":
                 taken.add(row["id"])
