@@ -442,7 +442,7 @@ def pick_params(cur) -> dict:
     big_workspace = cur.fetchone()[0]
     cur.execute("SELECT embedding::text FROM stage_entry ORDER BY n DESC LIMIT 1")
     qvec = cur.fetchone()[0]
-    # threads.services.threads_purge_expired deletes one agent's idle threads, 200 at a time.
+    # The retention engine (retention.services) deletes one workspace's idle threads, a batch at a time.
     cur.execute(
         "SELECT array_agg(id) FROM (SELECT id FROM threads_thread WHERE workspace_id = md5('w3')::uuid "
         "ORDER BY id LIMIT 200) t"

@@ -2,7 +2,7 @@ from celery import shared_task
 
 from core.llm import LLMError
 from core.tasks import DATABASE_UNAVAILABLE, EMBED_RETRY
-from threads.services import message_embed_batch, threads_purge_expired
+from threads.services import message_embed_batch
 from threads.services.compaction import thread_compact_job
 
 
@@ -26,11 +26,6 @@ def thread_compact_task(self, thread_id: str, node: str = "", llm_job_id: int | 
         llm_job_id=llm_job_id,
         retries_left=self.max_retries - self.request.retries,
     )
-
-
-@shared_task
-def threads_purge_expired_task():
-    return threads_purge_expired()
 
 
 # Idempotent like the other embedding tasks (existing (message, model) vectors are skipped).

@@ -522,7 +522,6 @@ THREADS_FILE_DATA_MAX_BYTES = env_int("THREADS_FILE_DATA_MAX_BYTES", 3 * 1024 * 
 THREADS_FILE_TEXT_MAX_CHARS = env_int("THREADS_FILE_TEXT_MAX_CHARS", 100_000)
 THREADS_SUMMARY_MAX_TOKENS = env_int("THREADS_SUMMARY_MAX_TOKENS", 1_000)
 THREADS_COMPACTION_MAX_MESSAGES = env_int("THREADS_COMPACTION_MAX_MESSAGES", 400)
-THREADS_RETENTION_BATCH = env_int("THREADS_RETENTION_BATCH", 200)
 # Rows deleted per transaction by the retention engine: 500 messages with their vectors take
 # about 0.2 s to delete, short enough not to hold locks an append would wait on.
 RETENTION_BATCH = env_int("RETENTION_BATCH", 500)

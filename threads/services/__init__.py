@@ -34,7 +34,6 @@ from threads.services.retention import (
     thread_batch_delete,
     thread_delete,
     threads_delete,
-    threads_purge_expired,
 )
 from threads.services.runs import RUN_ID_INVALID, iteration_log_append, run_snapshot_put
 from threads.services.threads import (
@@ -95,6 +94,5 @@ __all__ = [
     "thread_summarize",
     "thread_update",
     "threads_delete",
-    "threads_purge_expired",
     "transfer_record",
 ]
