@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from core.access import Principal, agent_resolve, require_write
-from core.errors import ApplicationError, NotFoundError
+from core.errors import ApplicationError, ConflictError, NotFoundError
 from runtime.selectors import ContextResult, context_build
 from threads.selectors import MemoryContext, memory_scope
 
@@ -22,6 +22,25 @@ APPEND_NEEDS_THREAD = "Appending needs a thread: pass `thread`, or a person or c
 MEMORY_USER_NOT_FOUND = "Memory user not found."
 THREAD_NOT_FOUND = "Thread not found."
 THREAD_OTHER_PERSON = "This thread belongs to another person."
+IDEMPOTENCY_KEY_REUSED = (
+    "This idempotency key already stored a different message in this thread; "
+    "send a new key with a new message."
+)
+
+
+def replayed_messages_check(*, sent: list[dict], stored: list) -> None:
+    """Refuse an idempotency key that comes back with another message.
+
+    `threads.services.thread_append_messages` answers a known key with the message stored
+    under it (`duplicate`); a retry sends that same message again, so anything else under the
+    key is a new message the caller would lose without noticing.
+    """
+    for message, row in zip(sent, stored, strict=True):
+        if not getattr(row, "duplicate", False):
+            continue
+        again = (message["role"], message.get("content", ""), message.get("node_id", ""))
+        if (row.role, row.content, row.node_id or "") != again:
+            raise ConflictError(IDEMPOTENCY_KEY_REUSED, fields={"idempotency_key": [IDEMPOTENCY_KEY_REUSED]})
 
 
 @dataclass(frozen=True)
@@ -202,6 +221,8 @@ def context_assemble(*, principal: Principal, request: ContextRequest) -> Contex
             if node:
                 message["node_id"] = node
             appended = thread_append_messages(thread=thread, messages=[message], actor=principal.actor)[0]
+            # Inside the transaction: a refused retry leaves no new person or thread behind.
+            replayed_messages_check(sent=[message], stored=[appended])
     context = MemoryContext(
         workspace=principal.workspace, agent=agent, memory_user=memory_user, thread=thread
     )

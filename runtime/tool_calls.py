@@ -21,16 +21,18 @@ none of these shapes is refused (`ApplicationError`, a 400 with field errors).
 """
 
 import json
+import math
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from rest_framework.exceptions import ValidationError as DrfValidationError
 
 from core.access import Principal
 from core.errors import UNKNOWN_FIELD, ApplicationError, error_body
-from core.parsers import JSONRefused, json_check
+from core.parsers import JSON_CONSTANT, JSONRefused, json_check
 
 SHAPE_OPENAI = "openai"
 SHAPE_ANTHROPIC = "anthropic"
@@ -83,8 +85,40 @@ def tool_error_body(exc: Exception) -> dict:
     return error_body("invalid", "Invalid input.", json.loads(json.dumps(exc.detail, default=str)))
 
 
+# The one format the tool schemas declare. Without a checker, JSON Schema treats `format` as
+# a note, and an id such as "msg-42" reached the database (a 400 for the whole request).
+_FORMATS = FormatChecker(formats=())
+
+
+@_FORMATS.checks("uuid", raises=ValueError)
+def _is_uuid(instance) -> bool:
+    if isinstance(instance, str):
+        uuid.UUID(instance)
+    return True
+
+
+def _non_finite_arguments(arguments: dict) -> list[str]:
+    """The arguments holding NaN or Infinity anywhere: OpenAI's argument string is read by
+    Python's json, which accepts them, and no schema bound (minimum, maximum) refuses NaN."""
+    names = []
+    for name, value in arguments.items():
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, float) and not math.isfinite(item):
+                names.append(name)
+                break
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+    return names
+
+
 def _schema_message(error) -> str:
     kind, expected = error.validator, error.validator_value
+    if kind == "format" and expected == "uuid":
+        return "Must be a valid UUID."
     if kind == "type":
         return f"Must be of type {' or '.join(expected) if isinstance(expected, list) else expected}."
     if kind == "enum":
@@ -103,7 +137,7 @@ def _schema_message(error) -> str:
 def _schema_fields(schema: dict, arguments: dict) -> dict:
     """Field errors of `arguments` against `schema`, keyed like the API's ("a.b.0")."""
     fields: dict[str, list[str]] = {}
-    for error in Draft202012Validator(schema).iter_errors(arguments):
+    for error in Draft202012Validator(schema, format_checker=_FORMATS).iter_errors(arguments):
         path = [str(part) for part in error.absolute_path]
         if error.validator == "required":
             for name in error.validator_value:
@@ -159,7 +193,8 @@ def tool_execute(*, principal: Principal, name: str, arguments: dict[str, Any]) 
     arguments = _json_strings_parsed(
         schema, {key: value for key, value in arguments.items() if value is not None}
     )
-    fields = _schema_fields(schema, arguments)
+    fields = {name: [JSON_CONSTANT] for name in _non_finite_arguments(arguments)}
+    fields = fields or _schema_fields(schema, arguments)
     if fields:
         raise ToolFailed(error_body("invalid", "Invalid input.", fields))
     try:

@@ -248,7 +248,8 @@ RECORD_TURN = _object(
         "thread": THREAD,
         "assistant_message": {"type": "string", "maxLength": 100_000},
         "user_message": {"type": "string", "maxLength": 100_000},
-        "idempotency_key": {"type": "string", "maxLength": 200},
+        # Stored as "<key>:user" and "<key>:assistant" in a 200-character column.
+        "idempotency_key": {"type": "string", "maxLength": 200 - len(":assistant")},
         "extract": {"type": "boolean", "default": True},
         "candidates": {
             "type": "array",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, time
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
@@ -587,6 +588,7 @@ def record_turn(
     asserted or accepted, each backed by an exact quote). Optional `candidates`
     ({content, source, evidence}) are validated the same way. Call it after every reply."""
     from episodic.services import entry_extract
+    from runtime.services import replayed_messages_check
     from threads.models import Message
     from threads.selectors import thread_get
     from threads.services import thread_append_messages
@@ -602,7 +604,10 @@ def record_turn(
             messages.append(message)
     if not messages:
         raise ApplicationError(RECORD_TURN_EMPTY, fields={"assistant_message": [RECORD_TURN_EMPTY]})
-    stored = thread_append_messages(thread=thread_obj, messages=messages, actor=principal.actor)
+    with transaction.atomic():
+        stored = thread_append_messages(thread=thread_obj, messages=messages, actor=principal.actor)
+        # A key sent again with another message stores nothing, not even the turn's other half.
+        replayed_messages_check(sent=messages, stored=stored)
     data = {"message_ids": [str(m.pk) for m in stored], "extraction": None}
     if not extract or thread_obj.memory_user is None:
         return data

@@ -243,6 +243,11 @@ def context_build(
             fields={"token_budget": [BUDGET_TOO_SMALL.format(tokens=reserved)]},
         )
     available = token_budget - reserved
+    blocks_wanted = len(wanted & set(DEFAULT_ALLOCATION))
+    if system_as == "user" and blocks_wanted:
+        # The blocks travel as one more message: its overhead and the blank lines between the
+        # blocks come out of the blocks' room, or the last guard would drop the message whole.
+        available -= min(available, count_message_tokens(content="") + blocks_wanted - 1)
     caps = {name: int(available * share) if name in wanted else 0 for name, share in shares.items()}
     # The query is embedded first, on its own: the model saturates the CPU while it runs, and
     # its time is then reported apart from the database work (timings["query_embedding"]).
