@@ -12,6 +12,7 @@ from episodes.services.embeddings import (
 from episodes.services.facts_proposal import (
     EpisodeFactCandidate,
     episode_evidence_find,
+    episode_evidence_finder,
     episode_facts_propose,
 )
 from episodes.services.records import (
@@ -56,6 +57,7 @@ __all__ = [
     "episode_embed_sweep",
     "episode_embedding_text",
     "episode_evidence_find",
+    "episode_evidence_finder",
     "episode_facts_propose",
     "episode_feedback",
     "episode_update",

@@ -15,7 +15,7 @@ from django.db import transaction
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible, strip_invisible_json
 from episodes.models import Episode
-from episodes.services import EpisodeFactCandidate, episode_evidence_find, episode_facts_propose
+from episodes.services import EpisodeFactCandidate, episode_evidence_finder, episode_facts_propose
 from episodes.services.facts_proposal import METHOD_GIVEN
 from facts.models import Fact
 from facts.services.remember import fact_remember
@@ -58,6 +58,7 @@ def episode_facts_extract(
         proposed, method, llm_error = [EpisodeFactCandidate(**c) for c in candidates], METHOD_GIVEN, ""
     result = EpisodeFactsResult(method=method, llm_error=llm_error)
     about_person = episode.memory_user_id is not None
+    evidence_find = episode_evidence_finder(episode)
     for index, candidate in enumerate(proposed):
         key = strip_invisible_json(candidate.key)
         value = strip_invisible_json(candidate.value)
@@ -74,7 +75,7 @@ def episode_facts_extract(
         elif not evidence.strip():
             reason = REJECT_NO_EVIDENCE
         else:
-            sources = episode_evidence_find(episode, evidence)
+            sources = evidence_find(evidence)
             if not sources:
                 reason = REJECT_EVIDENCE_NOT_FOUND
             elif about_person:
