@@ -1,9 +1,13 @@
+from urllib.parse import urlsplit
+
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import ValidationError
 
+from core.lib.addresses import address_public, host_addresses
 from core.lib.admin import (
     SuperuserOnlyAdmin,
     WorkspaceScopedAdmin,
@@ -24,7 +28,13 @@ from core.models import (
     WorkerHeartbeat,
     Workspace,
 )
-from core.services import api_key_create, api_key_revoke
+from core.selectors import api_key_cache_clear, provider_cache_clear
+from core.services import (
+    API_KEY_AGENT_WORKSPACE,
+    API_KEY_MAX_EXPIRES_DAYS,
+    api_key_create,
+    api_key_revoke,
+)
 
 # Operators and groups span workspaces: only superusers manage them here. Workspace admins
 # add members in /memories (Members tab) or with `manage.py create_operator`.
@@ -40,6 +50,24 @@ class OperatorAdmin(SuperuserOnlyAdmin, UserAdmin):
 @admin.register(Group)
 class OperatorGroupAdmin(SuperuserOnlyAdmin, GroupAdmin):
     pass
+
+
+class ClearsApiKeyCache:
+    """For admins of rows an authenticated key carries (the key, its agent, its workspace):
+    this process's cached keys are dropped, as the services do, so a deleted key or an agent's
+    new settings apply at once here (other processes: within API_KEY_CACHE_SECONDS)."""
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        api_key_cache_clear()
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        api_key_cache_clear()
+
+    def delete_queryset(self, request, queryset):
+        super().delete_queryset(request, queryset)
+        api_key_cache_clear()
 
 
 class MembersReadOnlyForScopedAdmins:
@@ -63,7 +91,7 @@ class MembershipInline(MembersReadOnlyForScopedAdmins, WorkspaceScopedInline, ad
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(WorkspaceScopedAdmin):
+class WorkspaceAdmin(ClearsApiKeyCache, WorkspaceScopedAdmin):
     list_display = ["name", "created_at"]
     search_fields = ["name"]
     inlines = [MembershipInline]
@@ -103,7 +131,7 @@ class AgentAdminForm(forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(WorkspaceScopedAdmin):
+class AgentAdmin(ClearsApiKeyCache, WorkspaceScopedAdmin):
     form = AgentAdminForm
     list_display = ["slug", "name", "workspace", "created_at"]
     list_filter = ["workspace"]
@@ -112,15 +140,24 @@ class AgentAdmin(WorkspaceScopedAdmin):
 
 
 class ApiKeyAddForm(forms.ModelForm):
-    expires_in_days = forms.IntegerField(required=False, min_value=1)
+    expires_in_days = forms.IntegerField(required=False, min_value=1, max_value=API_KEY_MAX_EXPIRES_DAYS)
 
     class Meta:
         model = ApiKey
         fields = ["workspace", "agent", "name", "read_only"]
 
+    def clean(self):
+        # api_key_create refuses the pair too, but save_model runs after validation, where a
+        # refusal could only be a 500: the form says it first.
+        cleaned = super().clean()
+        workspace, agent = cleaned.get("workspace"), cleaned.get("agent")
+        if workspace is not None and agent is not None and agent.workspace_id != workspace.pk:
+            self.add_error("agent", API_KEY_AGENT_WORKSPACE)
+        return cleaned
+
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(WorkspaceScopedAdmin):
+class ApiKeyAdmin(ClearsApiKeyCache, WorkspaceScopedAdmin):
     list_display = [
         "prefix",
         "name",
@@ -172,16 +209,39 @@ class ApiKeyAdmin(WorkspaceScopedAdmin):
         messages.success(request, f"Revoked {queryset.count()} key(s).")
 
 
+PROVIDER_URL_PRIVATE = (
+    "This endpoint's host is a private, loopback or link-local address: only a superuser may "
+    "point the server there (a self-hosted model), or set PROVIDER_ALLOW_PRIVATE_URLS."
+)
+
+
 class ProviderCredentialForm(forms.ModelForm):
     api_key = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
         help_text="Leave empty to keep the stored key.",
     )
+    # Set per request by ProviderCredentialAdmin.get_form.
+    allow_private = True
 
     class Meta:
         model = ProviderCredential
         fields = ["workspace", "purpose", "base_url", "model"]
+
+    def clean_base_url(self):
+        # The workers send every embedding and chat request of the workspace there: a
+        # workspace admin must not aim them at the server's own network (core.lib.addresses).
+        base_url = self.cleaned_data.get("base_url")
+        host = urlsplit(base_url or "").hostname
+        if self.allow_private or not host:
+            return base_url
+        try:
+            addresses = host_addresses(host)
+        except (OSError, UnicodeError, ValueError):
+            return base_url  # Not resolvable now: nothing to judge (the request will fail).
+        if not all(address_public(address) for address in addresses):
+            raise forms.ValidationError(PROVIDER_URL_PRIVATE)
+        return base_url
 
 
 @admin.register(ProviderCredential)
@@ -191,10 +251,26 @@ class ProviderCredentialAdmin(WorkspaceScopedAdmin):
     list_filter = ["purpose"]
     list_select_related = ["workspace"]
 
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        form.allow_private = request.user.is_superuser or settings.PROVIDER_ALLOW_PRIVATE_URLS
+        return form
+
     def save_model(self, request, obj, form, change):
         if form.cleaned_data.get("api_key"):
             obj.api_key_encrypted = encrypt(form.cleaned_data["api_key"])
         super().save_model(request, obj, form, change)
+        # As provider_credential_set does: this process's copy of the endpoint (or of its
+        # absence) would otherwise outlive the change by PROVIDER_CACHE_SECONDS.
+        provider_cache_clear()
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        provider_cache_clear()
+
+    def delete_queryset(self, request, queryset):
+        super().delete_queryset(request, queryset)
+        provider_cache_clear()
 
 
 @admin.register(WorkerHeartbeat)

@@ -16,7 +16,8 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if not header:
             return None
         parts = header.split()
-        if parts[0].lower() != self.keyword:
+        # A header of white space only (latin-1 decodes a non-breaking space to one) names no scheme.
+        if not parts or parts[0].lower() != self.keyword:
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header.")

@@ -88,7 +88,9 @@ def chat_complete_json(*, workspace, messages: list[dict], **kwargs) -> dict:
         text = text[text.find("{") :]
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
+        # RecursionError: arrays or objects nested a few thousand deep, which json.loads
+        # gives up on; a failing endpoint like any other, for every caller.
         raise LLMError("Chat endpoint did not answer with JSON.") from exc
     if not isinstance(value, dict):
         raise LLMError("Chat endpoint answered with JSON that is not an object.")

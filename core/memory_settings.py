@@ -18,6 +18,8 @@ MEMORY_MODES = ("conversation", "node")
 # also what the agent or the API stores directly, `off` holds nothing.
 REVIEW_MODES = ("off", "extracted", "all")
 
+UNKNOWN_SETTING = "Unknown setting."
+
 # name -> (type, minimum, maximum, help); a str setting names its choices in place of the range.
 SETTING_RULES = {
     "recent_messages": (int, 1, 10_000, "Messages in the history window at most."),
@@ -146,6 +148,21 @@ def review_holds(agent, *, extracted: bool) -> bool:
     return mode == "all" or (mode == "extracted" and extracted)
 
 
+def memory_settings_merge(current, changes) -> dict:
+    """`current` overridden by `changes`, where a null value restores that setting's default;
+    the result is validated. A null for a name that is no setting is refused like any unknown
+    setting, not dropped in silence."""
+    if not isinstance(changes, dict):
+        raise ValidationError({"memory_settings": ["Must be an object."]})
+    unknown = {
+        key: [UNKNOWN_SETTING] for key, value in changes.items() if value is None and key not in SETTING_RULES
+    }
+    if unknown:
+        raise ValidationError(unknown)
+    merged = {**(current if isinstance(current, dict) else {}), **changes}
+    return memory_settings_validate({key: value for key, value in merged.items() if value is not None})
+
+
 def memory_settings_validate(data) -> dict:
     """Check an override dict; return it cleaned or raise ValidationError with field errors."""
     if not isinstance(data, dict):
@@ -155,7 +172,7 @@ def memory_settings_validate(data) -> dict:
     for key, value in data.items():
         rule = SETTING_RULES.get(key)
         if rule is None:
-            errors[key] = ["Unknown setting."]
+            errors[key] = [UNKNOWN_SETTING]
             continue
         kind, low, high, _help = rule
         if kind is str:

@@ -6,6 +6,7 @@ service. Refusing them here, once, keeps every endpoint's bad input a 400 with o
 """
 
 import json
+import math
 import re
 
 from django.conf import settings
@@ -24,6 +25,7 @@ JSON_TOO_DEEP = f"The JSON document is nested deeper than {JSON_MAX_DEPTH} level
 JSON_NUL = "The JSON document contains a NUL character (\\u0000), which cannot be stored."
 JSON_SURROGATE = "The JSON document contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text."
 JSON_CONSTANT = "NaN and Infinity are not JSON numbers."
+JSON_NUMBER_RANGE = "A number is out of range: its magnitude is past 1.8e308, which cannot be stored."
 
 
 class JSONRefused(ValueError):
@@ -62,6 +64,14 @@ _RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 def _refuse_constant(name):
     raise ValueError(JSON_CONSTANT)
+
+
+def _finite_float(text: str) -> float:
+    # json.loads reads 1e999 as infinity, which jsonb (and JSON itself) cannot hold.
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(JSON_NUMBER_RANGE)
+    return value
 
 
 def json_check(value) -> None:
@@ -157,12 +167,12 @@ def json_loads_checked(document: str | bytes):
         except UnicodeDecodeError as exc:
             raise JSONRefused(JSON_NOT_UTF8, parsed=False) from exc
     try:
-        value = json.loads(document, parse_constant=_refuse_constant)
+        value = json.loads(document, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError as exc:
         raise JSONRefused(JSON_TOO_DEEP) from exc
     except ValueError as exc:
-        if str(exc) == JSON_CONSTANT:
-            raise JSONRefused(JSON_CONSTANT) from exc
+        if str(exc) in (JSON_CONSTANT, JSON_NUMBER_RANGE):
+            raise JSONRefused(str(exc)) from exc
         raise JSONRefused(JSON_MALFORMED.format(detail=exc), parsed=False) from exc
     # Text given as str may hold a raw surrogate; bytes decoded as UTF-8 cannot.
     if isinstance(original, str) or _RISKY_ESCAPE.search(document):

@@ -10,12 +10,16 @@ from django.utils import timezone
 from core.errors import ApplicationError, ConflictError
 from core.events import audit_recorded
 from core.lib.crypto import encrypt
-from core.memory_settings import memory_settings_validate
+from core.memory_settings import memory_settings_merge, memory_settings_validate
 from core.models import Agent, ApiKey, AuditEvent, Membership, ProviderCredential, WorkerHeartbeat, Workspace
 from core.selectors import api_key_cache_clear, api_key_hash, provider_cache_clear
 
 WORKSPACE_EXISTS = "A workspace with this name already exists."
 AGENT_EXISTS = "An agent with this slug already exists in the workspace."
+# A century: past roughly 2.9 million days the expiry date leaves the calendar (OverflowError).
+API_KEY_MAX_EXPIRES_DAYS = 36_500
+API_KEY_EXPIRES_RANGE = f"Must be between 1 and {API_KEY_MAX_EXPIRES_DAYS} days."
+API_KEY_AGENT_WORKSPACE = "The agent belongs to another workspace."
 
 
 def workspace_create(*, name: str) -> Workspace:
@@ -105,8 +109,7 @@ def agent_update(*, agent: Agent, name: str | None = None, memory_settings=None)
     if name is not None:
         agent.name = name
     if memory_settings is not None:
-        merged = {**agent.memory_settings, **memory_settings}
-        agent.memory_settings = memory_settings_validate({k: v for k, v in merged.items() if v is not None})
+        agent.memory_settings = memory_settings_merge(agent.memory_settings, memory_settings)
     agent.full_clean(validate_unique=False, validate_constraints=False)
     agent.save()
     # Agent-bound keys carry their agent in the key cache; drop it so settings apply now.
@@ -124,10 +127,14 @@ def api_key_create(
     created_by=None,
 ) -> tuple[ApiKey, str]:
     """Create a key; returns it with its secret, which is never stored or shown again."""
-    if expires_in_days is not None and expires_in_days <= 0:
+    if expires_in_days is not None and not 0 < expires_in_days <= API_KEY_MAX_EXPIRES_DAYS:
         raise ApplicationError(
-            "expires_in_days must be positive.", fields={"expires_in_days": ["Must be positive."]}
+            f"expires_in_days: {API_KEY_EXPIRES_RANGE}", fields={"expires_in_days": [API_KEY_EXPIRES_RANGE]}
         )
+    # A key of one workspace bound to another's agent would write that agent's id into this
+    # workspace's rows and apply its settings here.
+    if agent is not None and agent.workspace_id != workspace.pk:
+        raise ApplicationError(API_KEY_AGENT_WORKSPACE, fields={"agent": [API_KEY_AGENT_WORKSPACE]})
     prefix = secrets.token_hex(6)
     secret = f"mem_{prefix}_{secrets.token_urlsafe(32).replace('_', '-')}"
     api_key = ApiKey.objects.create(

@@ -4,6 +4,7 @@ import contextlib
 import logging
 import math
 import time
+from types import SimpleNamespace
 
 from django.core.cache import DEFAULT_CACHE_ALIAS, caches
 from django.core.cache.backends.redis import RedisCache
@@ -119,3 +120,15 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
             if self.current:
                 seconds += max(0.0, duration * (1 - (limit - 1) / self.current))
         return max(1.0, seconds)
+
+
+def api_key_budget_wait(api_key) -> float | None:
+    """Spend one request of `api_key`'s budget: None when it fits, else the seconds to wait.
+
+    For callers outside DRF that act for a key (the MCP server), so that every route a key
+    can use shares the one budget; a cache that cannot be reached admits, as in the API.
+    """
+    check = ApiKeyRateThrottle()
+    if check.allow_request(SimpleNamespace(auth=api_key, META={}), None):
+        return None
+    return check.wait()

@@ -15,6 +15,7 @@ so any number of processes can serve behind one load balancer.
 import inspect
 import json
 import logging
+import math
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -34,6 +35,7 @@ from core.authentication import INVALID_KEY
 from core.errors import backend_error, error_body
 from core.memory_settings import memory_settings_for
 from core.selectors import api_key_authenticate
+from core.throttling import api_key_budget_wait
 from runtime import tools
 from runtime.tool_calls import ToolFailed, tool_execute
 from runtime.tool_schemas import OUTPUT_SCHEMA, SCHEMA_MCP, tool_render
@@ -43,6 +45,7 @@ logger = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
 PRINCIPAL_SCOPE_KEY = "memory.principal"
 MISSING_KEY = "Send `Authorization: Bearer <api key>`."
+THROTTLED = "Request was throttled. Expected available in {seconds} seconds."
 
 INSTRUCTIONS = (
     "Durable memory for this agent. Call `context` at the start of every turn with the user's "
@@ -91,6 +94,16 @@ class ApiKeyMiddleware:
             return await JSONResponse(body, status_code=status, headers=headers)(scope, receive, send)
         if principal is None:
             return await self._refuse(scope, receive, send, INVALID_KEY)
+        # The key's one request budget, shared with the REST API (core.throttling).
+        wait = await sync_to_async(api_key_budget_wait, thread_sensitive=False)(principal.api_key)
+        if wait is not None:
+            seconds = math.ceil(wait)
+            response = JSONResponse(
+                error_body("throttled", THROTTLED.format(seconds=seconds)),
+                status_code=429,
+                headers={"Retry-After": str(seconds)},
+            )
+            return await response(scope, receive, send)
         scope = dict(scope)
         scope[PRINCIPAL_SCOPE_KEY] = principal
         return await self.app(scope, receive, send)

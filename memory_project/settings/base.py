@@ -462,6 +462,9 @@ CELERY_BEAT_SCHEDULE["reflection-sweep"] = {
 # Webhooks (docs/webhooks.md). Private, loopback and link-local addresses are refused as
 # subscriber URLs unless allowed (the server would otherwise probe its own network).
 WEBHOOKS_ALLOW_PRIVATE_URLS = env_bool("WEBHOOKS_ALLOW_PRIVATE_URLS", False)
+# Provider endpoints (embedding, chat) a workspace admin sets in the Django admin may name a
+# private address only when this is on; a superuser may always (a self-hosted model).
+PROVIDER_ALLOW_PRIVATE_URLS = env_bool("PROVIDER_ALLOW_PRIVATE_URLS", False)
 WEBHOOKS_TIMEOUT_SECONDS = env_float("WEBHOOKS_TIMEOUT_SECONDS", 10.0)
 WEBHOOKS_MAX_ATTEMPTS = env_int("WEBHOOKS_MAX_ATTEMPTS", 8)
 WEBHOOKS_RETRY_BASE_SECONDS = env_int("WEBHOOKS_RETRY_BASE_SECONDS", 30)

@@ -8,3 +8,4 @@ from .base import *  # noqa: F403
 DEBUG = env_bool("DJANGO_DEBUG", False)
 # A receiver on this machine (localhost) is the usual way to try webhooks out.
 WEBHOOKS_ALLOW_PRIVATE_URLS = env_bool("WEBHOOKS_ALLOW_PRIVATE_URLS", True)
+PROVIDER_ALLOW_PRIVATE_URLS = env_bool("PROVIDER_ALLOW_PRIVATE_URLS", True)

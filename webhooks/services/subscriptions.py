@@ -1,7 +1,5 @@
 """Subscriptions: create, change, rotate the secret, delete, ping; and which URLs may receive."""
 
-import ipaddress
-import socket
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -10,6 +8,7 @@ from django.utils import timezone
 
 from core.access import Principal, require_workspace_key, require_write
 from core.errors import ApplicationError
+from core.lib.addresses import address_public, host_addresses
 from core.lib.crypto import encrypt
 from core.models import AuditEvent
 from core.services import audit_record
@@ -35,37 +34,6 @@ class WebhookUrlRefused(Exception):
     pass
 
 
-def _addresses(host: str) -> list:
-    try:
-        return [ipaddress.ip_address(host)]
-    except ValueError:
-        pass
-    infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    return [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
-
-
-# IPv6 prefixes whose last 32 bits are an IPv4 address a gateway forwards to (NAT64, RFC
-# 6052; IPv4-compatible, RFC 4291): `is_global` judges the IPv6 prefix, not that address.
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("::/96"))
-
-
-def _embedded_ipv4(address) -> ipaddress.IPv4Address | None:
-    if address.version != 6:
-        return None
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if any(address in network for network in _NAT64):
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
-
-
-def _address_allowed(address) -> bool:
-    embedded = _embedded_ipv4(address)
-    return address.is_global and (embedded is None or embedded.is_global)
-
-
 def webhook_url_check(url: str) -> str | None:
     """Raise WebhookUrlRefused when `url` is not one webhooks may be sent to.
 
@@ -80,10 +48,10 @@ def webhook_url_check(url: str) -> str | None:
     if settings.WEBHOOKS_ALLOW_PRIVATE_URLS:
         return None
     try:
-        addresses = _addresses(parts.hostname)
+        addresses = host_addresses(parts.hostname)
     except (OSError, UnicodeError, ValueError) as exc:
         raise WebhookUrlRefused(URL_UNRESOLVED) from exc
-    if not addresses or not all(_address_allowed(address) for address in addresses):
+    if not addresses or not all(address_public(address) for address in addresses):
         raise WebhookUrlRefused(URL_PRIVATE)
     return str(addresses[0])
 

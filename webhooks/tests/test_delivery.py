@@ -166,12 +166,13 @@ class PrivateAddressTests(MemoryTestCase):
         assert not WebhookSubscription.objects.exists()
         # A host that resolves to a private address later (DNS changed) is refused when sending.
         with mock.patch(
-            "webhooks.services.subscriptions._addresses", return_value=[ip_address("93.184.216.34")]
+            "webhooks.services.subscriptions.host_addresses", return_value=[ip_address("93.184.216.34")]
         ):
             subscription, _ = webhook_subscription_create(
                 principal=principal, url="https://hooks.example.com/x"
             )
-        with mock.patch("webhooks.services.subscriptions._addresses", return_value=[ip_address("10.0.0.5")]):
+        private = [ip_address("10.0.0.5")]
+        with mock.patch("webhooks.services.subscriptions.host_addresses", return_value=private):
             delivery = webhook_deliver(delivery_id=_delivery(subscription).pk)
         assert delivery.status == "retrying"
         assert "private" in delivery.last_error

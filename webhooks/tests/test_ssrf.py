@@ -84,7 +84,7 @@ class RebindingTests(MemoryTestCase):
         with (
             Receiver() as receiver,
             # 127.0.0.1 plays a public address here: the receiver listens there.
-            mock.patch("webhooks.services.subscriptions._address_allowed", return_value=True),
+            mock.patch("webhooks.services.subscriptions.address_public", return_value=True),
             mock.patch(
                 "socket.getaddrinfo",
                 side_effect=_rebinding_resolver("hooks.example", "127.0.0.1", "127.0.0.1"),

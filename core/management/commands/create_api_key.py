@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from core.models import Workspace
-from core.services import agent_get_or_create, api_key_create
+from core.services import API_KEY_MAX_EXPIRES_DAYS, agent_get_or_create, api_key_create
 
 
 class Command(BaseCommand):
@@ -18,8 +18,10 @@ class Command(BaseCommand):
         workspace = Workspace.objects.filter(name=options["workspace"]).first()
         if workspace is None:
             raise CommandError(f"No workspace named {options['workspace']!r}.")
-        if options["expires_days"] is not None and options["expires_days"] <= 0:
-            raise CommandError("--expires-days must be positive.")
+        days = options["expires_days"]
+        # Checked before --agent registers anything.
+        if days is not None and not 0 < days <= API_KEY_MAX_EXPIRES_DAYS:
+            raise CommandError(f"--expires-days must be between 1 and {API_KEY_MAX_EXPIRES_DAYS}.")
         agent = None
         if options["agent"]:
             agent = agent_get_or_create(workspace=workspace, slug=options["agent"])
@@ -28,6 +30,6 @@ class Command(BaseCommand):
             agent=agent,
             name=options["name"],
             read_only=options["read_only"],
-            expires_in_days=options["expires_days"],
+            expires_in_days=days,
         )
         self.stdout.write(secret)

@@ -7,7 +7,7 @@ from django.test import override_settings
 
 from checkpoints.models import Checkpoint
 from core.models import Agent
-from core.parsers import JSON_MAX_DEPTH, JSON_NUL, JSON_SURROGATE
+from core.parsers import JSON_MAX_DEPTH, JSON_NUL, JSON_NUMBER_RANGE, JSON_SURROGATE
 from core.testing import MemoryTestCase
 from facts.models import Fact
 from threads.models import RunSnapshot
@@ -80,6 +80,18 @@ class JsonBodyGuardTests(MemoryTestCase):
         for literal in ("NaN", "Infinity", "-Infinity"):
             self.assert_malformed(self.remember(literal))
         assert Fact.objects.count() == 0
+
+    def test_a_number_past_the_float_range_is_refused_as_infinity_would_be(self):
+        """json.loads reads 1e999 as infinity, which jsonb cannot hold: it had reached the
+        database (a generic 400 naming nothing, or a 500 where a form saved it)."""
+        for literal in ("1e999", "-1e999", '{"deep": [1.5e400]}'):
+            response = self.remember(literal)
+            self.assert_malformed(response)
+            assert response.json()["error"]["message"] == JSON_NUMBER_RANGE
+        body = b'{"agent": "assistant", "scope": "agent", "key": "k", "value": 1e999}'
+        self.assert_malformed(self.post_raw(REMEMBER, body))
+        assert Fact.objects.count() == 0
+        assert self.remember("1e308").status_code == 201
 
     def test_invalid_utf8_is_refused(self):
         body = b'{"agent": "assistant", "scope": "agent", "key": "k", "value": "\xff\xfe"}'
