@@ -10,7 +10,9 @@ class EpisodicConfig(AppConfig):
     def ready(self):
         from core.holdings import Holding, holding_register
         from episodic.models import EntryEmbedding, EpisodicEntry
+        from episodic.services.entries import memory_user_entries_merge
 
-        holding_register(Holding("episodic_entries", EpisodicEntry))
+        # Moved with their twins closed: two people merged keep one current copy of a note.
+        holding_register(Holding("episodic_entries", EpisodicEntry, merge=memory_user_entries_merge))
         # The vectors' own memory_user scopes the hybrid search: a merge must move it.
         holding_register(Holding("episodic_entry_vectors", EntryEmbedding, counted=False))

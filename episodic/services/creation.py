@@ -20,13 +20,12 @@ from core.memory_settings import memory_settings_for, review_holds
 from core.parsers import json_storable
 from episodic.models import EpisodicEntry
 from episodic.services.candidates import USER_SOURCES, _evidence_messages
-from episodic.services.entries import CONTENT_REQUIRED, SOURCE_UNKNOWN
+from episodic.services.entries import CONTENT_REQUIRED, EVIDENCE_REQUIRED, SOURCE_UNKNOWN
 from episodic.services.extraction import EPISODIC_DISABLED, MEMORY_USER_OTHER_WORKSPACE
 from episodic.services.normalize import entry_content_hash, entry_normalize
 from episodic.services.storing import _dedupe_exact, _dedupe_similar, _entries_insert
 
 CONTENT_TOO_LONG = "At most {limit} characters (after whitespace is collapsed)."
-EVIDENCE_REQUIRED = "This source needs evidence: an exact quote that proves the entry."
 EVIDENCE_NOT_IN_MESSAGE = "The evidence is not a quote of the source message."
 EVIDENCE_NOT_FROM_USER = "This source needs a quote of a user message."
 MESSAGE_OTHER_PERSON = "The source message is not from a conversation of this agent with this person."

@@ -338,9 +338,11 @@ def _candidates_validate(
     rejected: list[dict] = []
     routed_facts: list[dict] = []
     for origin, raw in proposed:
-        content = entry_normalize(str(raw.get("content") or ""))
-        source = str(raw.get("source") or "")
-        evidence = strip_invisible(str(raw.get("evidence") or "")).strip()
+        # A model's JSON may hold anything where text belongs: only text is a note, a label or
+        # a quote (the text of a number or an object would be stored as its Python form).
+        content, source, evidence = (_text(raw.get(name)) for name in ("content", "source", "evidence"))
+        content = entry_normalize(content)
+        evidence = strip_invisible(evidence).strip()
         item = {"content": content, "source": source, "evidence": evidence, "origin": origin}
 
         def reject(reason, item=item, **extra):
@@ -388,6 +390,10 @@ def _candidates_validate(
         item["metadata"] = {"origin": origin, **({"truncated": True} if item.get("truncated") else {})}
         valid.append(item)
     return valid, rejected, routed_facts
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _public(item: dict) -> dict:

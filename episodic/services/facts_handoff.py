@@ -18,7 +18,10 @@ def _facts_remember(*, agent, memory_user, facts, transcript, actor) -> list[dic
     outcomes = []
     for raw in facts:
         key, value = strip_invisible_json(raw.get("key")), strip_invisible_json(raw.get("value"))
-        evidence = strip_invisible(str(raw.get("evidence") or ""))
+        # A key is text: the text of a number or an object would name a fact by its Python form.
+        key = key if isinstance(key, str) else ""
+        evidence = raw.get("evidence")
+        evidence = strip_invisible(evidence) if isinstance(evidence, str) else ""
         user_evidence = [m for m in _evidence_messages(evidence, transcript) if m["role"] == "user"]
         if not key or value in (None, "") or not user_evidence:
             outcomes.append({"key": key, "outcome": "rejected", "reason": REJECT_EVIDENCE_NOT_USER})

@@ -362,7 +362,12 @@ def _similar_stored_many(
 
 def _person_lock(*, agent, memory_user) -> None:
     """Hold a transaction-scoped lock on the (agent, memory user) pair until commit."""
-    digest = hashlib.blake2b(f"episodic:{agent.pk}:{memory_user.pk}".encode(), digest_size=8).digest()
+    _person_lock_ids(agent_id=agent.pk, memory_user_id=memory_user.pk)
+
+
+def _person_lock_ids(*, agent_id, memory_user_id) -> None:
+    """`_person_lock` by the pair's ids (an edit holds the entry, not its agent and person)."""
+    digest = hashlib.blake2b(f"episodic:{agent_id}:{memory_user_id}".encode(), digest_size=8).digest()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest, "big", signed=True)])
 
