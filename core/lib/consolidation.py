@@ -33,6 +33,7 @@ DECISION_NOOP = "noop"
 DECISIONS = (DECISION_ADD, DECISION_UPDATE, DECISION_SUPERSEDE, DECISION_NOOP)
 # The decisions that close the stored claim.
 REPLACING = (DECISION_UPDATE, DECISION_SUPERSEDE)
+WEAKER_KEPT = "Kept alongside: the new source is weaker than the stored one."
 
 BY_LLM = "llm"
 BY_RULE = "rule"
@@ -170,7 +171,7 @@ def claim_rule(*, old_text: str, new_text: str, new_may_replace: bool = True) ->
         if not new_may_replace:
             return (
                 DECISION_ADD,
-                contradiction + " Kept alongside: the new source is weaker than the stored one.",
+                f"{contradiction} {WEAKER_KEPT}",
             )
         return DECISION_SUPERSEDE, contradiction
     if (
@@ -240,6 +241,10 @@ def claim_decide(
             kind=kind,
             purpose=purpose,
         )
+        if decision in REPLACING and not new_may_replace:
+            # The model judged the claims; the source ranking is not its call: a weaker
+            # source (an assistant's finding) never retires the person's own words.
+            decision, reason = DECISION_ADD, f"{reason} {WEAKER_KEPT}".strip()
         return Decision(decision, reason, BY_LLM, str(old_id), similarity)
     except LLMUnavailable:
         pass

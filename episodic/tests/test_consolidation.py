@@ -270,6 +270,17 @@ class LLMTests(ConsolidationTestCase):
         assert lisbon.status == "superseded" and str(lisbon.superseded_by_id) == body["id"]
         assert self.decisions(lisbon)[0]["by"] == "llm"
 
+    def test_the_model_never_retires_what_the_person_said_for_an_assistants_finding(self):
+        """The source ranking holds whoever decides: the rule adds such a claim (above), and a
+        model's supersede had closed the person's own statement."""
+        lisbon = self.stored("Ada lives in Lisbon.", source="user_assertion")
+        self.answer("supersede", "She moved to Porto.")
+        body = self.create("Ada now lives in Porto.", source="verified_assistant_finding", evidence="x")
+        assert body["consolidation"]["decision"] == "add" and body["consolidation"]["by"] == "llm"
+        assert "weaker" in body["consolidation"]["reason"]
+        lisbon.refresh_from_db()
+        assert lisbon.status == "active"
+
     def test_the_model_updates(self):
         may = self.stored("Ada moved to Lisbon.")
         self.answer("update", "Adds the month.")
