@@ -183,9 +183,15 @@ def _entries_extracted(*, first: dt.date, last: dt.date, workspace_ids) -> dict:
 
 
 # Confirmations and contradictions of facts, as the facts tier audits them: a direct
-# remember reports its outcome, a cross-key consolidation its decision.
+# remember reports its outcome, a cross-key consolidation its decision, and a held value
+# approved in review over another current one names that one (`previous_id`, on the approved
+# fact's event only: the replaced version gets no event of its own, so nothing counts twice).
 FACT_CONFIRMED = Q(changes__outcome="confirmed") | Q(action="update", changes__decision="noop")
-FACT_CONTRADICTED = Q(changes__outcome="superseded") | Q(action="update", changes__decision="supersede")
+FACT_CONTRADICTED = (
+    Q(changes__outcome="superseded")
+    | Q(action="update", changes__decision="supersede")
+    | Q(action="update", changes__review="approved", changes__previous_id__isnull=False)
+)
 
 
 def _facts_audited(*, first: dt.date, last: dt.date, workspace_ids) -> dict:

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from core.embeddings import EmbeddingError, embedding_provider_for
 from core.lib.consolidation import (
+    BY_RULE,
     DECISION_NOOP,
     DECISION_SUPERSEDE,
     DECISION_UPDATE,
@@ -46,7 +47,7 @@ from core.lib.consolidation import (
 from core.lib.escaping import escape_text, strip_invisible
 from core.lib.fair_queue import llm_job_enqueue, llm_jobs_recover
 from core.lib.llm_budget import POLICY_WAIT, llm_budget_state, llm_usage_tracking
-from core.llm import LLMError, LLMUnavailable, chat_complete_json, chat_endpoint
+from core.llm import LLMBudgetWait, LLMError, LLMUnavailable, chat_complete_json, chat_endpoint
 from core.memory_settings import memory_settings_for
 from core.models import Agent, AuditEvent
 from core.services import audit_record
@@ -87,6 +88,37 @@ class PersonResult:
     retired: int = 0
     profile: bool = False
     decisions: list = field(default_factory=list)
+
+
+class BudgetSpent(Exception):
+    """The workspace's LLM budget is spent under the `wait` policy in the middle of a person:
+    the person is left undone (nothing applied) and the run waits until `retry_at`."""
+
+    def __init__(self, retry_at):
+        super().__init__("The LLM budget is spent; the run waits for it.")
+        self.retry_at = retry_at
+
+
+def _wait_if_spent(run: ReflectionRun) -> None:
+    """Raise BudgetSpent when the run would call the chat model past a `wait` budget.
+
+    Checked before every call, not only per batch: `claim_decide` and the profile take
+    their offline method on any refusal, so a batch that crossed the budget would otherwise
+    finish its remaining people by the rules, degraded instead of deferred."""
+    if chat_endpoint(workspace=run.workspace) is None:
+        return
+    budget = llm_budget_state(workspace=run.workspace)
+    if budget.exhausted and budget.policy == POLICY_WAIT:
+        raise BudgetSpent(budget.retry_at)
+
+
+def _decide(run: ReflectionRun, **kwargs) -> Decision:
+    _wait_if_spent(run)
+    decision = claim_decide(workspace=run.workspace, purpose="reflection", **kwargs)
+    if decision.by == BY_RULE:
+        # A concurrent worker may have crossed the budget between the check and the call.
+        _wait_if_spent(run)
+    return decision
 
 
 # -- starting and queueing -------------------------------------------------------------------
@@ -201,7 +233,16 @@ def _advance(run: ReflectionRun, lease) -> str:
         batch = people[done : done + settings.REFLECTION_BATCH]
         for person_id in batch:
             with llm_usage_tracking() as spent:
-                result = _reflect_person(run, person_id)
+                try:
+                    result = _reflect_person(run, person_id)
+                except BudgetSpent as wait:
+                    ReflectionRun.objects.filter(pk=run.pk, lease_until=lease).update(
+                        state=ReflectionRun.State.WAITING,
+                        resume_after=wait.retry_at,
+                        lease_until=None,
+                        tokens_used=F("tokens_used") + sum(spent),
+                    )
+                    return "waiting"
             with transaction.atomic():
                 # The lease check (row locked) makes a step that lost its run (lease lapsed,
                 # another step took over) apply nothing: the owner redoes the person, harmlessly.
@@ -322,15 +363,15 @@ def _entry_decisions(run: ReflectionRun, memory_user_id, result: PersonResult) -
         if old.pk in closed or new.pk in closed:
             continue
         asked += 1
-        decision = claim_decide(
-            workspace=run.workspace,
+        decision = _decide(
+            run,
             old_id=old.pk,
             old_text=old.content,
             new_text=new.content,
             old_when=f"stored {old.valid_from:%Y-%m-%d}",
             similarity=score,
+            # A weaker source never retires a stronger one, whoever decides (claim_decide).
             new_may_replace=_SOURCE_RANK.get(new.source, 1) >= _SOURCE_RANK.get(old.source, 1),
-            purpose="reflection",
         )
         if decision.decision == DECISION_SUPERSEDE:
             result.decisions.append(("entry_retire", new, old, decision))
@@ -381,15 +422,14 @@ def _fact_decisions(run: ReflectionRun, memory_user_id, result: PersonResult) ->
                     f"A newer value under a key naming the same thing ({old.key} ~ {new.key}).",
                 )
 
-            decision = claim_decide(
-                workspace=run.workspace,
+            decision = _decide(
+                run,
                 old_id=old.pk,
                 old_text=_fact_text(old),
                 new_text=_fact_text(new),
                 old_when=f"stored {old.valid_from:%Y-%m-%d}",
                 kind="profile fact (key: value)",
                 rule=rule,
-                purpose="reflection",
             )
             if decision.decision == DECISION_SUPERSEDE:
                 result.decisions.append(("fact_retire", new, old, decision))
@@ -438,6 +478,7 @@ def _plain(text: str, limit: int) -> str:
 def _profile_text(run: ReflectionRun, lines: list[str]) -> tuple[str, str]:
     """(text, method): the chat model's compact profile, or the lines themselves."""
     offline = "\n".join(lines)[:PROFILE_MAX_CHARS]
+    _wait_if_spent(run)
     try:
         reply = chat_complete_json(
             workspace=run.workspace,
@@ -450,6 +491,8 @@ def _profile_text(run: ReflectionRun, lines: list[str]) -> tuple[str, str]:
         )
     except LLMUnavailable:
         return offline, ReflectionRun.Method.OFFLINE
+    except LLMBudgetWait as exc:
+        raise BudgetSpent(exc.retry_at) from exc
     except LLMError as exc:
         logger.warning("reflection: profile model answer unusable, lines kept: %s", exc)
         return offline, ReflectionRun.Method.OFFLINE
@@ -507,6 +550,14 @@ def _apply(run: ReflectionRun, result: PersonResult) -> None:
             decision, kind="retire" if retiring else "merge", kept=kept.pk, closed=closed.pk, run=run
         )
         if kind.startswith("entry"):
+            # The kept entry is locked (no delete until commit) and must still be active: one
+            # deleted or closed meanwhile would leave the closed one pointing at nothing current.
+            if (
+                not EpisodicEntry.objects.select_for_update(no_key=True)
+                .filter(pk=kept.pk, status=EpisodicEntry.Status.ACTIVE)
+                .exists()
+            ):
+                continue
             changed = EpisodicEntry.objects.filter(pk=closed.pk, status=EpisodicEntry.Status.ACTIVE).update(
                 status=EpisodicEntry.Status.SUPERSEDED, valid_to=now, superseded_by_id=kept.pk, updated_at=now
             )
@@ -518,6 +569,12 @@ def _apply(run: ReflectionRun, result: PersonResult) -> None:
                 )
             _audit(run, entity_type="episodic_entry", entity_id=closed.pk, record=record)
         else:
+            if (
+                not Fact.objects.select_for_update(no_key=True)
+                .filter(pk=kept.pk, valid_to__isnull=True)
+                .exists()
+            ):
+                continue
             changed = Fact.objects.filter(pk=closed.pk, valid_to__isnull=True).update(
                 valid_to=now,
                 superseded_by_id=kept.pk,

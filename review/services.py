@@ -25,6 +25,7 @@ from facts.services.review import review_reason_clean
 from procedures.models import Procedure
 from procedures.services import procedure_update
 from review.selectors import (
+    BUILDERS,
     REVIEW_ITEM_NOT_FOUND,
     STATE_HELD,
     TIER_ENTRY,
@@ -72,6 +73,14 @@ def _edits_clean(tier: str, edits: dict | None) -> dict:
     return edits
 
 
+def _decided(tier: str, row) -> ReviewItem:
+    """The item as a decision left it. Built from the row itself: a decision may answer with
+    the stored item it merged into, which the principal may read (a person's shared fact)
+    but which is not in its review scope (no `review_agent`): looking it up there would report
+    an applied decision as not found."""
+    return BUILDERS[tier](row, row.review)
+
+
 def review_approve(*, principal: Principal, tier: str, item_id, edits: dict | None = None) -> ReviewItem:
     """Approve the held item after `edits` (EDITABLE per tier); returns it as approved (or, for
     an entry or fact that turned out to restate a stored one, that stored item it merged into)."""
@@ -81,11 +90,9 @@ def review_approve(*, principal: Principal, tier: str, item_id, edits: dict | No
     item = _held(principal=principal, tier=tier, item_id=item_id)
     actor = principal.actor
     if tier == TIER_ENTRY:
-        row = entry_review_approve(entry=item.row, actor=actor, **edits)
-        return review_item_get(principal=principal, tier=tier, item_id=row.pk)
+        return _decided(tier, entry_review_approve(entry=item.row, actor=actor, **edits))
     if tier == TIER_FACT:
-        row = fact_review_approve(fact=item.row, actor=actor, **edits)
-        return review_item_get(principal=principal, tier=tier, item_id=row.pk)
+        return _decided(tier, fact_review_approve(fact=item.row, actor=actor, **edits))
     _procedure_decide(principal=principal, procedure=item.row, decision="approved", edits=edits)
     return review_item_get(principal=principal, tier=tier, item_id=item.row.pk)
 
@@ -130,7 +137,7 @@ def review_merge(*, principal: Principal, tier: str, item_id, into) -> ReviewIte
         if target is None:
             raise not_found
         row = fact_review_merge(fact=item.row, target=target, actor=principal.actor)
-    return review_item_get(principal=principal, tier=tier, item_id=row.pk)
+    return _decided(tier, row)
 
 
 def _procedure_decide(*, principal: Principal, procedure: Procedure, decision: str, edits=None, reason=""):

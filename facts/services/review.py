@@ -29,6 +29,7 @@ from facts.services.remember import (
 FACT_NOT_HELD = "This fact is not waiting for review (it was approved, rejected or merged already)."
 FACT_MERGE_TARGET_NOT_CURRENT = "Merge into a current, approved fact."
 FACT_MERGE_TARGET_SELF = "A fact cannot be merged into itself."
+FACT_MERGE_OTHER_OWNER = "Merge into a stored fact of the same person and agent."
 REVIEW_REASON_TOO_LONG = "At most {limit} characters."
 REVIEW_REASON_MAX = 2000
 
@@ -173,6 +174,11 @@ def fact_review_merge(*, fact: Fact, target: Fact, actor: str) -> Fact:
             raise ApplicationError(
                 FACT_MERGE_TARGET_NOT_CURRENT, fields={"into": [FACT_MERGE_TARGET_NOT_CURRENT]}
             )
+        # The target is confirmed with the held fact's evidence: never another person's,
+        # agent's, thread's or scope's fact.
+        owner = ("scope", "agent_id", "memory_user_id", "thread_id")
+        if any(getattr(fact, name) != getattr(target, name) for name in owner):
+            raise ApplicationError(FACT_MERGE_OTHER_OWNER, fields={"into": [FACT_MERGE_OTHER_OWNER]})
         return _merge_locked(fact, target=target, actor=actor, edits={})
 
 
