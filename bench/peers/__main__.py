@@ -302,16 +302,16 @@ class Ours:
             "outcomes": outcomes,
         }, ids
 
-    def bulk(self, memories: list[dataset.Memory]) -> tuple[dict, dict]:
-        """The batch endpoint, 100 memories of one person a call, one call at a time."""
+    def bulk(self, memories: list[dataset.Memory], *, batch: int = BATCH) -> tuple[dict, dict]:
+        """The batch endpoint, `batch` memories of one person a call, one call at a time."""
         by_person: dict[int, list[dataset.Memory]] = {}
         for memory in memories:
             by_person.setdefault(memory.person, []).append(memory)
         calls, ids, outcomes = [], {}, {}
         started = time.perf_counter()
         for person, items in by_person.items():
-            for start in range(0, len(items), BATCH):
-                chunk = items[start : start + BATCH]
+            for start in range(0, len(items), batch):
+                chunk = items[start : start + batch]
                 body = {"memory_user": self.people[person], "items": [{"content": m.content} for m in chunk]}
                 t0 = time.perf_counter()
                 response = self.http.post("/api/v1/episodic-entries/batch/", json=body)
@@ -466,6 +466,13 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000, help="The large set, loaded in bulk; 0: none.")
     parser.add_argument("--adds", type=int, default=300, help="Adds measured one at a time at --size.")
     parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=BATCH,
+        help="Memories per call of our batch endpoint in the bulk load (at most the server's "
+        "EPISODIC_CREATE_BATCH_MAX, which gunicorn reads from this environment).",
+    )
+    parser.add_argument(
         "--unvacuumed",
         action="store_true",
         help="Measure the large set right after its bulk loads, while autovacuum works through "
@@ -587,7 +594,8 @@ def main() -> None:
             mem0.call("corpus", size=args.size)
             big: dict = {"load_before_bulk": load()}
             print(f"loading {args.size:,} memories in bulk (ours, then mem0)", flush=True)
-            ours_bulk, ours_ids = ours.bulk(corpus)
+            ours_bulk, ours_ids = ours.bulk(corpus, batch=args.batch_size)
+            ours_bulk["batch_size"] = args.batch_size
             print(f"ours bulk: {json.dumps(ours_bulk)}", flush=True)
             mem0_bulk = mem0.call("bulk", scope=scope)
             mem0_ids = {int(k): v for k, v in mem0_bulk.pop("ids").items()}
