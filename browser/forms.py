@@ -6,7 +6,7 @@ import uuid
 from django import forms
 
 from core.models import Membership
-from core.parsers import JSON_CONSTANT, JSONRefused, json_loads_checked
+from core.parsers import JSONRefused, json_loads_checked
 from retention.models import Tier as RetentionTier
 from webhooks.events import EVENT_TYPES
 from webhooks.models import WebhookDelivery
@@ -86,20 +86,6 @@ def _json_error(not_json: str, exc: ValueError) -> str:
     return exc.message if isinstance(exc, JSONRefused) and exc.parsed else not_json
 
 
-def json_parse(text: str):
-    """JSON typed into a form, under the API's rules and storable in jsonb.
-
-    json_loads_checked refuses the NaN and Infinity literals, but json.loads reads a number
-    past the float range (1e999) as infinity, which PostgreSQL's jsonb refuses at save time.
-    """
-    value = json_loads_checked(text)
-    try:
-        json.dumps(value, allow_nan=False)
-    except ValueError:
-        raise JSONRefused(JSON_CONSTANT) from None
-    return value
-
-
 class JSONTextField(forms.CharField):
     """A JSON document typed in a textarea; empty means 'no change' (None)."""
 
@@ -110,7 +96,7 @@ class JSONTextField(forms.CharField):
         if value in ("", None):
             return None
         try:
-            return json_parse(value)
+            return json_loads_checked(value)
         except ValueError as exc:
             raise forms.ValidationError(_json_error("This is not valid JSON.", exc))
 
@@ -152,7 +138,7 @@ class FactEditForm(forms.Form):
         cleaned = super().clean()
         if "value" in cleaned and cleaned.get("value_is_json"):
             try:
-                cleaned["value"] = json_parse(cleaned["value"])
+                cleaned["value"] = json_loads_checked(cleaned["value"])
             except ValueError as exc:
                 self.add_error("value", _json_error(VALUE_NOT_JSON, exc))
         return cleaned
@@ -208,7 +194,7 @@ class ProcedureEditForm(forms.Form):
         cleaned = super().clean()
         if "content" in cleaned and cleaned.get("content_is_json"):
             try:
-                cleaned["content"] = json_parse(cleaned["content"])
+                cleaned["content"] = json_loads_checked(cleaned["content"])
             except ValueError as exc:
                 message = "This is not valid JSON. Untick “Content is JSON” to store text."
                 self.add_error("content", _json_error(message, exc))

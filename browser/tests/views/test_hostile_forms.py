@@ -6,7 +6,7 @@ from django.utils import timezone
 from browser.tests.base import BrowserTestCase
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_put
-from core.parsers import JSON_CONSTANT
+from core.parsers import JSON_NUMBER_RANGE
 from core.testing_openai import OpenAITestServer
 from episodes.models import Episode
 from episodes.tests.factories import EpisodeFactory
@@ -41,7 +41,7 @@ class JSONNumbersTooLargeTests(BrowserTestCase):
 
     def assert_refused(self, response):
         assert response.status_code in (200, 400), response.status_code
-        assert JSON_CONSTANT in response.content.decode()
+        assert JSON_NUMBER_RANGE in response.content.decode()
 
     def test_procedure_content_and_conditions(self):
         self.login(self.teammate)
