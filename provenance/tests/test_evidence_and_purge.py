@@ -14,7 +14,7 @@ from procedures.models import Procedure, ProcedureRun
 from threads.tests.factories import append, make_thread
 
 
-class ProvenanceReviewTests(MemoryTestCase):
+class ProvenanceSourceTests(MemoryTestCase):
     def setUp(self):
         self.ada = MemoryUserFactory(workspace=self.workspace, canonical_id="t:ada")
         self.thread = make_thread(

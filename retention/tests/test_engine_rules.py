@@ -28,7 +28,7 @@ def rule(workspace, tier, agent=None, **limits):
     return RetentionRule.objects.create(workspace=workspace, agent=agent, tier=tier, **limits)
 
 
-class RetentionReviewTests(MemoryTestCase):
+class RetentionRuleTests(MemoryTestCase):
     def setUp(self):
         self.ada = MemoryUserFactory(workspace=self.workspace, canonical_id="t:ada")
 
@@ -110,7 +110,7 @@ class RetentionReviewTests(MemoryTestCase):
         assert list(Checkpoint.objects.values_list("checkpoint_id", flat=True)) == ["ckpt-2"]
 
 
-class RetentionBranchReviewTests(MemoryTestCase):
+class RetentionBranchTests(MemoryTestCase):
     # Eligibility compares a message's depth with the summary's, and the summary holds one
     # branch: the messages of another branch at those depths are deleted unsummarized. A fix
     # must test ancestry of the summary's last message cheaply (jump pointers) per candidate.
