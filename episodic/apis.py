@@ -405,7 +405,7 @@ class EntryCreateBatchApi(APIView):
     create, against stored entries and against earlier items of the request; each gets a
     result, in order: `created`, or `duplicate` with the reason and the entry it duplicates.
     201 when at least one entry was stored, else 200. At most `EPISODIC_CREATE_BATCH_MAX`
-    items (100 by default).
+    items (500 by default).
     """
 
     class InputSerializer(ContextInputSerializer):

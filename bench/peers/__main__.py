@@ -28,8 +28,9 @@ runs the 200 queries; the sides alternate (ours first in odd pairs, mem0 first i
   computed beforehand (untimed); both run their whole search path otherwise;
 - query embedding alone: ours in a `manage.py shell` of the same settings (the provider's
   encoder, no cache); mem0's `embedding_model.embed`.
-At `--size` (default 100,000): both sides load in bulk (ours: POST .../batch/ of 100 from one
-connection; mem0: its embedder's `embed_batch` of 1,000 and its vector store's `insert`), then
+At `--size` (default 100,000): both sides load in bulk (ours: POST .../batch/ of `--batch-size`,
+500 by default, from one connection; mem0: its embedder's `embed_batch` of 1,000 and its vector
+store's `insert`), then
 `--adds` more memories one at a time and the 200 queries are measured as above. Between the
 load and the measures both databases are vacuumed and analyzed, the state autovacuum leaves
 them in a minute after such a load; `--unvacuumed` measures that minute instead (the JSON's
@@ -63,7 +64,9 @@ from bench.peers import dataset
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 PEERS_VENV = BASE_DIR / "var" / "peers-venv"
 K = 10
-BATCH = 100
+# Memories per batch call in the bulk load: the endpoint's default maximum
+# (EPISODIC_CREATE_BATCH_MAX; runs before Z sent 100).
+BATCH = 500
 WARM_UP = 10
 
 PROVISION = """

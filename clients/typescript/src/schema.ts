@@ -292,7 +292,7 @@ export interface paths {
          *     create, against stored entries and against earlier items of the request; each gets a
          *     result, in order: `created`, or `duplicate` with the reason and the entry it duplicates.
          *     201 when at least one entry was stored, else 200. At most `EPISODIC_CREATE_BATCH_MAX`
-         *     items (100 by default).
+         *     items (500 by default).
          */
         post: operations["v1_episodic_entries_batch_create"];
         delete?: never;
