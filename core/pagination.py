@@ -1,8 +1,14 @@
+import re
+
 from django.core.exceptions import ImproperlyConfigured
 from rest_framework import pagination
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 PAGINATION_CLASS_REQUIRED = "{view} pages a list: declare `pagination_class = LimitOffsetPagination` on it."
+LIMIT_INVALID = "A whole number of at least 1 (at most {max_limit} are served)."
+OFFSET_INVALID = "A whole number of at least 0."
+_DIGITS = re.compile(r"[0-9]+")
 
 
 class LimitOffsetPagination(pagination.LimitOffsetPagination):
@@ -10,6 +16,33 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
 
     default_limit = 50
     max_limit = 500
+
+    def get_limit(self, request):
+        """`limit` as asked, capped at `max_limit`; absent or empty, the default.
+
+        DRF serves the default for a value that is not a count (`abc`, `-1`, `0`, `2.0`), so a
+        client's mistake looked like an answer to what it asked: here it is a 400 naming the
+        parameter.
+        """
+        limit = self._count_param(request, self.limit_query_param, minimum=1)
+        if limit is None:
+            return self.default_limit
+        return min(limit, self.max_limit)
+
+    def get_offset(self, request):
+        offset = self._count_param(request, self.offset_query_param, minimum=0)
+        return 0 if offset is None else offset
+
+    def _count_param(self, request, name: str, *, minimum: int) -> int | None:
+        raw = request.query_params.get(name, "").strip()
+        if not raw:
+            return None
+        # Past 20 digits no table is reached, and int() of thousands of digits would refuse.
+        value = (int(raw) if len(raw) <= 20 else 10**20) if _DIGITS.fullmatch(raw) else -1
+        if value < minimum:
+            message = LIMIT_INVALID.format(max_limit=self.max_limit) if minimum else OFFSET_INVALID
+            raise ValidationError({name: [message]})
+        return value
 
     def paginate_queryset(self, queryset, request, view=None):
         """The first page is read before the total, which is counted only when the page

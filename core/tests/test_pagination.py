@@ -60,3 +60,40 @@ class PageTotalTests(MemoryTestCase):
             assert paginator.paginate_queryset(self.agents.filter(slug="none"), request) == []
         assert paginator.count == 0
         assert len(queries) == 1
+
+
+class PagingParameterTests(MemoryTestCase):
+    """A `limit` or `offset` that is not a count is the client's mistake, said as one: a page
+    of defaults would look like an answer to what was asked."""
+
+    def test_a_limit_or_offset_that_is_not_a_count_is_a_400_naming_it(self):
+        api = self.api()
+        for query, field in [
+            ("limit=abc", "limit"),
+            ("limit=-1", "limit"),
+            ("limit=0", "limit"),
+            ("limit=2.0", "limit"),
+            ("limit=10**9", "limit"),
+            ("offset=-5", "offset"),
+            ("offset=x", "offset"),
+            ("limit=1&limit=x", "limit"),
+        ]:
+            response = api.get(f"/api/v1/agents/?{query}")
+            assert response.status_code == 400, (query, response.status_code)
+            error = response.json()["error"]
+            assert error["code"] == "invalid", query
+            assert list(error["fields"]) == [field], (query, error)
+
+    def test_counts_in_range_and_an_empty_value_are_served(self):
+        api = self.api()
+        for query, limit, offset in [
+            ("", 50, 0),
+            ("limit=&offset=", 50, 0),
+            ("limit=%201", 1, 0),
+            ("limit=100000&offset=3", 500, 3),
+            ("offset=99999999999999999999", 50, 99999999999999999999),
+            ("offset=" + "9" * 5000, 50, 10**20),
+        ]:
+            response = api.get(f"/api/v1/agents/?{query}")
+            assert response.status_code == 200, (query, response.content)
+            assert (response.json()["limit"], response.json()["offset"]) == (limit, offset), query
