@@ -157,10 +157,14 @@ def _schema_fields(schema: dict, arguments: dict) -> dict:
 def _json_strings_parsed(schema: dict, arguments: dict) -> dict:
     """Some MCP hosts send an object or list argument as a JSON string (the SDK's own
     argument model parsed those); such a string becomes its value when it parses to the
-    type the schema asks for."""
+    type the schema asks for. A whole float where the schema asks for an integer (`2.0`,
+    which JSON Schema counts as one and models often write) becomes that integer."""
     parsed = dict(arguments)
     for name, value in arguments.items():
         expected = schema.get("properties", {}).get(name, {}).get("type")
+        if expected == "integer" and isinstance(value, float) and value.is_integer():
+            parsed[name] = int(value)
+            continue
         if isinstance(value, str) and expected in ("object", "array"):
             try:
                 candidate = json.loads(value)

@@ -71,3 +71,31 @@ class ToolArgumentTests(MemoryTestCase):
         assert Message.objects.filter(thread=self.thread, content="Done.").count() == 1
         result = self.post(openai_call("record_turn", {**arguments, "idempotency_key": "k" * 200}))
         assert list(self.error(result)["fields"]) == ["idempotency_key"]
+
+
+class IntegralNumberTests(MemoryTestCase):
+    """JSON Schema counts 2.0 as an integer, and models write counts that way; the tool then
+    got a float its own check refused with a message the model could not act on."""
+
+    @classmethod
+    def setUpTestData(cls):
+        super().setUpTestData()
+        cls.person = person(cls.workspace, display_name="Ada")
+
+    def result(self, name, arguments):
+        response = self.api().post(CALL_URL, openai_call(name, arguments), format="json")
+        assert response.status_code == 200, response.content
+        return json.loads(response.json()["content"])
+
+    def test_a_count_written_as_a_whole_float_is_that_count(self):
+        for key in ("office", "desk", "badge"):
+            self.result("remember", {"key": key, "value": "x", "memory_user": str(self.person.pk)})
+        person_args = {"agent": "assistant", "memory_user": str(self.person.pk), "query": "x"}
+        as_float = self.result("recall", {**person_args, "limit": 2.0})
+        as_int = self.result("recall", {**person_args, "limit": 2})
+        assert "error" not in as_float, as_float
+        assert as_float == as_int
+
+    def test_a_fractional_count_is_a_field_error(self):
+        result = self.result("recall", {"agent": "assistant", "query": "x", "limit": 2.5})
+        assert result["error"]["fields"] == {"limit": ["Must be of type integer."]}
