@@ -36,6 +36,7 @@ DATABASE_TIMEOUT = (
     "The database did not finish this request in time (a statement or a lock wait ran out); retry shortly."
 )
 SERVER_ERROR = "Internal server error."
+REFERENCE_GONE = "Not found: a row this request refers to was deleted while it ran."
 # Seconds a client should wait after a 503 while the database restarts or reconnects.
 RETRY_AFTER_SECONDS = 5
 
@@ -120,6 +121,10 @@ _LIMIT_ERRORS = (
     psycopg.errors.TooManyColumns,
     psycopg.errors.TooManyArguments,
 )
+# Every reference is resolved before a write, so a foreign key the database refuses names a
+# row another request deleted in between (a thread deleted while its checkpoint's writes
+# waited on the delete's lock): what is referred to is gone, as a 404 says.
+_REFERENCE_ERRORS = (psycopg.errors.ForeignKeyViolation,)
 # A request's statement_timeout or lock_timeout ran out (core.lib.postgresql), or the
 # statement was cancelled: subclasses of OperationalError, told apart by the driver's error.
 _TIMEOUT_ERRORS = (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
@@ -132,9 +137,10 @@ def _driver_error(exc):
 
 
 def backend_error(exc) -> tuple[int, dict, dict] | None:
-    """(status, body, headers) when the database refused a value (400), or cannot be reached or
-    did not finish in time, or the broker cannot be reached (503); None for any other
-    exception. The REST API answers with them, and the MCP server too (runtime.mcp).
+    """(status, body, headers) when the database refused a value (400) or a reference to a row
+    deleted meanwhile (404), or cannot be reached or did not finish in time, or the broker
+    cannot be reached (503); None for any other exception. The REST API answers with them, and
+    the MCP server too (runtime.mcp).
 
     The broker: a request whose task is the whole of what it asked for (a retention run now)
     could not queue it. A task whose work a sweep does anyway never gets here
@@ -146,6 +152,9 @@ def backend_error(exc) -> tuple[int, dict, dict] | None:
     if isinstance(exc, _VALUE_ERRORS) or isinstance(_driver_error(exc), _LIMIT_ERRORS):
         logger.warning("Database refused a value: %s", exc)
         return 400, error_body("invalid", VALUE_REFUSED), {}
+    if isinstance(_driver_error(exc), _REFERENCE_ERRORS):
+        logger.warning("A referenced row was deleted meanwhile: %s", exc)
+        return 404, error_body("not_found", REFERENCE_GONE), {}
     if isinstance(_driver_error(exc), _TIMEOUT_ERRORS):
         logger.error("Database time limit reached: %s", exc)
         body = error_body("database_timeout", DATABASE_TIMEOUT)
