@@ -54,6 +54,7 @@ DELIVERY_EXAMPLE = {
         "workspace": "1f2e3d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
         "actor": "api_key:3d1aeaa037c0",
         "data": {"object": "fact", "id": "eb44ad85-3ad8-4402-aa88-566df426c9ad", "changes": {"key": "city"}},
+        "delivery_id": "c9d0e1f2-a3b4-4c5d-9e6f-7a8b9c0d1e2f",
     },
 }
 
@@ -80,7 +81,9 @@ class SubscriptionSecretOutputSerializer(SubscriptionOutputSerializer):
 
 
 class DeliveryOutputSerializer(serializers.Serializer):
-    id = serializers.UUIDField(help_text="Sent as X-Memory-Delivery: deduplicate by it.")
+    id = serializers.UUIDField(
+        help_text="The body's signed `delivery_id`, also sent unsigned as X-Memory-Delivery: dedupe by it."
+    )
     event_id = serializers.CharField()
     event_type = serializers.CharField()
     status = serializers.CharField()

@@ -43,6 +43,16 @@ OBJECT_NAMES = {
     "episode": "episode",
 }
 AUDIT_ENTITY_TYPES = tuple(sorted(OBJECT_NAMES))
+# The body names the delivery it belongs to, inside the signature: receivers deduplicate on
+# this field, since the X-Memory-Delivery header is not signed and a captured request could be
+# replayed under a new one. `id` is the event's id (the same for every subscription).
+DELIVERY_ID_FIELD = "delivery_id"
+
+
+def delivery_payload(payload: dict, *, delivery_id) -> dict:
+    """The body sent for a delivery: its stored payload with the delivery's own id, which
+    every retry repeats, so a receiver's deduplication sees one delivery."""
+    return {**payload, DELIVERY_ID_FIELD: str(delivery_id)}
 
 
 def event_type_for(entity_type: str, action: str, changes=None) -> str | None:

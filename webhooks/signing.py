@@ -1,8 +1,10 @@
 """Signatures of webhook payloads: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
 
 The timestamp is inside the signed text, so a captured request cannot be replayed later
-than the receiver's tolerance. Receivers verify with `signature_verify` (the Python client
-ships the same function).
+than the receiver's tolerance. Within it, a replay is caught by the body's `delivery_id`
+(webhooks.events.DELIVERY_ID_FIELD): it is signed, unlike the `X-Memory-Delivery` header, so
+receivers deduplicate on it. Receivers verify with `signature_verify` (the Python client
+ships the same function, and `event_verify`, which also answers the parsed body).
 """
 
 import hashlib

@@ -1,13 +1,16 @@
 """Sending one delivery: the signed POST, its outcome, retries, and disabling a failing URL.
 
 Delivery is at least once: a receiver may see an event twice (a worker that died after the
-POST but before recording it) and deduplicates by the `X-Memory-Delivery` header. Events of
+POST but before recording it) and deduplicates by the body's signed `delivery_id`, which every
+retry repeats (the `X-Memory-Delivery` header holds the same id but is not signed). Events of
 one subscription are not ordered across retries; each carries its time.
 """
 
 import json
 import logging
+import os
 import random
+import threading
 from datetime import timedelta
 
 import httpx
@@ -18,6 +21,7 @@ from django.utils import timezone
 from core.lib.crypto import decrypt
 from core.lib.http import http_client
 from core.models import AuditEvent
+from webhooks.events import delivery_payload
 from webhooks.models import WebhookDelivery, WebhookSubscription
 from webhooks.services.dispatch import DELIVERY_LEASE, webhook_active_cache_clear
 from webhooks.services.subscriptions import WebhookUrlRefused, _audit, webhook_url_check
@@ -26,6 +30,24 @@ from webhooks.signing import SIGNATURE_HEADER, signature_header
 logger = logging.getLogger(__name__)
 SYSTEM_ACTOR = "system:webhooks"
 USER_AGENT = "memory-server-webhooks/1"
+_pinned: tuple[httpx.Client, int] | None = None  # (client, the process id it belongs to)
+_pinned_lock = threading.Lock()
+
+
+def _pinned_client() -> httpx.Client:
+    """This process's client for deliveries sent to a checked address; it keeps no connection
+    open. Its pool is keyed by the URL's host, here the address, not the name: a kept
+    connection (or the shared client's, opened to that address for another name) would carry
+    a later request for another name at that address past that name's own certificate check.
+    Each such delivery pays a TCP and TLS handshake instead."""
+    global _pinned
+    pid = os.getpid()
+    if _pinned is None or _pinned[1] != pid:
+        with _pinned_lock:
+            if _pinned is None or _pinned[1] != pid:
+                limits = httpx.Limits(max_keepalive_connections=0)
+                _pinned = (httpx.Client(follow_redirects=False, limits=limits), pid)
+    return _pinned[0]
 
 
 def _retry_delay(attempts: int) -> timedelta:
@@ -36,7 +58,10 @@ def _retry_delay(attempts: int) -> timedelta:
 
 def _post(subscription: WebhookSubscription, delivery: WebhookDelivery) -> tuple[int | None, str]:
     """POST the signed payload; answers (HTTP status or None, error text or "")."""
-    body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
+    # Built from the row alone, so every retry sends the same bytes; rows stored before the
+    # payload held its delivery id get it here.
+    payload = delivery_payload(delivery.payload, delivery_id=delivery.pk)
+    body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
@@ -48,14 +73,16 @@ def _post(subscription: WebhookSubscription, delivery: WebhookDelivery) -> tuple
         url = httpx.URL(subscription.url)
         address = webhook_url_check(subscription.url)
         extensions = {}
+        client = http_client()
         if address is not None:
+            client = _pinned_client()
             # Connect to the address just checked, not to a second DNS answer; the name still
             # goes in Host and, for TLS, in SNI and the certificate check.
             headers["Host"] = url.netloc.decode("ascii")
             if url.scheme == "https":
                 extensions["sni_hostname"] = url.raw_host.decode("ascii")
             url = url.copy_with(host=address)
-        response = http_client().post(
+        response = client.post(
             url,
             content=body,
             headers=headers,

@@ -10,7 +10,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from core.models import AuditEvent
-from webhooks.events import AUDIT_ENTITY_TYPES, OBJECT_NAMES, event_type_for
+from webhooks.events import AUDIT_ENTITY_TYPES, OBJECT_NAMES, delivery_payload, event_type_for
 from webhooks.models import WebhookDelivery, WebhookSubscription
 
 logger = logging.getLogger(__name__)
@@ -103,16 +103,15 @@ def webhooks_dispatch(*, workspace_id) -> dict:
                 event_type = event_type_for(event.entity_type, event.action, event.changes)
                 if event_type is None or not subscription.wants(event_type):
                     continue
-                rows.append(
-                    WebhookDelivery(
-                        subscription=subscription,
-                        audit_event_id=event.pk,
-                        event_id=f"evt_{event.pk}",
-                        event_type=event_type,
-                        payload=_payload(event, event_type),
-                        next_attempt_at=lease,
-                    )
+                delivery = WebhookDelivery(
+                    subscription=subscription,
+                    audit_event_id=event.pk,
+                    event_id=f"evt_{event.pk}",
+                    event_type=event_type,
+                    next_attempt_at=lease,
                 )
+                delivery.payload = delivery_payload(_payload(event, event_type), delivery_id=delivery.pk)
+                rows.append(delivery)
             if end > cursor:
                 subscription.audit_txid_cursor, subscription.audit_id_cursor = end
                 subscription.save(update_fields=["audit_txid_cursor", "audit_id_cursor"])

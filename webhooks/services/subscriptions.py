@@ -12,7 +12,7 @@ from core.lib.addresses import address_public, host_addresses
 from core.lib.crypto import encrypt
 from core.models import AuditEvent
 from core.services import audit_record
-from webhooks.events import EVENT_TYPES, PING
+from webhooks.events import EVENT_TYPES, PING, delivery_payload
 from webhooks.models import WebhookDelivery, WebhookSubscription
 from webhooks.services.dispatch import (
     DELIVERY_LEASE,
@@ -196,14 +196,17 @@ def webhook_ping(*, principal: Principal, subscription: WebhookSubscription) -> 
         subscription=subscription, event_type=PING, payload={}, next_attempt_at=now + DELIVERY_LEASE
     )
     delivery.event_id = f"evt_ping_{delivery.pk.hex}"
-    delivery.payload = {
-        "id": delivery.event_id,
-        "type": PING,
-        "created_at": now.isoformat(),
-        "workspace": str(subscription.workspace_id),
-        "actor": principal.actor,
-        "data": {"object": "subscription", "id": str(subscription.pk)},
-    }
+    delivery.payload = delivery_payload(
+        {
+            "id": delivery.event_id,
+            "type": PING,
+            "created_at": now.isoformat(),
+            "workspace": str(subscription.workspace_id),
+            "actor": principal.actor,
+            "data": {"object": "subscription", "id": str(subscription.pk)},
+        },
+        delivery_id=delivery.pk,
+    )
     delivery.save()
     _deliveries_enqueue([delivery.pk])
     return delivery
