@@ -123,11 +123,12 @@ def _delete_batch(*, rule: EffectiveRule, ids: list, run: RetentionRun) -> int:
     with transaction.atomic():
         # Another engine (a second worker) may be deleting the same rows: each takes the ones
         # it can lock, so every row is deleted and audited once.
-        ids = list(
-            target.model.objects.filter(pk__in=ids)
-            .select_for_update(skip_locked=True)
-            .values_list("pk", flat=True)
-        )
+        rows = target.model.objects.filter(pk__in=ids)
+        if target.eligible is not None:
+            # Tested again under the lock: an append that forked from a held message
+            # meanwhile has cleared its mark, and PostgreSQL re-reads a locked row's new version.
+            rows = rows.filter(target.eligible())
+        ids = list(rows.select_for_update(skip_locked=True).values_list("pk", flat=True))
         if not ids:
             return 0
         if target.before_delete is not None:

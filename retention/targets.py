@@ -2,16 +2,17 @@
 counts within, how a row reaches its agent and its person (for legal holds), and what must
 happen before rows go.
 
-Messages are special: a thread is a tree whose window walks parent links and whose summary is
-found by depth, so only messages the conversation's summary already holds (deeper ones are
-kept) may go, and their children are detached first. A message the summary does not cover
-yet waits for the next compaction (retention asks for one).
+Messages are special: a thread is a tree whose window walks parent links, and a summary
+holds one branch up to its last message. Only messages a summary holds alone may go
+(`Message.summary_held`: above the summary's last message, on its branch, and on no other
+branch, which would still read them), and their children are detached first. A message no
+summary holds yet waits for the next compaction (retention asks for one).
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db.models import BooleanField, Expression, ExpressionWrapper, F, OuterRef, Q, Subquery
+from django.db.models import BooleanField, Expression, ExpressionWrapper, Q
 
 from checkpoints.models import Checkpoint
 from episodes.models import Episode
@@ -19,19 +20,17 @@ from episodic.models import EpisodicEntry
 from facts.models import Fact
 from facts.services import facts_rows_delete
 from retention.models import Tier
-from threads.models import Message, NodeSummary, RunSnapshot, Thread
+from threads.models import Message, RunSnapshot, Thread
 
 
 def _messages_summarized() -> Q:
-    """Messages older than the summary of their scope (the thread's, or their node's)."""
-    node_depth = Subquery(
-        NodeSummary.objects.filter(thread_id=OuterRef("thread_id"), node_id=OuterRef("node_id")).values(
-            "summary_upto_depth"
-        )[:1]
-    )
-    return Q(node_id="", depth__lt=F("thread__summary_upto_depth")) | (
-        ~Q(node_id="") & Q(depth__lt=node_depth)
-    )
+    """Messages a summary of their scope (the thread's, or their node's) holds alone.
+
+    A column the compaction keeps (threads.services.compaction), not a depth comparison: the
+    messages of another branch at the summary's depths are not in it, and a scan of a
+    workspace's messages tests one boolean a row.
+    """
+    return Q(summary_held=True)
 
 
 def _messages_detach(ids: list) -> None:

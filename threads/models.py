@@ -116,6 +116,11 @@ class Message(TimeStampedModel):
     idempotency_key = models.CharField(max_length=200, blank=True)
     # A tool result over THREADS_TOOL_RESULT_ARCHIVE_CHARS: the window sends a reference instead.
     archived = models.BooleanField(default=False)
+    # Above the last message its scope's summary covers, on that summary's branch, and on no
+    # other branch: what retention may delete (threads.services.compaction sets it,
+    # appends that fork from such a message clear it up to the fork). The database fills it
+    # for the COPY of appends, which names its columns.
+    summary_held = models.BooleanField(default=False, db_default=False)
 
     objects = MessageQuerySet.as_manager()
 

@@ -3,7 +3,6 @@ keep in step with the rows it deletes."""
 
 from datetime import timedelta
 
-import pytest
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint
@@ -111,10 +110,8 @@ class RetentionRuleTests(MemoryTestCase):
 
 
 class RetentionBranchTests(MemoryTestCase):
-    # Eligibility compares a message's depth with the summary's, and the summary holds one
-    # branch: the messages of another branch at those depths are deleted unsummarized. A fix
-    # must test ancestry of the summary's last message cheaply (jump pointers) per candidate.
-    @pytest.mark.xfail(strict=True, reason="retention deletes messages of a branch no summary holds")
+    # The summary holds one branch: messages of another branch at the summary's depths, and
+    # the turns before the edit that both branches read, are no summary's alone.
     def test_messages_of_a_branch_the_summary_does_not_hold_are_kept(self):
         ada = MemoryUserFactory(workspace=self.workspace, canonical_id="t:ada")
         agent_update(agent=self.agent, memory_settings={"recent_messages": 4})

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -121,6 +122,52 @@ def _node_compaction_request_if_needed(*, thread: Thread, leaf: Message) -> bool
     return bool(claimed)
 
 
+# The messages a new summary end `upto` holds alone: up its parent links, within its scope,
+# until a message with another child of the scope (a fork: that branch still reads it and
+# everything above) or one already held (the chain an earlier summary on this branch marked,
+# which appends keep free of forks). Depth falls by one a step, so the walk ends. Each step
+# is two primary-key or parent index lookups; a summary that extends the last one walks
+# only what it newly covers.
+_HELD_WALK_SQL = """
+WITH RECURSIVE walk(id, parent_id, node_id, depth, held, fork) AS (
+    SELECT p.id, p.parent_id, p.node_id, p.depth, p.summary_held, EXISTS (
+        SELECT 1 FROM threads_message c WHERE c.parent_id = p.id AND c.node_id = p.node_id AND c.id <> u.id
+    )
+    FROM threads_message u JOIN threads_message p ON p.id = u.parent_id AND p.node_id = u.node_id
+    WHERE u.id = %(upto)s AND u.thread_id = %(thread)s
+  UNION ALL
+    SELECT p.id, p.parent_id, p.node_id, p.depth, p.summary_held, EXISTS (
+        SELECT 1 FROM threads_message c WHERE c.parent_id = p.id AND c.node_id = p.node_id AND c.id <> w.id
+    )
+    FROM walk w JOIN threads_message p ON p.id = w.parent_id AND p.node_id = w.node_id AND p.depth < w.depth
+    WHERE NOT w.held AND NOT w.fork
+)
+SELECT id, held, fork FROM walk
+"""
+
+
+def _summary_held_mark(*, thread_id, scope: str, upto_id, extends: bool) -> None:
+    """Mark the messages the scope's new summary (ending at `upto_id`) holds alone.
+
+    `extends`: the summary grew from the previous one on the same branch, whose marks stay.
+    Otherwise, or when the walk meets a fork, no earlier mark stands: the marks of another
+    branch's summary, or the ancestors of a fork, are messages some window still reads.
+    Runs in the transaction that writes the summary, with the thread row locked, so no
+    append forks from the chain meanwhile.
+    """
+    held = Message.objects.filter(thread_id=thread_id, node_id=scope, summary_held=True)
+    if not extends:
+        held.update(summary_held=False)
+    with connection.cursor() as cursor:
+        cursor.execute(_HELD_WALK_SQL, {"upto": upto_id, "thread": thread_id})
+        walked = cursor.fetchall()
+    if extends and walked and walked[-1][2]:
+        held.update(summary_held=False)
+    new = [pk for pk, was_held, fork in walked if not was_held and not fork]
+    if new:
+        Message.objects.filter(pk__in=new).update(summary_held=True)
+
+
 @dataclass
 class CompactionPlan:
     previous_summary: str
@@ -132,7 +179,8 @@ class CompactionPlan:
 def _compaction_plan(thread: Thread, source=None, node: str = "") -> CompactionPlan | None:
     """What a compaction of the newest branch would cover, or None when nothing is new.
 
-    The recent tail is what the history window would send with the agent's settings; the
+    The recent tail is what the history window would send with the agent's settings (no
+    semantic recall: the summary and its end depend only on the branch's own messages); the
     messages between the current summary (when it is on this branch) and that tail are
     folded into the summary, at most THREADS_COMPACTION_MAX_MESSAGES of the newest of them.
     `source` holds the current summary: the thread, or the NodeSummary of `node`.
@@ -140,10 +188,13 @@ def _compaction_plan(thread: Thread, source=None, node: str = "") -> CompactionP
     from threads.selectors import branch_walk, message_history_window
 
     source = thread if source is None else source
+    # Without semantic recall: the recalled block's tokens would shorten the tail by what
+    # one query happened to find, folding into the summary turns the window shows, and
+    # compaction would embed and search other threads for nothing it keeps.
     if node:
-        window = message_history_window(thread=thread, node=node, memory_mode="node")
+        window = message_history_window(thread=thread, node=node, memory_mode="node", semantic_recall=False)
     else:
-        window = message_history_window(thread=thread)
+        window = message_history_window(thread=thread, semantic_recall=False)
     if not window.message_ids:
         return None
     oldest = Message.objects.filter(pk=window.message_ids[0]).values("id", "depth", "parent_id").first()
@@ -231,18 +282,29 @@ def thread_compact(*, thread_id, node: str = "") -> str:
         except LLMError as exc:
             rows.update(compaction_error=str(exc)[:2000])
             raise
-        # Compare-and-set on the summary it extends: a summary written meanwhile is not lost.
-        rows.filter(summary_upto_id=source.summary_upto_id).update(
-            summary=summary,
-            summary_upto_id=plan.upto["id"],
-            summary_upto_depth=plan.upto["depth"],
-            summary_covers_tokens=plan.upto["branch_tokens"],
-            summary_tokens=count_tokens(summary) + 4,
-            summary_method=method,
-            compacted_at=timezone.now(),
-            compaction_error="",
-            compaction_requested_at=None,
-        )
+        with transaction.atomic():
+            # Appends lock the thread row: none forks from the messages marked below until
+            # this commits, and one that did before is seen by the walk.
+            Thread.objects.select_for_update().filter(pk=thread_id).values_list("pk").first()
+            # Compare-and-set on the summary it extends: a summary written meanwhile is not lost.
+            written = rows.filter(summary_upto_id=source.summary_upto_id).update(
+                summary=summary,
+                summary_upto_id=plan.upto["id"],
+                summary_upto_depth=plan.upto["depth"],
+                summary_covers_tokens=plan.upto["branch_tokens"],
+                summary_tokens=count_tokens(summary) + 4,
+                summary_method=method,
+                compacted_at=timezone.now(),
+                compaction_error="",
+                compaction_requested_at=None,
+            )
+            if written:
+                _summary_held_mark(
+                    thread_id=thread_id,
+                    scope=node,
+                    upto_id=plan.upto["id"],
+                    extends=plan.previous_upto_id is not None,
+                )
         return "compacted"
     finally:
         rows.filter(compaction_lease_until=lease).update(compaction_lease_until=None)

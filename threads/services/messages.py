@@ -47,7 +47,15 @@ def _tree_node(row: dict) -> TreeNode:
     return TreeNode(**{k: row[k] for k in _NODE_FIELDS})
 
 
-_ROW_COLUMNS = (*_NODE_FIELDS, "thread_id", "role", "tool_calls", "node_id", "idempotency_key")
+_ROW_COLUMNS = (
+    *_NODE_FIELDS,
+    "thread_id",
+    "role",
+    "tool_calls",
+    "node_id",
+    "idempotency_key",
+    "summary_held",
+)
 _ROW_SELECT = ", ".join(f"{{t}}.{c}" for c in _ROW_COLUMNS)
 
 # One round trip for the context of a batch: the named parents, the newest message of each
@@ -290,6 +298,8 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
 
         now = timezone.now()
         model = thread.model or None
+        # {scope: depth} of the deepest message a summary held alone that this batch forks from.
+        forks: dict = {}
         created: list[Message] = []
         result: list[Message] = []
         for index, m in enumerate(cleaned):
@@ -353,6 +363,8 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
                     if jump_row is not None:
                         parent_jump = nodes[parent.jump_id] = _tree_node(jump_row)
             depth, jump_id, jump_depth = child_position(parent, parent_jump, own_id=message_id)
+            if parent_row and parent_row.get("summary_held") and parent_row["node_id"] == m["node_id"]:
+                forks[m["node_id"]] = max(forks.get(m["node_id"], -1), depth - 1)
             seq += 1
             message = Message(
                 id=message_id,
@@ -405,6 +417,13 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
             return result
 
         _messages_insert(created)
+        for scope, fork_depth in forks.items():
+            # The new branch reads the fork and everything above it: no summary holds those
+            # alone any more. The held messages of a scope are one chain, so they are the
+            # ones at or above the fork's depth.
+            Message.objects.filter(
+                thread=thread, node_id=scope, summary_held=True, depth__lte=fork_depth
+            ).update(summary_held=False)
         with connection.cursor() as cursor:
             cursor.execute(_THREAD_APPENDED, [seq, len(created), now, thread.pk])
         thread.message_seq = seq
