@@ -1,5 +1,6 @@
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers, status
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -15,6 +16,7 @@ from procedures.selectors import procedure_get, procedure_list, procedure_match
 from procedures.services import (
     PROCEDURE_EPISODES_UNKNOWN,
     procedure_batch_delete,
+    procedure_change_authorize,
     procedure_create,
     procedure_delete,
     procedure_record_run,
@@ -161,7 +163,12 @@ class ProcedureListApi(ListApi):
             )
             data["source_episode_ids"] = [episode.pk for episode in episodes]
         procedure = procedure_create(
-            workspace=request.user.workspace, agent=agent, parent=parent, actor=request.user.actor, **data
+            workspace=request.user.workspace,
+            agent=agent,
+            parent=parent,
+            actor=request.user.actor,
+            principal=request.user,
+            **data,
         )
         return Response(ProcedureOutputSerializer(procedure).data, status=status.HTTP_201_CREATED)
 
@@ -191,6 +198,14 @@ class ProcedureDetailApi(RetrieveUpdateDestroyApi):
         procedure_type = serializers.ChoiceField(choices=Procedure.ProcedureType.choices, required=False)
         content = serializers.JSONField(required=False)
         is_active = serializers.BooleanField(required=False)
+
+    def get_object(self, request, **kwargs):
+        procedure = super().get_object(request, **kwargs)
+        # An agent-bound key reads a workspace-wide procedure but may not change it: a 403
+        # before any 400, as the row's 404 comes before it.
+        if request.method not in SAFE_METHODS:
+            procedure_change_authorize(principal=request.user, procedure=procedure)
+        return procedure
 
 
 class ProcedureMatchOutputSerializer(serializers.Serializer):

@@ -8,6 +8,9 @@ from pgvector.django import VectorField
 
 from core.models import Agent, TimeStampedModel, Workspace
 
+# The one active version of a lineage; procedures.services turns its violation into a 409.
+ACTIVE_VERSION_CONSTRAINT = "procedures_active_version"
+
 
 class ProcedureQuerySet(models.QuerySet):
     def for_workspace(self, workspace):
@@ -87,6 +90,15 @@ class Procedure(TimeStampedModel):
                 fields=["workspace", "agent", "name", "version"],
                 nulls_distinct=False,
                 name="procedures_name_version",
+            ),
+            # One active version per lineage (the agent's versions of a name), even when two
+            # activations race; the services lock the lineage, so this only refuses a write
+            # that bypassed them.
+            models.UniqueConstraint(
+                fields=["workspace", "agent", "name"],
+                condition=Q(is_active=True),
+                nulls_distinct=False,
+                name=ACTIVE_VERSION_CONSTRAINT,
             ),
             # One proposal per signature and agent, even when two learning passes race.
             models.UniqueConstraint(

@@ -12,6 +12,7 @@ from procedures.services.learning import (
 )
 from procedures.services.procedures import (
     PHRASE_KEYS,
+    PROCEDURE_ACTIVE_TAKEN,
     PROCEDURE_CONTENT_MAX_BYTES,
     PROCEDURE_CONTENT_REQUIRED,
     PROCEDURE_CONTENT_TOO_LARGE,
@@ -31,6 +32,7 @@ from procedures.services.procedures import (
     TRIGGER_PHRASES,
     TRIGGER_UNKNOWN_KEY,
     procedure_batch_delete,
+    procedure_change_authorize,
     procedure_create,
     procedure_delete,
     procedure_embed_batch,
@@ -47,6 +49,7 @@ __all__ = [
     "LearningResult",
     "PHRASE_KEYS",
     "PROCEDURES_NOT_FOUND",
+    "PROCEDURE_ACTIVE_TAKEN",
     "PROCEDURE_CONTENT_MAX_BYTES",
     "PROCEDURE_CONTENT_REQUIRED",
     "PROCEDURE_CONTENT_TOO_LARGE",
@@ -66,6 +69,7 @@ __all__ = [
     "TRIGGER_UNKNOWN_KEY",
     "episode_signature",
     "procedure_batch_delete",
+    "procedure_change_authorize",
     "procedure_create",
     "procedure_delete",
     "procedure_embed_batch",

@@ -12,6 +12,15 @@ Trigger conditions (every key optional; all present keys must hold for a procedu
     }
 
 A string is accepted wherever a list of phrases is expected. `{}` fires for every goal.
+
+Who may change a procedure (`procedure_change_authorize`): a workspace-wide procedure (no
+agent) tells every agent of the workspace what to do, so evolving, activating, deactivating,
+editing or deleting one needs a workspace-wide key (or an operator); an agent-bound key reads,
+matches and records runs of it, and changes only its own agent's procedures.
+
+One version of a lineage (workspace, agent, name) is active: the partial unique index
+`procedures_active_version` holds it, and every write that activates a version locks the
+lineage first (`_lineage_lock`), so two at the same instant end as if one ran after the other.
 """
 
 import json
@@ -20,11 +29,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
-from core.access import Principal, references_resolve
+from core.access import Principal, references_resolve, require_workspace_key
 from core.errors import ApplicationError, ConflictError, NotFoundError
 from core.models import AuditEvent
 from core.services import audit_record, audit_record_deletes
-from procedures.models import Procedure, ProcedureEmbedding
+from procedures.models import ACTIVE_VERSION_CONSTRAINT, Procedure, ProcedureEmbedding
 
 PROCEDURE_CONTENT_MAX_BYTES = 256 * 1024
 
@@ -34,6 +43,9 @@ PROCEDURE_CONTENT_REQUIRED = "A procedure needs content."
 PROCEDURE_CONTENT_TOO_LARGE = f"Content is larger than the limit of {PROCEDURE_CONTENT_MAX_BYTES} bytes."
 PROCEDURE_ORIGIN_UNKNOWN = "Unknown origin."
 PROCEDURE_NAME_TAKEN = "A procedure with this name and version already exists for this agent."
+PROCEDURE_ACTIVE_TAKEN = (
+    "Another version of this procedure is active for this agent; evolve it or activate this one instead."
+)
 PROCEDURE_LEARNED_NEEDS_EPISODES = "A self-learned procedure names the episodes it was learned from."
 PROCEDURE_EPISODES_UNKNOWN = "Some of these episodes do not exist."
 PROCEDURE_PARENT_WORKSPACE = "The parent procedure belongs to another workspace."
@@ -50,6 +62,39 @@ TRIGGER_KEYS = (*PHRASE_KEYS, "context")
 
 def _invalid(field: str, message: str) -> ApplicationError:
     return ApplicationError(message, fields={field: [message]})
+
+
+def _conflict(exc: IntegrityError) -> ConflictError:
+    """The 409 of a unique constraint: a second active version, else a name and version taken."""
+    constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
+    if constraint == ACTIVE_VERSION_CONSTRAINT:
+        return ConflictError(PROCEDURE_ACTIVE_TAKEN, fields={"name": [PROCEDURE_ACTIVE_TAKEN]})
+    return ConflictError(PROCEDURE_NAME_TAKEN, fields={"name": [PROCEDURE_NAME_TAKEN]})
+
+
+def procedure_change_authorize(*, principal: Principal | None, procedure: Procedure) -> None:
+    """Refuse an agent-bound key any change to a workspace-wide procedure (403
+    `workspace_key_required`): it would change what every agent of the workspace is told.
+    Reads, matches and recorded runs stay open to it; another agent's procedure never reaches
+    here (its selector answers 404). None is a caller with no key: the system, the admin."""
+    if principal is not None and procedure.agent_id is None:
+        require_workspace_key(principal)
+
+
+def _lineage_lock(*, workspace_id, agent_id, name: str, also=None) -> None:
+    """Lock every stored version of `name` for `agent_id` (and the procedure `also`) until the
+    transaction ends, in key order so two lockers never deadlock each other.
+
+    Activations, evolutions and renames into one lineage then run one after the other, and
+    each reads (READ COMMITTED: every statement takes a new snapshot) the versions the one
+    before it committed: two activations at the same instant leave the later one active, and
+    two evolutions of one parent get consecutive version numbers instead of a 409.
+    """
+    versions = Q(workspace_id=workspace_id, agent_id=agent_id, name=name)
+    if also is not None:
+        versions |= Q(pk=also)
+    # NO KEY: runs and vectors that point at these rows (FOR KEY SHARE) are not held up.
+    list(Procedure.objects.filter(versions).order_by("pk").select_for_update(no_key=True).values_list("pk"))
 
 
 def trigger_conditions_validate(conditions) -> dict:
@@ -110,6 +155,7 @@ def procedure_create(
     parent: Procedure | None = None,
     learned_signature: str = "",
     actor: str = "system",
+    principal: Principal | None = None,
 ) -> Procedure:
     """Create a procedure.
 
@@ -117,6 +163,8 @@ def procedure_create(
     version number of that name, origin "evolved", and the parent is deactivated so only the
     newest version fires in match. A self-learned procedure must name existing episodes;
     `learned_signature` is set only by the learning pass (procedures.services.learning).
+    With a `principal`, an agent-bound key may neither evolve nor create a workspace-wide
+    procedure (procedure_change_authorize).
     """
     from episodes.models import Episode
 
@@ -141,9 +189,20 @@ def procedure_create(
         raise _invalid("source_episode_ids", PROCEDURE_EPISODES_UNKNOWN)
     if agent is None and parent is not None:
         agent = parent.agent
+    if principal is not None:
+        if parent is not None:
+            procedure_change_authorize(principal=principal, procedure=parent)
+        if agent is None:
+            require_workspace_key(principal)
     try:
         with transaction.atomic():
             version = 1
+            _lineage_lock(
+                workspace_id=workspace.pk,
+                agent_id=agent.pk if agent is not None else None,
+                name=name,
+                also=parent.pk if parent is not None else None,
+            )
             if parent is not None:
                 latest = Procedure.objects.filter(workspace=workspace, agent=agent, name=name).aggregate(
                     v=Max("version")
@@ -186,8 +245,8 @@ def procedure_create(
                     "parent": str(parent.pk) if parent else None,
                 },
             )
-    except IntegrityError:
-        raise ConflictError(PROCEDURE_NAME_TAKEN, fields={"name": [PROCEDURE_NAME_TAKEN]})
+    except IntegrityError as exc:
+        raise _conflict(exc) from None
     return procedure
 
 
@@ -206,9 +265,13 @@ def _versions_deactivate(*, workspace, agent, name: str, also=None, keep=None) -
 PROCEDURE_EDITABLE = ("name", "description", "trigger_conditions", "procedure_type", "content", "is_active")
 
 
-def procedure_update(*, procedure: Procedure, actor: str, **fields) -> Procedure:
+def procedure_update(
+    *, procedure: Procedure, actor: str, principal: Principal | None = None, **fields
+) -> Procedure:
     """Edit a procedure in place (audited). To keep the old version, evolve it instead
-    (procedure_create with `parent`)."""
+    (procedure_create with `parent`). Activating a version deactivates the others of its
+    lineage (a rollback); renaming an active version onto a lineage with an active one is a 409."""
+    procedure_change_authorize(principal=principal, procedure=procedure)
     unknown = set(fields) - set(PROCEDURE_EDITABLE)
     if unknown:
         raise ApplicationError(
@@ -239,16 +302,24 @@ def procedure_update(*, procedure: Procedure, actor: str, **fields) -> Procedure
     )
     try:
         with transaction.atomic():
-            procedure.save(update_fields=[*changed, "search_text", "updated_at"])
             deactivated = 0
+            if procedure.is_active and {"is_active", "name"} & set(changed):
+                _lineage_lock(
+                    workspace_id=procedure.workspace_id,
+                    agent_id=procedure.agent_id,
+                    name=procedure.name,
+                    also=procedure.pk,
+                )
             if procedure.is_active and "is_active" in changed:
-                # One version of a name fires: activating v1 again is a rollback from v2.
+                # One version of a name fires: activating v1 again is a rollback from v2. The
+                # others go first: the active-version index is checked at each statement.
                 deactivated = _versions_deactivate(
                     workspace=procedure.workspace,
                     agent=procedure.agent_id,
                     name=procedure.name,
                     keep=procedure.pk,
                 )
+            procedure.save(update_fields=[*changed, "search_text", "updated_at"])
             if {"name", "description", "trigger_conditions"} & set(changed):
                 from procedures.tasks import procedure_embed_task
 
@@ -264,8 +335,8 @@ def procedure_update(*, procedure: Procedure, actor: str, **fields) -> Procedure
                     **({"versions_deactivated": deactivated} if deactivated else {}),
                 },
             )
-    except IntegrityError:
-        raise ConflictError(PROCEDURE_NAME_TAKEN, fields={"name": [PROCEDURE_NAME_TAKEN]})
+    except IntegrityError as exc:
+        raise _conflict(exc) from None
     return procedure
 
 
@@ -295,7 +366,8 @@ def _procedures_delete(*, workspace, ids: list, actor: str) -> dict:
     return {"procedures": deleted, "children_unlinked": children}
 
 
-def procedure_delete(*, procedure: Procedure, actor: str) -> dict:
+def procedure_delete(*, procedure: Procedure, actor: str, principal: Principal | None = None) -> dict:
+    procedure_change_authorize(principal=principal, procedure=procedure)
     with transaction.atomic():
         return _procedures_delete(workspace=procedure.workspace, ids=[procedure.pk], actor=actor)
 
@@ -305,12 +377,15 @@ def procedure_batch_delete(*, principal: Principal, ids, actor: str | None = Non
     with transaction.atomic():
         # shared: workspace procedures (no agent) are visible to agent-bound keys, as in reads.
         found = references_resolve(
-            Procedure.objects.only("pk"),
+            Procedure.objects.only("pk", "agent_id"),
             principal,
             ids,
             shared=True,
             not_found=NotFoundError(PROCEDURES_NOT_FOUND, fields={"ids": ["Unknown id."]}),
         )
+        # ...but deleting one is a change for every agent: all or nothing, like a missing id.
+        for procedure in found:
+            procedure_change_authorize(principal=principal, procedure=procedure)
         return _procedures_delete(
             workspace=principal.workspace, ids=[p.pk for p in found], actor=actor or principal.actor
         )
