@@ -1,5 +1,7 @@
 from django.contrib import admin, messages
 from django.db import transaction
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 
 from core.errors import ApplicationError
 from core.lib.admin import (
@@ -97,6 +99,27 @@ class MemoryUserAdmin(WorkspaceScopedAdmin):
         )
         obj.pk = created.pk
         obj._state.adding = False
+
+    # Erasure can be refused (a legal hold, a record merged into another). The refusal is
+    # raised inside the view's transaction, so the deletion log Django wrote first is rolled
+    # back with it, and the operator reads the reason instead of a server error.
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except ApplicationError as exc:
+            self.message_user(request, f"Nothing was erased: {exc.message}", messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:identities_memoryuser_change", args=[object_id]))
+
+    def changelist_view(self, request, extra_context=None):
+        if request.method != "POST":
+            return super().changelist_view(request, extra_context)
+        # Actions run here, the deletion included: atomic, so its deletion log goes with a refusal.
+        try:
+            with transaction.atomic():
+                return super().changelist_view(request, extra_context)
+        except ApplicationError as exc:
+            self.message_user(request, f"Nothing was erased: {exc.message}", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def delete_model(self, request, obj):
         self.delete_queryset(request, MemoryUser.objects.filter(pk=obj.pk))

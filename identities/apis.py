@@ -5,10 +5,17 @@ from rest_framework.views import APIView
 
 from core.access import require_workspace_key
 from core.api_views import ListApi, RetrieveApi
+from core.errors import NotFoundError
 from core.serializers import BatchDeleteInputSerializer, StrictSerializer
 from identities.filters import MemoryUserFilter
-from identities.selectors import memory_user_get, memory_user_list
+from identities.selectors import (
+    memory_user_get,
+    memory_user_legal_holds,
+    memory_user_list,
+    memory_user_scope,
+)
 from identities.services import (
+    LEGAL_HOLD_NOT_FOUND,
     memory_user_batch_delete,
     memory_user_create,
     memory_user_erase,
@@ -62,6 +69,30 @@ class LegalHoldOutputSerializer(serializers.Serializer):
     at = serializers.DateTimeField(source="legal_hold_at")
     reason = serializers.CharField(source="legal_hold_reason")
     by = serializers.CharField(source="legal_hold_by")
+
+
+class HeldRecordOutputSerializer(serializers.Serializer):
+    """A legal hold that covers a person, named by the record it was placed on."""
+
+    placed_on = serializers.UUIDField(
+        source="pk", help_text="The record the hold was placed on: this person, or one merged into them."
+    )
+    merged = serializers.SerializerMethodField(
+        help_text="True when that record has been merged into this person since."
+    )
+    at = serializers.DateTimeField(source="legal_hold_at")
+    reason = serializers.CharField(source="legal_hold_reason")
+    by = serializers.CharField(source="legal_hold_by")
+
+    def get_merged(self, holder) -> bool:
+        return holder.merged_into_id is not None
+
+
+class MemoryUserLegalHoldsOutputSerializer(serializers.Serializer):
+    """The legal holds that cover a person: their own and those of records merged into them."""
+
+    memory_user = serializers.UUIDField()
+    legal_holds = HeldRecordOutputSerializer(many=True)
 
 
 class MemoryUserOutputSerializer(serializers.Serializer):
@@ -178,7 +209,9 @@ class MemoryUserDetailApi(RetrieveApi):
     @extend_schema(
         summary="Erase a memory user and everything stored about them",
         responses={200: MemoryUserEraseOutputSerializer},
-        description="Right to erasure: deletes everything of this person.",
+        description="Right to erasure: deletes everything of this person. A record merged into "
+        "another holds nothing any more: it answers 409 `merged` with the survivor's id in "
+        "`error.fields.merged_into`, and erasing the survivor erases it too.",
         examples=[ERASED_RESPONSE],
     )
     def delete(self, request, memory_user_id):
@@ -242,10 +275,49 @@ class MemoryUserMergeApi(APIView):
 
 
 class MemoryUserLegalHoldApi(APIView):
-    """Place or release a person's legal hold (workspace keys only)."""
+    """List, place or release the legal holds that cover a person (changes: workspace keys only)."""
 
     class InputSerializer(StrictSerializer):
         reason = serializers.CharField(max_length=500)
+
+    class ReleaseInputSerializer(StrictSerializer):
+        placed_on = serializers.UUIDField(
+            required=False,
+            help_text="The record the hold was placed on: this person (the default) or one merged "
+            "into them (`placed_on` of GET).",
+        )
+
+    @extend_schema(
+        summary="List the legal holds that cover a memory user",
+        description="The person's own hold and those of records merged into them: a merge moves "
+        "the rows, and such a hold keeps covering them (retention skips them, erasure answers 409 "
+        "`legal_hold`) until it is released here with `placed_on`.",
+        responses=MemoryUserLegalHoldsOutputSerializer,
+        examples=[
+            OpenApiExample(
+                "Held since a merge",
+                value={
+                    "memory_user": ADA_ID,
+                    "legal_holds": [
+                        {
+                            "placed_on": BO_ID,
+                            "merged": True,
+                            "at": "2026-11-23T15:02:11.512230Z",
+                            "reason": "Case 2026-114: preserve",
+                            "by": "api_key:mk_live_3f9a",
+                        }
+                    ],
+                },
+                response_only=True,
+            )
+        ],
+    )
+    def get(self, request, memory_user_id):
+        memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
+        holds = memory_user_legal_holds(memory_user=memory_user)
+        return Response(
+            MemoryUserLegalHoldsOutputSerializer({"memory_user": memory_user.pk, "legal_holds": holds}).data
+        )
 
     @extend_schema(
         summary="Place a legal hold on a memory user",
@@ -282,6 +354,9 @@ class MemoryUserLegalHoldApi(APIView):
 
     @extend_schema(
         summary="Release a memory user's legal hold",
+        description="Releases the person's own hold, or with `placed_on` the hold of a record "
+        "merged into them (GET lists both). A `placed_on` that is neither is a 404.",
+        parameters=[ReleaseInputSerializer],
         request=None,
         responses={200: MemoryUserOutputSerializer},
         examples=[MEMORY_USER_RESPONSE],
@@ -289,7 +364,16 @@ class MemoryUserLegalHoldApi(APIView):
     def delete(self, request, memory_user_id):
         require_workspace_key(request.user)
         memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
-        memory_user_hold_release(memory_user=memory_user, actor=request.user.actor)
+        serializer = self.ReleaseInputSerializer(data=request.query_params.dict())
+        serializer.is_valid(raise_exception=True)
+        placed_on = None
+        if "placed_on" in serializer.validated_data:
+            # Resolved like a read: a record of another workspace is the same 404 as none.
+            placed_on_id = serializer.validated_data["placed_on"]
+            placed_on = memory_user_scope(request.user).filter(pk=placed_on_id).first()
+            if placed_on is None:
+                raise NotFoundError(LEGAL_HOLD_NOT_FOUND, fields={"placed_on": [LEGAL_HOLD_NOT_FOUND]})
+        memory_user_hold_release(memory_user=memory_user, placed_on=placed_on, actor=request.user.actor)
         memory_user = memory_user_get(principal=request.user, memory_user_id=memory_user_id)
         return Response(MemoryUserOutputSerializer(memory_user).data)
 

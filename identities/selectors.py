@@ -1,6 +1,7 @@
 """Reads of memory users: scoping, merge resolution and list statistics."""
 
 from django.core.exceptions import ValidationError
+from django.db.models import Case, IntegerField, Q, Value, When
 
 from core.access import Principal, scope_to_principal
 from core.errors import NotFoundError
@@ -22,6 +23,20 @@ def memory_user_resolve_merged(*, memory_user: MemoryUser) -> MemoryUser:
         memory_user = MemoryUser.objects.get(pk=memory_user.merged_into_id)
         seen += 1
     return memory_user
+
+
+def memory_user_legal_holds(*, memory_user: MemoryUser) -> list[MemoryUser]:
+    """The legal holds that cover the person's data, as the records they were placed on: the
+    person's own first, then those of records merged into them (a merge moves the rows, and
+    such a hold keeps covering them: retention and erasure read it), oldest first. The
+    record's `pk` is the hold's `placed_on`."""
+    own_first = Case(When(pk=memory_user.pk, then=Value(0)), default=Value(1), output_field=IntegerField())
+    return list(
+        MemoryUser.objects.filter(Q(pk=memory_user.pk) | Q(merged_into=memory_user.pk))
+        .filter(workspace_id=memory_user.workspace_id, legal_hold_at__isnull=False)
+        .only("pk", "merged_into_id", "legal_hold_at", "legal_hold_reason", "legal_hold_by")
+        .order_by(own_first, "legal_hold_at", "pk")
+    )
 
 
 def with_statistics(queryset, *, principal: Principal | None = None):

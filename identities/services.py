@@ -31,6 +31,11 @@ MERGE_ACROSS_WORKSPACES = "Both memory users must belong to the same workspace."
 MEMORY_USERS_NOT_FOUND = "Some of these memory users do not exist."
 LEGAL_HOLD_REASON_REQUIRED = "A legal hold needs a reason (1-500 characters)."
 UNDER_LEGAL_HOLD = "This person is under a legal hold: release the hold before erasing them."
+MERGED_RECORD_ERASE = (
+    "This memory user was merged into another, which now holds all of their data: erase that "
+    "person (`merged_into`) instead, which erases this record too."
+)
+LEGAL_HOLD_NOT_FOUND = "No legal hold of this person was placed on that memory user."
 
 _CHANNEL = re.compile(r"^[a-z0-9_.\-]{1,50}$")
 # Profile keys that name the person, in order of preference, used for display_name.
@@ -276,7 +281,9 @@ def memory_user_merge(*, source: MemoryUser, target: MemoryUser, actor: str) -> 
     facts.services.memory_user_facts_merge). Users previously merged into the source are
     re-pointed at the target (chains stay one hop). The source keeps `merged_into` and no
     longer appears in lists; identifying with one of its identities returns the target. A
-    legal hold of the source is carried to a target without one, so the moved rows stay held.
+    legal hold of the source is carried to a target without one, so the moved rows stay held;
+    the source keeps its own hold too, which still covers the target's rows and is listed and
+    released on the target (memory_user_legal_holds, memory_user_hold_release `placed_on`).
 
     Idempotent: merging a source already merged into this target changes nothing.
     """
@@ -349,7 +356,25 @@ def _memory_users_erase(*, workspace, ids: list, actor: str) -> dict:
     # lock, so it either commits first (its source is then found below) or waits and finds
     # its target gone. Read unlocked, a merge committing meanwhile re-pointed rows at a user
     # this erasure then deleted (an IntegrityError at commit).
-    list(MemoryUser.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
+    locked = dict(
+        MemoryUser.objects.select_for_update()
+        .filter(pk__in=ids)
+        .order_by("pk")
+        .values_list("pk", "merged_into_id")
+    )
+    # A merged record is empty: its data lives on the survivor. Erasing it alone would report
+    # success while everything of the person stays, so the caller is sent to the survivor.
+    # Named together with its survivor, it goes with the survivor as below.
+    merged = {pk: into for pk, into in locked.items() if into is not None and into not in locked}
+    if merged:
+        raise ConflictError(
+            MERGED_RECORD_ERASE,
+            code="merged",
+            fields={
+                "ids": [str(pk) for pk in merged],
+                "merged_into": [str(into) for into in merged.values()],
+            },
+        )
     # Merged users are the same person; their data was moved, but their rows and audit
     # trail still name them.
     all_ids = set(ids)
@@ -413,26 +438,47 @@ def memory_user_hold_place(*, memory_user: MemoryUser, reason: str, actor: str) 
     return memory_user
 
 
-def memory_user_hold_release(*, memory_user: MemoryUser, actor: str) -> MemoryUser:
-    """Release the person's legal hold; releasing a person without one changes nothing."""
+def memory_user_hold_release(
+    *, memory_user: MemoryUser, actor: str, placed_on: MemoryUser | None = None
+) -> MemoryUser:
+    """Release a legal hold that covers the person's data; releasing where there is none
+    changes nothing. The hold is the one placed on `placed_on`: the person themself (the
+    default) or a record merged into them, whose hold still covers the rows the merge moved
+    here (memory_user_legal_holds lists both). Returns `memory_user`.
+
+    Anything else is a NotFoundError naming `placed_on`, as for an id that never existed."""
+    placed_on_pk = memory_user.pk if placed_on is None else placed_on.pk
     with transaction.atomic():
-        memory_user = MemoryUser.objects.select_for_update().get(pk=memory_user.pk)
-        if memory_user.legal_hold_at is None:
-            return memory_user
-        before = memory_user.legal_hold_reason
-        memory_user.legal_hold_at = None
-        memory_user.legal_hold_reason = ""
-        memory_user.legal_hold_by = ""
-        memory_user.save(update_fields=["legal_hold_at", "legal_hold_reason", "legal_hold_by", "updated_at"])
+        # Both rows locked in the merge's order, so a merge or erasure under way is waited for
+        # and the link checked below is the committed one.
+        locked = {
+            u.pk: u
+            for u in MemoryUser.objects.select_for_update()
+            .filter(pk__in={memory_user.pk, placed_on_pk})
+            .order_by("pk")
+        }
+        person, holder = locked.get(memory_user.pk), locked.get(placed_on_pk)
+        if person is None or holder is None or person.pk not in (holder.pk, holder.merged_into_id):
+            raise NotFoundError(LEGAL_HOLD_NOT_FOUND, fields={"placed_on": [LEGAL_HOLD_NOT_FOUND]})
+        if holder.legal_hold_at is None:
+            return person
+        before = holder.legal_hold_reason
+        holder.legal_hold_at = None
+        holder.legal_hold_reason = ""
+        holder.legal_hold_by = ""
+        holder.save(update_fields=["legal_hold_at", "legal_hold_reason", "legal_hold_by", "updated_at"])
+        changes = {"legal_hold": {"before": before, "after": None}}
+        if holder.pk != person.pk:
+            changes["released_on"] = str(person.pk)
         audit_record(
-            workspace=memory_user.workspace,
+            workspace=holder.workspace,
             actor=actor,
             action=AuditEvent.Action.UPDATE,
             entity_type="memory_user",
-            entity_id=memory_user.pk,
-            changes={"legal_hold": {"before": before, "after": None}},
+            entity_id=holder.pk,
+            changes=changes,
         )
-    return memory_user
+    return person
 
 
 def memory_user_erase(*, memory_user: MemoryUser, actor: str) -> dict:
@@ -440,14 +486,19 @@ def memory_user_erase(*, memory_user: MemoryUser, actor: str) -> dict:
     (channel identities, users merged into them, and every tier's rows declared to
     core.holdings: threads with their messages, user- and session-scope facts, episodes,
     episodic entries) in one transaction. Returns the counts,
-    which an ERASE audit event also records."""
+    which an ERASE audit event also records.
+
+    A record merged into another is refused (ConflictError `merged`, naming the survivor in
+    `fields.merged_into`): its data is the survivor's now, and only erasing the survivor
+    erases it."""
     with transaction.atomic():
         return _memory_users_erase(workspace=memory_user.workspace, ids=[memory_user.pk], actor=actor)
 
 
 def memory_user_batch_delete(*, principal: Principal, ids, actor: str | None = None) -> dict:
-    """Erase every memory user in `ids`, or nothing: an unknown id is a 404. Erasure reaches
-    every agent's rows, so an agent-bound principal is refused (403)."""
+    """Erase every memory user in `ids`, or nothing: an unknown id is a 404, a record merged
+    into a person not named too a 409 `merged` (as memory_user_erase). Erasure reaches every
+    agent's rows, so an agent-bound principal is refused (403)."""
     require_workspace_key(principal)
     with transaction.atomic():
         found = references_resolve(

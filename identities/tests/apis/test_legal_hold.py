@@ -1,10 +1,13 @@
 """Issue 14: a legal hold per person keeps everything of theirs, so erasure is refused until it
 is released (the retention engine's side is tested in retention/tests)."""
 
+import uuid
+
 from core.models import AuditEvent
 from core.testing import MemoryTestCase
+from identities import services
 from identities.models import MemoryUser
-from identities.services import UNDER_LEGAL_HOLD
+from identities.services import UNDER_LEGAL_HOLD, memory_user_hold_place, memory_user_merge
 from identities.tests.factories import MemoryUserFactory
 from threads.models import Thread
 from threads.tests.factories import append, make_thread
@@ -81,3 +84,38 @@ class LegalHoldApiTests(MemoryTestCase):
         outsider = self.api(self.outsider_key).post(self.url, {"reason": "r"}, format="json")
         assert outsider.status_code == 404
         assert MemoryUser.objects.get(pk=self.ada.pk).legal_hold_at is None
+
+    def test_hostile_placed_on_values_are_refused_and_release_nothing(self):
+        """`placed_on` of a release is an id from the query string: malformed is a 400, one of
+        another workspace or one not merged into the person the same 404 as a random id."""
+        memory_user_hold_place(memory_user=self.ada, reason="Case 1", actor="operator:owner")
+        memory_user_hold_place(memory_user=self.bo, reason="Case 2", actor="operator:owner")
+        foreign = MemoryUserFactory(workspace=self.other_workspace)
+        memory_user_hold_place(memory_user=foreign, reason="Case 3", actor="operator:outsider")
+        for query in ("placed_on=not-a-uuid", "placed_on=", "other=1", "placed_on=1e9"):
+            response = self.api().delete(self.url, QUERY_STRING=query)
+            assert response.status_code == 400, (query, response.content)
+            assert response.json()["error"]["code"] == "invalid"
+        for placed_on in (uuid.uuid4(), foreign.pk, self.bo.pk):
+            response = self.api().delete(self.url, QUERY_STRING=f"placed_on={placed_on}")
+            assert response.status_code == 404, (placed_on, response.content)
+            assert response.json()["error"]["fields"] == {"placed_on": [services.LEGAL_HOLD_NOT_FOUND]}
+        assert MemoryUser.objects.filter(legal_hold_at__isnull=False).count() == 3
+
+    def test_holds_of_a_merged_record_are_listed_and_released_by_workspace_keys_only(self):
+        memory_user_hold_place(memory_user=self.bo, reason="Case 2", actor="operator:owner")
+        memory_user_merge(source=self.bo, target=self.ada, actor="operator:owner")
+        release = {"QUERY_STRING": f"placed_on={self.bo.pk}"}
+
+        for key in (self.agent_key, self.read_only_key):
+            listed = self.api(key).get(self.url)
+            assert listed.status_code == 200 and len(listed.json()["legal_holds"]) == 2
+            assert self.api(key).delete(self.url, **release).status_code == 403
+        outsider = self.api(self.outsider_key)
+        assert outsider.get(self.url).status_code == 404
+        assert outsider.delete(self.url, **release).status_code == 404
+        # An outsider naming its own person as the survivor does not reach this workspace's record.
+        foreign = MemoryUserFactory(workspace=self.other_workspace)
+        crossed = outsider.delete(f"/api/v1/memory-users/{foreign.pk}/legal-hold/", **release)
+        assert crossed.status_code == 404
+        assert MemoryUser.objects.get(pk=self.bo.pk).legal_hold_at is not None

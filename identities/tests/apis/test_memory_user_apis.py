@@ -3,6 +3,7 @@ from core.testing import MemoryTestCase
 from episodes.tests.factories import EpisodeFactory
 from facts.services import fact_remember
 from identities.models import MemoryUser
+from identities.services import memory_user_merge
 from identities.tests.factories import MemoryUserFactory, MessageFactory, ThreadFactory
 
 LIST = "/api/v1/memory-users/"
@@ -113,3 +114,21 @@ class MemoryUserApiTests(MemoryTestCase):
         assert outsider.get(LIST).json()["count"] == 1
         foreign.refresh_from_db()
         assert foreign.merged_into_id is None
+
+    def test_outsider_cannot_erase_a_merged_record_or_learn_its_survivor(self):
+        survivor = MemoryUserFactory(workspace=self.workspace)
+        merged = MemoryUserFactory(workspace=self.workspace)
+        memory_user_merge(source=merged, target=survivor, actor="operator:owner")
+        outsider = self.api(self.outsider_key)
+        for response in (
+            outsider.delete(f"{LIST}{merged.pk}/"),
+            outsider.post(f"{LIST}batch-delete/", {"ids": [str(merged.pk)]}, format="json"),
+        ):
+            assert response.status_code == 404, response.content
+            assert str(survivor.pk) not in response.content.decode()
+        # Inside the workspace the refusal names the survivor; an agent-bound key is refused first.
+        assert self.api(self.agent_key).delete(f"{LIST}{merged.pk}/").status_code == 403
+        assert self.api().delete(f"{LIST}{merged.pk}/").json()["error"]["fields"]["merged_into"] == [
+            str(survivor.pk)
+        ]
+        assert MemoryUser.objects.filter(pk__in=[merged.pk, survivor.pk]).count() == 2
