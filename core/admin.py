@@ -259,6 +259,9 @@ class ProviderCredentialAdmin(WorkspaceScopedAdmin):
     def save_model(self, request, obj, form, change):
         if form.cleaned_data.get("api_key"):
             obj.api_key_encrypted = encrypt(form.cleaned_data["api_key"])
+        # A superuser's save stands for its address when requests are sent (a self-hosted
+        # model); anyone else's, re-checked at every request (core.lib.addresses).
+        obj.private_allowed = request.user.is_superuser
         super().save_model(request, obj, form, change)
         # As provider_credential_set does: this process's copy of the endpoint (or of its
         # absence) would otherwise outlive the change by PROVIDER_CACHE_SECONDS.

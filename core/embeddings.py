@@ -36,7 +36,7 @@ import httpx
 import numpy as np
 from django.conf import settings
 
-from core.lib.http import http_client
+from core.lib.addresses import AddressRefused, provider_target
 from core.lib.local_models import LOCAL_MODELS, MINILM, LocalModel, WeightsMissing
 from core.models import ProviderCredential
 
@@ -69,6 +69,11 @@ logger = logging.getLogger(__name__)
 
 class EmbeddingError(Exception):
     """The provider failed or answered with unusable vectors."""
+
+
+class EmbeddingEndpointRefused(EmbeddingError):
+    """The endpoint's host names a private, loopback or link-local address: nothing was sent
+    (core.lib.addresses.provider_target)."""
 
 
 class _TorchEncoder:
@@ -358,26 +363,37 @@ class OpenAIEmbeddingProvider:
     timeout: float | None = None
     # The workspace whose query vectors this provider may reuse (QueryVectorCache).
     cache_scope: str = field(default="", compare=False)
+    # Its host may be a private address (the operator's endpoint, or one a superuser saved).
+    private_allowed: bool = False
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        url = self.base_url.rstrip("/") + "/embeddings"
+        try:
+            # Looked up and checked once: every batch of the call goes to the address checked.
+            target = provider_target(self.base_url, "/embeddings", private_allowed=self.private_allowed)
+        except AddressRefused as exc:
+            logger.warning("Embedding endpoint refused: %s", exc)
+            raise EmbeddingEndpointRefused(f"Embedding endpoint refused: {exc}") from exc
+        except (OSError, UnicodeError, ValueError, httpx.InvalidURL) as exc:
+            raise EmbeddingError(f"Embedding endpoint failed: {exc}") from exc
+        headers.update(target.headers)
         vectors: list[list[float]] = []
         for start in range(0, len(texts), REMOTE_BATCH_SIZE):
             chunk = list(texts[start : start + REMOTE_BATCH_SIZE])
             try:
-                response = http_client().post(
-                    url,
+                response = target.client.post(
+                    target.url,
                     json={"model": self.model_name, "input": chunk},
                     headers=headers,
                     timeout=self.timeout or settings.LLM_TIMEOUT_SECONDS,
+                    extensions=target.extensions,
                 )
                 response.raise_for_status()
                 data = sorted(response.json()["data"], key=lambda item: item["index"])
                 batch = [[float(x) for x in item["embedding"]] for item in data]
-            except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            except (httpx.HTTPError, httpx.InvalidURL, ValueError, KeyError, TypeError) as exc:
                 raise EmbeddingError(f"Embedding endpoint failed: {exc}") from exc
             if len(batch) != len(chunk) or any(not v for v in batch):
                 raise EmbeddingError("Embedding endpoint returned the wrong number of vectors.")
@@ -527,6 +543,7 @@ def embedding_provider_for(workspace=None):
             model_name=endpoint["model"],
             api_key=endpoint["api_key"] or "",
             cache_scope=scope,
+            private_allowed=endpoint.get("private_allowed", False),
         )
     return LocalEmbeddingProvider(cache_scope=scope)
 
@@ -559,6 +576,7 @@ def embedding_warm(text: str) -> dict:
         model_name=provider.model_name,
         api_key=provider.api_key,
         timeout=min(WARM_UP_REMOTE_TIMEOUT_SECONDS, settings.LLM_TIMEOUT_SECONDS),
+        private_allowed=provider.private_allowed,
     )
     try:
         probe.embed([text])

@@ -7,17 +7,22 @@ transport failures and malformed answers, which callers retry. Every call is cou
 against the workspace's daily token budget under the caller's `purpose`
 (core.lib.llm_budget): past it, `LLMBudgetExceeded` (an LLMUnavailable: take the offline
 method) or `LLMBudgetWait` (an LLMError: retry after `retry_at`), as the workspace's policy says.
+A workspace's endpoint whose host names a private address when a request is sent is
+`LLMEndpointRefused` (an LLMUnavailable: core.lib.addresses.provider_target).
 """
 
 import json
+import logging
 
 import httpx
 from django.conf import settings
 
-from core.lib.http import http_client
+from core.lib.addresses import AddressRefused, provider_target
 from core.lib.llm_budget import PURPOSE_OTHER, llm_budget_check, llm_usage_record
 from core.models import ProviderCredential
 from core.selectors import provider_credential_get
+
+logger = logging.getLogger(__name__)
 
 
 class LLMUnavailable(Exception):
@@ -30,6 +35,14 @@ class LLMError(Exception):
 
 class LLMBudgetExceeded(LLMUnavailable):
     """The workspace's daily token budget is spent and its policy is `fallback`."""
+
+
+class LLMEndpointRefused(LLMUnavailable):
+    """The endpoint's host names a private, loopback or link-local address: nothing was sent.
+
+    Callers take their offline method, as without an endpoint; retrying would ask the same
+    name of the same resolver.
+    """
 
 
 class LLMBudgetWait(LLMError):
@@ -65,15 +78,27 @@ def chat_complete(
     if json_response:
         payload["response_format"] = {"type": "json_object"}
     headers = {"Authorization": f"Bearer {endpoint['api_key']}"} if endpoint["api_key"] else {}
-    url = endpoint["base_url"].rstrip("/") + "/chat/completions"
     try:
-        response = http_client().post(
-            url, json=payload, headers=headers, timeout=settings.LLM_TIMEOUT_SECONDS
+        target = provider_target(
+            endpoint["base_url"], "/chat/completions", private_allowed=endpoint.get("private_allowed", False)
+        )
+    except AddressRefused as exc:
+        logger.warning("Chat endpoint refused, offline methods used: %s", exc)
+        raise LLMEndpointRefused(f"Chat endpoint refused: {exc}") from exc
+    except (OSError, UnicodeError, ValueError, httpx.InvalidURL) as exc:
+        raise LLMError(f"Chat endpoint failed: {exc}") from exc
+    try:
+        response = target.client.post(
+            target.url,
+            json=payload,
+            headers={**headers, **target.headers},
+            timeout=settings.LLM_TIMEOUT_SECONDS,
+            extensions=target.extensions,
         )
         response.raise_for_status()
         body = response.json()
         content = body["choices"][0]["message"]["content"] or ""
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError, KeyError, IndexError, TypeError) as exc:
         raise LLMError(f"Chat endpoint failed: {exc}") from exc
     # A reply the caller then finds unusable still cost its tokens.
     llm_usage_record(workspace=workspace, purpose=purpose, usage=body.get("usage"))

@@ -135,6 +135,10 @@ class ProviderCredential(TimeStampedModel):
     base_url = models.URLField(max_length=500)
     model = models.CharField(max_length=200)
     api_key_encrypted = models.TextField(blank=True, editable=False)
+    # A superuser saved it (core.admin): its host may be a private address (a self-hosted
+    # model), at send time too. Otherwise only PROVIDER_ALLOW_PRIVATE_URLS lets one through
+    # (core.lib.addresses.provider_target).
+    private_allowed = models.BooleanField(default=False, editable=False)
 
     class Meta:
         constraints = [

@@ -133,18 +133,23 @@ def _provider_credential_read(*, workspace, purpose: str) -> dict | None:
             "base_url": credential.base_url,
             "model": credential.model,
             "api_key": decrypt(credential.api_key_encrypted),
+            "private_allowed": credential.private_allowed,
         }
+    # The operator's own endpoints (a model on the server's network) are not a tenant's word:
+    # their address is not checked when requests are sent.
     if purpose == ProviderCredential.Purpose.CHAT and settings.LLM_BASE_URL:
         return {
             "base_url": settings.LLM_BASE_URL,
             "model": settings.LLM_MODEL,
             "api_key": settings.LLM_API_KEY,
+            "private_allowed": True,
         }
     if purpose == ProviderCredential.Purpose.EMBEDDING and settings.EMBEDDING_BASE_URL:
         return {
             "base_url": settings.EMBEDDING_BASE_URL,
             "model": settings.EMBEDDING_MODEL,
             "api_key": settings.EMBEDDING_API_KEY,
+            "private_allowed": True,
         }
     return None
 

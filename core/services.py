@@ -167,14 +167,22 @@ def api_keys_purge_expired(*, older_than_days: int = 30) -> int:
 
 
 def provider_credential_set(
-    *, workspace: Workspace, purpose: str, base_url: str, model: str, api_key: str | None = None
+    *,
+    workspace: Workspace,
+    purpose: str,
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    private_allowed: bool = False,
 ) -> ProviderCredential:
-    """Create or replace the endpoint; `api_key=None` keeps the stored key."""
+    """Create or replace the endpoint; `api_key=None` keeps the stored key. `private_allowed`:
+    the caller (a superuser) lets its host be a private address when requests are sent."""
     credential = ProviderCredential.objects.filter(workspace=workspace, purpose=purpose).first()
     if credential is None:
         credential = ProviderCredential(workspace=workspace, purpose=purpose)
     credential.base_url = base_url
     credential.model = model
+    credential.private_allowed = private_allowed
     if api_key is not None:
         credential.api_key_encrypted = encrypt(api_key)
     credential.full_clean(validate_unique=False, validate_constraints=False)

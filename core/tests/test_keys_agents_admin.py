@@ -121,7 +121,9 @@ class AgentsHostileInputTests(MemoryTestCase):
         assert response.status_code == 404
 
 
-@override_settings(PROVIDER_CACHE_SECONDS=60)
+# The test settings allow private endpoints (test servers listen on 127.0.0.1); the admin's
+# refusal is checked as production runs.
+@override_settings(PROVIDER_CACHE_SECONDS=60, PROVIDER_ALLOW_PRIVATE_URLS=False)
 class ProviderCredentialAdminTests(MemoryTestCase):
     def setUp(self):
         provider_cache_clear()
@@ -139,7 +141,12 @@ class ProviderCredentialAdminTests(MemoryTestCase):
         response = self._add(base_url="https://llm.example/v1", api_key="sk-admin")
         assert response.status_code == 302, response.content[:500]
         endpoint = provider_credential_get(workspace=self.workspace, purpose="chat")
-        assert endpoint == {"base_url": "https://llm.example/v1", "model": "m", "api_key": "sk-admin"}
+        assert endpoint == {
+            "base_url": "https://llm.example/v1",
+            "model": "m",
+            "api_key": "sk-admin",
+            "private_allowed": False,
+        }
         stored = ProviderCredential.objects.get(workspace=self.workspace)
         assert "sk-admin" not in stored.api_key_encrypted
         change_page = self.client.get(f"/admin/core/providercredential/{stored.pk}/change/")
@@ -164,6 +171,27 @@ class ProviderCredentialAdminTests(MemoryTestCase):
         self.owner.is_superuser = True
         self.owner.save(update_fields=["is_superuser"])
         assert self._add(base_url="http://127.0.0.1:11434/v1").status_code == 302
+
+    def test_only_a_superusers_save_lets_requests_reach_a_private_address(self):
+        """The send-time check (core.lib.addresses.provider_target) lets a private address
+        through for an endpoint a superuser saved; a workspace admin's save takes that back."""
+        with override_settings(PROVIDER_ALLOW_PRIVATE_URLS=True):
+            assert self._add(base_url="http://10.0.0.5:8000/v1").status_code == 302
+        stored = ProviderCredential.objects.get(workspace=self.workspace)
+        assert stored.private_allowed is False
+        self.owner.is_superuser = True
+        self.owner.save(update_fields=["is_superuser"])
+        change = f"/admin/core/providercredential/{stored.pk}/change/"
+        data = {"workspace": self.workspace.pk, "purpose": "chat", "model": "m", "api_key": ""}
+        assert self.client.post(change, {**data, "base_url": "http://127.0.0.1:11434/v1"}).status_code == 302
+        stored.refresh_from_db()
+        assert stored.private_allowed is True
+        assert provider_credential_get(workspace=self.workspace, purpose="chat")["private_allowed"] is True
+        self.owner.is_superuser = False
+        self.owner.save(update_fields=["is_superuser"])
+        assert self.client.post(change, {**data, "base_url": "https://llm.example/v1"}).status_code == 302
+        stored.refresh_from_db()
+        assert stored.private_allowed is False
 
 
 @override_settings(API_KEY_CACHE_SECONDS=60)

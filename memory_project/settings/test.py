@@ -36,6 +36,9 @@ EMBEDDING_QUERY_RETRY_SECONDS = 0
 WEBHOOKS_ACTIVE_CACHE_SECONDS = 0
 # Receivers in tests listen on 127.0.0.1; webhooks/tests check the refusal with it off.
 WEBHOOKS_ALLOW_PRIVATE_URLS = True
+# Test endpoints (core.testing_openai) listen on 127.0.0.1 too; core/tests/test_provider_addresses.py
+# checks the refusal with it off.
+PROVIDER_ALLOW_PRIVATE_URLS = True
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_URL = "memory://"
