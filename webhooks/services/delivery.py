@@ -8,9 +8,7 @@ one subscription are not ordered across retries; each carries its time.
 
 import json
 import logging
-import os
 import random
-import threading
 from datetime import timedelta
 
 import httpx
@@ -18,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.lib.addresses import pinned_client, url_pinned
 from core.lib.crypto import decrypt
 from core.lib.http import http_client
 from core.models import AuditEvent
@@ -30,24 +29,6 @@ from webhooks.signing import SIGNATURE_HEADER, signature_header
 logger = logging.getLogger(__name__)
 SYSTEM_ACTOR = "system:webhooks"
 USER_AGENT = "memory-server-webhooks/1"
-_pinned: tuple[httpx.Client, int] | None = None  # (client, the process id it belongs to)
-_pinned_lock = threading.Lock()
-
-
-def _pinned_client() -> httpx.Client:
-    """This process's client for deliveries sent to a checked address; it keeps no connection
-    open. Its pool is keyed by the URL's host, here the address, not the name: a kept
-    connection (or the shared client's, opened to that address for another name) would carry
-    a later request for another name at that address past that name's own certificate check.
-    Each such delivery pays a TCP and TLS handshake instead."""
-    global _pinned
-    pid = os.getpid()
-    if _pinned is None or _pinned[1] != pid:
-        with _pinned_lock:
-            if _pinned is None or _pinned[1] != pid:
-                limits = httpx.Limits(max_keepalive_connections=0)
-                _pinned = (httpx.Client(follow_redirects=False, limits=limits), pid)
-    return _pinned[0]
 
 
 def _retry_delay(attempts: int) -> timedelta:
@@ -75,13 +56,13 @@ def _post(subscription: WebhookSubscription, delivery: WebhookDelivery) -> tuple
         extensions = {}
         client = http_client()
         if address is not None:
-            client = _pinned_client()
             # Connect to the address just checked, not to a second DNS answer; the name still
-            # goes in Host and, for TLS, in SNI and the certificate check.
-            headers["Host"] = url.netloc.decode("ascii")
-            if url.scheme == "https":
-                extensions["sni_hostname"] = url.raw_host.decode("ascii")
-            url = url.copy_with(host=address)
+            # goes in Host and, for TLS, in SNI and the certificate check. The client is the
+            # name's own: a pool shared by names would carry this name's request on a
+            # connection verified for another name at that address.
+            client = pinned_client(url)
+            url, pinned_headers, extensions = url_pinned(url, address)
+            headers.update(pinned_headers)
         response = client.post(
             url,
             content=body,

@@ -202,7 +202,8 @@ class PinnedTLSTests(MemoryTestCase):
         for patcher in (
             mock.patch.dict(os.environ, {"SSL_CERT_FILE": str(ca_file)}),
             mock.patch("core.lib.http._client", None),
-            mock.patch("webhooks.services.delivery._pinned", None, create=True),
+            mock.patch.dict("core.lib.addresses._pinned_clients", clear=True),
+            mock.patch("core.lib.addresses._pinned_ssl_context", None),
             mock.patch("webhooks.services.subscriptions.address_public", return_value=True),
             mock.patch(
                 "socket.getaddrinfo", side_effect=_resolver({HOST: "127.0.0.1", OTHER_HOST: "127.0.0.1"})
@@ -213,10 +214,9 @@ class PinnedTLSTests(MemoryTestCase):
         self.addCleanup(self._clients_close)
 
     def _clients_close(self):
-        from core.lib import http
-        from webhooks.services import delivery
+        from core.lib import addresses, http
 
-        for client in (http._client, (getattr(delivery, "_pinned", None) or (None,))[0]):
+        for client in (http._client, *addresses._pinned_clients.values()):
             if client is not None:
                 client.close()
 
