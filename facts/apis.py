@@ -399,7 +399,8 @@ class EpisodeFactRejectedSerializer(serializers.Serializer):
     evidence = serializers.CharField(allow_blank=True)
     reason = serializers.CharField(
         help_text="key_missing, value_missing, evidence_missing, evidence_not_in_episode, "
-        "evidence_not_from_user, current_value_differs, over_max_facts, or fact validation's message."
+        "evidence_not_from_user, evidence_too_weak, current_value_differs, over_max_facts, "
+        "or fact validation's message."
     )
     fact = FactOutputSerializer(required=False, help_text="The current fact a different value met.")
 

@@ -3,6 +3,8 @@
 import re
 
 from core.lib.escaping import strip_invisible
+from core.lib.evidence import EVIDENCE_TOO_WEAK
+from core.lib.evidence import STOPWORDS as _STOPWORDS
 from episodic.models import EpisodicEntry
 
 # Per-candidate rejection reasons (the `reason` of each rejected candidate).
@@ -11,6 +13,8 @@ REJECT_SOURCE = "unknown_source"
 REJECT_NO_EVIDENCE = "evidence_missing"
 REJECT_EVIDENCE_NOT_FOUND = "evidence_not_in_transcript"
 REJECT_EVIDENCE_NOT_USER = "evidence_not_from_user"
+# Found, but saying too little to prove anything (core.lib.evidence).
+REJECT_EVIDENCE_TOO_WEAK = EVIDENCE_TOO_WEAK
 REJECT_LIMIT = "over_max_entries_per_turn"
 REJECT_DUPLICATE_HASH = "duplicate_exact"
 REJECT_DUPLICATE_SIMILAR = "duplicate_similar"
@@ -100,15 +104,6 @@ PREFERENCE = re.compile(
     r"my favou?rite|i'?m (a )?(vegetarian|vegan)|i am (a )?(vegetarian|vegan))\b",
     re.I,
 )
-# fmt: off
-_STOPWORDS = frozenset((
-    "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from",
-    "is", "are", "was", "were", "be", "been", "it", "its", "this", "that", "these", "those", "as", "i",
-    "me", "my", "we", "our", "you", "your", "he", "she", "they", "them", "their", "his", "her", "has",
-    "have", "had", "do", "does", "did", "not", "no", "so", "if", "then", "than", "there", "here",
-    "when", "what", "which", "who", "how", "person", "user", "said", "just", "also", "very",
-))
-# fmt: on
 
 
 # Share of a candidate's content words found in one line of the known context above which it

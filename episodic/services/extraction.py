@@ -24,6 +24,7 @@ from core.counters import EXTRACTIONS_RUN, counters_add, rejections_count
 from core.embeddings import embedding_provider_for
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible
+from core.lib.evidence import evidence_too_weak
 from core.lib.fair_queue import llm_job_begin, llm_job_defer, llm_job_enqueue, llm_job_finish
 from core.llm import LLMBudgetWait, LLMError, LLMUnavailable, chat_complete_json
 from core.memory_settings import memory_settings_for, review_holds
@@ -33,6 +34,7 @@ from episodic.services.candidates import (
     REJECT_EMPTY,
     REJECT_EVIDENCE_NOT_FOUND,
     REJECT_EVIDENCE_NOT_USER,
+    REJECT_EVIDENCE_TOO_WEAK,
     REJECT_KNOWN,
     REJECT_NO_EVIDENCE,
     REJECT_PREFERENCE,
@@ -371,6 +373,11 @@ def _candidates_validate(
             if not matches:
                 reject(REJECT_EVIDENCE_NOT_FOUND)
                 continue
+        # Found is not enough: "I" or "yes" is in every transcript. Like a quote not found, a
+        # weak quote rejects the candidate whoever proposed it (the client's too).
+        if evidence_too_weak(evidence, claim=content):
+            reject(REJECT_EVIDENCE_TOO_WEAK)
+            continue
         # The client decided what its own candidates are worth; the model and the offline
         # method are held to the prompt's rules where a rule can be checked without a model.
         reason = _relevance_reason(item, matches, transcript, known_lines) if origin != "client" else None

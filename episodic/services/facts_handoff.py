@@ -5,7 +5,12 @@ from django.db import transaction
 
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible, strip_invisible_json
-from episodic.services.candidates import REJECT_EVIDENCE_NOT_USER, _evidence_messages
+from core.lib.evidence import claim_text, evidence_too_weak
+from episodic.services.candidates import (
+    REJECT_EVIDENCE_NOT_USER,
+    REJECT_EVIDENCE_TOO_WEAK,
+    _evidence_messages,
+)
 
 
 def _facts_remember(*, agent, memory_user, facts, transcript, actor) -> list[dict]:
@@ -25,6 +30,9 @@ def _facts_remember(*, agent, memory_user, facts, transcript, actor) -> list[dic
         user_evidence = [m for m in _evidence_messages(evidence, transcript) if m["role"] == "user"]
         if not key or value in (None, "") or not user_evidence:
             outcomes.append({"key": key, "outcome": "rejected", "reason": REJECT_EVIDENCE_NOT_USER})
+            continue
+        if evidence_too_weak(evidence, claim=claim_text(key, value)):
+            outcomes.append({"key": key, "outcome": "rejected", "reason": REJECT_EVIDENCE_TOO_WEAK})
             continue
         try:
             with transaction.atomic():

@@ -185,7 +185,8 @@ class RuleTests(ConsolidationTestCase):
                     {
                         "content": "Ada still lives in Lisbon.",
                         "source": "user_assertion",
-                        "evidence": "Lisbon",
+                        # A single word is no evidence (core.lib.evidence): the whole message.
+                        "evidence": "Still in Lisbon.",
                     }
                 ],
                 use_llm=False,
@@ -353,7 +354,10 @@ class LLMTests(ConsolidationTestCase):
         )
         self.server.chat_replies.append(
             json.dumps(
-                {"entries": [], "facts": [{"key": "home_city", "value": "Porto", "evidence": "Porto"}]}
+                {
+                    "entries": [],
+                    "facts": [{"key": "home_city", "value": "Porto", "evidence": "I live in Porto."}],
+                }
             )
         )
         self.answer("supersede", "She moved.")

@@ -4,7 +4,8 @@ The candidates come from the caller, the workspace's chat model or the determini
 patterns (episodes.services.episode_facts_propose); every one is checked here the way
 extraction's hand-off checks its facts (episodic.services.facts_handoff): a key, a value,
 and evidence that occurs in the record, from a user message when the fact is about the
-person. A fact that passes is remembered without overwriting a different current value.
+person, and says enough to prove something (core.lib.evidence). A fact that passes is
+remembered without overwriting a different current value.
 """
 
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from django.db import transaction
 
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible, strip_invisible_json
+from core.lib.evidence import EVIDENCE_TOO_WEAK, claim_text, evidence_too_weak
 from episodes.models import Episode
 from episodes.services import EpisodeFactCandidate, episode_evidence_finder, episode_facts_propose
 from episodes.services.facts_proposal import METHOD_GIVEN
@@ -26,6 +28,7 @@ REJECT_VALUE_MISSING = "value_missing"
 REJECT_NO_EVIDENCE = "evidence_missing"
 REJECT_EVIDENCE_NOT_FOUND = "evidence_not_in_episode"
 REJECT_EVIDENCE_NOT_USER = "evidence_not_from_user"
+REJECT_EVIDENCE_TOO_WEAK = EVIDENCE_TOO_WEAK
 REJECT_CURRENT_DIFFERS = "current_value_differs"
 REJECT_LIMIT = "over_max_facts"
 
@@ -82,6 +85,9 @@ def episode_facts_extract(
                 sources = [source for source in sources if source.role == "user"]
                 if not sources:
                     reason = REJECT_EVIDENCE_NOT_USER
+            # Found is not enough: "I" or "ok" is in every record (core.lib.evidence).
+            if reason is None and evidence_too_weak(evidence, claim=claim_text(key, value)):
+                reason = REJECT_EVIDENCE_TOO_WEAK
         if reason is not None:
             result.rejected.append({**echo, "reason": reason})
             continue
