@@ -69,6 +69,25 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
             self.display_page_controls = True
         return page
 
+    def get_schema_operation_parameters(self, view):
+        return [
+            {
+                "name": self.limit_query_param,
+                "required": False,
+                "in": "query",
+                "description": f"Rows per page, 1 to {self.max_limit} (more is served as {self.max_limit}); "
+                f"{self.default_limit} when left out.",
+                "schema": {"type": "integer", "minimum": 1},
+            },
+            {
+                "name": self.offset_query_param,
+                "required": False,
+                "in": "query",
+                "description": "How many rows to skip; 0 when left out.",
+                "schema": {"type": "integer", "minimum": 0},
+            },
+        ]
+
     def get_paginated_response(self, data):
         return Response(
             {

@@ -412,8 +412,16 @@ class MemoryUsers(CrudResource):
         body = {"reason": reason}
         return self._run(Request("POST", f"memory-users/{_pk(id)}/legal-hold/", json=body, idempotent=True))
 
-    def release_legal_hold(self, id: Any) -> JSON:
-        return self._run(Request("DELETE", f"memory-users/{_pk(id)}/legal-hold/", idempotent=True))
+    def legal_holds(self, id: Any) -> JSON:
+        """Every hold covering this person: their own, then those of people merged into them."""
+        return self._run(Request("GET", f"memory-users/{_pk(id)}/legal-hold/"))
+
+    def release_legal_hold(self, id: Any, *, placed_on: Any = None) -> JSON:
+        """Release the person's own hold, or with `placed_on` the hold of someone merged into them."""
+        params = {"placed_on": _pk(placed_on)} if placed_on is not None else None
+        return self._run(
+            Request("DELETE", f"memory-users/{_pk(id)}/legal-hold/", params=params, idempotent=True)
+        )
 
 
 class Evidence(Resource):

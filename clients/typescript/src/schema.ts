@@ -609,7 +609,7 @@ export interface paths {
         post?: never;
         /**
          * Erase a memory user and everything stored about them
-         * @description Right to erasure: deletes everything of this person.
+         * @description Right to erasure: deletes everything of this person. A record merged into another holds nothing any more: it answers 409 `merged` with the survivor's id in `error.fields.merged_into`, and erasing the survivor erases it too.
          */
         delete: operations["v1_memory_users_destroy"];
         options?: never;
@@ -625,7 +625,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List the legal holds that cover a memory user
+         * @description The person's own hold and those of records merged into them: a merge moves the rows, and such a hold keeps covering them (retention skips them, erasure answers 409 `legal_hold`) until it is released here with `placed_on`.
+         */
+        get: operations["v1_memory_users_legal_hold_retrieve"];
         put?: never;
         /**
          * Place a legal hold on a memory user
@@ -634,7 +638,7 @@ export interface paths {
         post: operations["v1_memory_users_legal_hold_create"];
         /**
          * Release a memory user's legal hold
-         * @description Place or release a person's legal hold (workspace keys only).
+         * @description Releases the person's own hold, or with `placed_on` the hold of a record merged into them (GET lists both). A `placed_on` that is neither is a 404.
          */
         delete: operations["v1_memory_users_legal_hold_destroy"];
         options?: never;
@@ -1948,7 +1952,7 @@ export interface components {
         DeliveryOutput: {
             /**
              * Format: uuid
-             * @description Sent as X-Memory-Delivery: deduplicate by it.
+             * @description The body's signed `delivery_id`, also sent unsigned as X-Memory-Delivery: dedupe by it.
              */
             id: string;
             event_id: string;
@@ -2361,7 +2365,7 @@ export interface components {
             key: unknown;
             value: unknown;
             evidence: string;
-            /** @description key_missing, value_missing, evidence_missing, evidence_not_in_episode, evidence_not_from_user, current_value_differs, over_max_facts, or fact validation's message. */
+            /** @description key_missing, value_missing, evidence_missing, evidence_not_in_episode, evidence_not_from_user, evidence_too_weak, current_value_differs, over_max_facts, or fact validation's message. */
             reason: string;
             /** @description The current fact a different value met. */
             fact?: components["schemas"]["FactOutput"];
@@ -2665,6 +2669,20 @@ export interface components {
             /** @default true */
             refresh_ttl?: boolean;
         };
+        /** @description A legal hold that covers a person, named by the record it was placed on. */
+        HeldRecordOutput: {
+            /**
+             * Format: uuid
+             * @description The record the hold was placed on: this person, or one merged into them.
+             */
+            placed_on: string;
+            /** @description True when that record has been merged into this person since. */
+            readonly merged: boolean;
+            /** Format: date-time */
+            at: string;
+            reason: string;
+            by: string;
+        };
         History: {
             /** @description Chat-format messages, oldest first. */
             messages: {
@@ -2903,6 +2921,12 @@ export interface components {
         };
         MemoryUserLegalHoldInputRequest: {
             reason: string;
+        };
+        /** @description The legal holds that cover a person: their own and those of records merged into them. */
+        MemoryUserLegalHoldsOutput: {
+            /** Format: uuid */
+            memory_user: string;
+            legal_holds: components["schemas"]["HeldRecordOutput"][];
         };
         MemoryUserListInputRequest: {
             canonical_id: string;
@@ -4399,9 +4423,9 @@ export interface operations {
     agents_list: {
         parameters: {
             query?: {
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
             };
             header?: never;
@@ -4705,10 +4729,10 @@ export interface operations {
                 checkpoint_ns?: string;
                 created_after?: string;
                 created_before?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
                 metadata?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 parent_checkpoint_id?: string;
                 thread?: string;
@@ -4959,11 +4983,11 @@ export interface operations {
         parameters: {
             query?: {
                 agent?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
                 memory_user?: string;
                 min_rating?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 ordering?: string;
                 outcome?: string;
@@ -5838,11 +5862,11 @@ export interface operations {
                 created_after?: string;
                 created_before?: string;
                 include_superseded?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
                 memory_user?: string;
                 metadata?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 q?: string;
                 source?: string;
@@ -6763,12 +6787,12 @@ export interface operations {
                 fact_type?: string;
                 key?: string;
                 key_fuzzy?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
                 max_confidence?: string;
                 memory_user?: string;
                 min_confidence?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 ordering?: string;
                 q?: string;
@@ -7164,9 +7188,9 @@ export interface operations {
     v1_facts_history_list: {
         parameters: {
             query?: {
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
             };
             header?: never;
@@ -7651,10 +7675,10 @@ export interface operations {
             query?: {
                 canonical_id?: string;
                 channel?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
                 merged?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 ordering?: string;
                 q?: string;
@@ -8037,6 +8061,63 @@ export interface operations {
             };
         };
     };
+    v1_memory_users_legal_hold_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                memory_user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryUserLegalHoldsOutput"];
+                };
+            };
+            /** @description Invalid input: malformed JSON, unknown fields, wrong types or values out of range (`fields` names them), or a character the API refuses in the URL. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The API key is missing, malformed, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A row named in the path, the query or the body does not exist or is not visible to the key (both answer the same). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's request budget is spent; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     v1_memory_users_legal_hold_create: {
         parameters: {
             query?: never;
@@ -8136,7 +8217,10 @@ export interface operations {
     };
     v1_memory_users_legal_hold_destroy: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The record the hold was placed on: this person (the default) or one merged into them (`placed_on` of GET). */
+                placed_on?: string;
+            };
             header?: never;
             path: {
                 memory_user_id: string;
@@ -8509,10 +8593,10 @@ export interface operations {
             query?: {
                 agent?: string;
                 is_active?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
                 name?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 ordering?: string;
                 origin?: string;
@@ -9377,10 +9461,10 @@ export interface operations {
         parameters: {
             query?: {
                 agent?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
                 memory_user?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
             };
             header?: never;
@@ -9439,9 +9523,9 @@ export interface operations {
         parameters: {
             query?: {
                 agent?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 state?: string;
             };
@@ -10838,11 +10922,11 @@ export interface operations {
             query?: {
                 agent?: string;
                 key?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
                 memory_user?: string;
                 namespace_prefix?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 q?: string;
                 shared?: string;
@@ -11197,10 +11281,10 @@ export interface operations {
                 client_key?: string;
                 created_after?: string;
                 created_before?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
                 memory_user?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 q?: string;
             };
@@ -11597,7 +11681,7 @@ export interface operations {
                 limit?: number;
                 /** @description JSON object the metadata must contain. */
                 metadata?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
             };
             header?: never;
@@ -12413,9 +12497,9 @@ export interface operations {
     v1_threads_iterations_list: {
         parameters: {
             query?: {
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 /** @description Only this task's attempts. */
                 task?: string;
@@ -12574,11 +12658,11 @@ export interface operations {
     thread_messages_list: {
         parameters: {
             query?: {
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
                 /** @description Only this node's messages. */
                 node?: string;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
             };
             header?: never;
@@ -13033,9 +13117,9 @@ export interface operations {
     v1_threads_plan_versions_list: {
         parameters: {
             query?: {
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
             };
             header?: never;
@@ -13317,9 +13401,9 @@ export interface operations {
     v1_threads_transfers_list: {
         parameters: {
             query?: {
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
             };
             header?: never;
@@ -13751,9 +13835,9 @@ export interface operations {
     webhooks_list: {
         parameters: {
             query?: {
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
             };
             header?: never;
@@ -14128,9 +14212,9 @@ export interface operations {
                 created_after?: string;
                 created_before?: string;
                 event_type?: string;
-                /** @description Number of results to return per page. */
+                /** @description Rows per page, 1 to 500 (more is served as 500); 50 when left out. */
                 limit?: number;
-                /** @description The initial index from which to return the results. */
+                /** @description How many rows to skip; 0 when left out. */
                 offset?: number;
                 status?: string;
             };
