@@ -28,3 +28,19 @@ def _close_side_reads():
     side_reads = sys.modules.get("core.lib.side_reads")
     if side_reads is not None:
         side_reads.side_reads_close()
+
+
+@pytest.fixture(autouse=True)
+def _celery_join_allowed():
+    """Each test starts with Celery's "would a join block" flag off, as a process outside a
+    worker has it.
+
+    Eager `apply_async` sets the flag for its run and restores what it found, in one global,
+    not per thread: two threads of a race test running eager tasks at once can restore it in
+    the wrong order and leave it on, and every later `EagerResult.get()` in that process then
+    raises "Never call result.get() within a task!".
+    """
+    from celery._state import _set_task_join_will_block
+
+    _set_task_join_will_block(False)
+    yield

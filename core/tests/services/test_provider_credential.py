@@ -31,7 +31,12 @@ class ProviderCredentialTests(MemoryTestCase):
             workspace=self.workspace, purpose="embedding", base_url="http://localhost:8002/v1", model="b"
         )
         credential = provider_credential_get(workspace=self.workspace, purpose="embedding")
-        assert credential == {"base_url": "http://localhost:8002/v1", "model": "b", "api_key": "k1"}
+        assert credential == {
+            "base_url": "http://localhost:8002/v1",
+            "model": "b",
+            "api_key": "k1",
+            "private_allowed": False,
+        }
 
     def test_other_workspace_has_none(self):
         provider_credential_set(
@@ -62,7 +67,12 @@ class ProviderCredentialCacheTests(MemoryTestCase):
         first = provider_credential_get(workspace=self.workspace, purpose="embedding")
         with self.assertNumQueries(0):
             assert provider_credential_get(workspace=self.workspace, purpose="embedding") == first
-            assert first == {"base_url": "http://embed.example/v1", "model": "m1", "api_key": "k1"}
+            assert first == {
+                "base_url": "http://embed.example/v1",
+                "model": "m1",
+                "api_key": "k1",
+                "private_allowed": False,
+            }
         assert provider_credential_get(workspace=self.other_workspace, purpose="embedding") is None
         with self.assertNumQueries(0):
             assert provider_credential_get(workspace=self.other_workspace, purpose="embedding") is None
