@@ -33,6 +33,7 @@ from portability.registry import AUDIT_ENTITY_TYPES, BY_NAME, EMBEDDED_TYPES, re
 from portability.services.exporting import FORMAT, VERSION
 from procedures.services import procedure_runs_person_fill
 from store.services import ttl_clean
+from threads.services.compaction import thread_summary_held_rebuild
 
 # Records written per INSERT: 500 messages (~25 columns) stay far under PostgreSQL's 65,535
 # parameters, and a batch's map lookups are one indexed query per type it names.
@@ -236,9 +237,13 @@ class _Importer:
         self.vectors_dropped = 0
         self.dangling = 0
         self.versioned = 0
+        self.procedures_kept_inactive = 0
         self.conflicts = []
         self.conflict_count = 0
         self.records = 0
+        # Threads that got a message or a node summary: their summaries' marks are walked at the
+        # end, once every message they name is written. One id a thread, not a row.
+        self.threads_touched = set()
         # The file is an export of this very workspace (a restore after a loss).
         self.own_source = source == str(workspace.pk)
 
@@ -263,7 +268,7 @@ class _Importer:
 
     def _parse(self, record_type, line: int, record: dict) -> _Pending:
         fields = {record_key(f): f for f in record_type.fields()}
-        unknown = sorted(set(record) - set(fields) - {"type", "id"})
+        unknown = sorted(set(record) - set(fields) - set(record_type.derived) - {"type", "id"})
         if unknown:
             raise ImportFailed(
                 UNKNOWN_FIELDS.format(type=record_type.name, names=", ".join(unknown)[:300]), line=line
@@ -440,6 +445,8 @@ class _Importer:
         self._resolve(record_type, fresh, own=True)
         if name == "fact":
             self._version_facts(fresh)
+        if name == "procedure":
+            self._procedure_actives_keep(fresh)
         self._write(record_type, fresh)
 
     def _made_this_run(self, row) -> bool:
@@ -595,6 +602,54 @@ class _Importer:
                 kept = "existing"
             self._conflict(p.line, "fact", p.old_id, "fact_versioned", {"key": fact.key, "current": kept})
 
+    def _procedure_actives_keep(self, pendings) -> None:
+        """One active version per lineage (the agent's versions of a name): an imported active
+        version of a lineage the target already runs, or one this file made active before, is
+        stored inactive. The target keeps the version it runs; activating the imported one is
+        the user's choice, afterwards."""
+        from procedures.models import Procedure
+
+        active = [p for p in pendings if p.reused is None and p.values.get("is_active")]
+        if not active:
+            return
+        condition = Q()
+        for p in active:
+            condition |= Q(agent_id=p.values.get("agent_id"), name=p.values["name"])
+        # The lineages' rows locked in key order, as the procedures' services lock them
+        # (procedures.services.procedures._lineage_lock): an activation committing meanwhile is
+        # seen here, not refused by the index at the insert.
+        rows = (
+            Procedure.objects.filter(workspace=self.workspace)
+            .filter(condition)
+            .order_by("pk")
+            .select_for_update(no_key=True)
+            .values_list("agent_id", "name", "version", "is_active")
+        )
+        running = {
+            (str(agent) if agent is not None else None, name): version
+            for agent, name, version, is_active in list(rows)
+            if is_active
+        }
+        for p in active:
+            agent = p.values.get("agent_id")
+            lineage = (str(agent) if agent is not None else None, p.values["name"])
+            if lineage not in running:
+                running[lineage] = p.values["version"]
+                continue
+            p.values["is_active"] = False
+            self.procedures_kept_inactive += 1
+            self._conflict(
+                p.line,
+                "procedure",
+                p.old_id,
+                "procedure_kept_inactive",
+                {
+                    "name": p.values["name"],
+                    "version": p.values["version"],
+                    "active_version": running[lineage],
+                },
+            )
+
     def _write(self, record_type, pendings) -> None:
         model = record_type.model
         name = record_type.name
@@ -610,6 +665,8 @@ class _Importer:
             objs.append(obj)
         if objs:
             self._insert(record_type, objs, new)
+        if name in ("message", "node_summary"):
+            self.threads_touched.update(o.thread_id for o in objs)
         if name == "procedure_run" and objs:
             procedure_runs_person_fill(episode_ids=[o.episode_id for o in objs])
         if name == "fact" and objs:
@@ -695,12 +752,19 @@ class _Importer:
             raise ImportFailed(
                 ROW_REFUSED.format(detail=detail), line=last_line, code="row_refused"
             ) from None
+        self._summary_marks_rebuild()
         if self.own_source:
             # A restore finds the rows still there by their ids each time: remembered as reused,
             # one lost again later would be skipped by the next restore as already imported.
             ImportIdMap.objects.filter(
                 workspace=self.workspace, source=self.source, state=ImportIdMap.State.REUSED
             ).delete()
+
+    def _summary_marks_rebuild(self) -> None:
+        """The messages each imported summary holds alone (what retention may delete) are
+        marked by the compaction's own walk, never taken from the file: an old file carries no
+        marks, and a wrong one would let retention delete turns no summary holds."""
+        thread_summary_held_rebuild(thread_ids=sorted(self.threads_touched, key=str))
 
     def report(self) -> dict:
         return {
@@ -709,6 +773,7 @@ class _Importer:
             "reused": _ordered(self.reused),
             "already_imported": _ordered(self.skipped),
             "facts_versioned": self.versioned,
+            "procedures_kept_inactive": self.procedures_kept_inactive,
             "vectors_dropped": self.vectors_dropped,
             "dangling_ids_dropped": self.dangling,
             "conflict_count": self.conflict_count,

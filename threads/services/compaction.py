@@ -168,6 +168,44 @@ def _summary_held_mark(*, thread_id, scope: str, upto_id, extends: bool) -> None
         Message.objects.filter(pk__in=new).update(summary_held=True)
 
 
+def thread_summary_held_rebuild(*, thread_ids) -> None:
+    """Mark again, from nothing, the messages each summary of these threads (the thread's own
+    and each node's) holds alone: the marks the compactions that wrote them leave.
+
+    For summaries and messages written without a compaction (an import restoring a thread):
+    a mark only ever comes from this walk, never from the rows as written. A summary whose
+    end is not a message of its scope at its depth holds nothing, and a scope with no summary
+    holds nothing. Each thread row is locked while its marks change, as in a compaction, so
+    no append forks from a chain meanwhile.
+    """
+    for thread_id in thread_ids:
+        with transaction.atomic():
+            thread = (
+                Thread.objects.select_for_update()
+                .filter(pk=thread_id)
+                .values("summary_upto_id", "summary_upto_depth")
+                .first()
+            )
+            if thread is None:
+                continue
+            ends = {"": (thread["summary_upto_id"], thread["summary_upto_depth"])}
+            for node, upto, depth in NodeSummary.objects.filter(thread_id=thread_id).values_list(
+                "node_id", "summary_upto_id", "summary_upto_depth"
+            ):
+                ends[node] = (upto, depth)
+            Message.objects.filter(thread_id=thread_id, summary_held=True).exclude(
+                node_id__in=list(ends)
+            ).update(summary_held=False)
+            for scope, (upto, depth) in ends.items():
+                end = Message.objects.filter(pk=upto, thread_id=thread_id, node_id=scope, depth=depth)
+                if upto is None or depth is None or not end.exists():
+                    Message.objects.filter(thread_id=thread_id, node_id=scope, summary_held=True).update(
+                        summary_held=False
+                    )
+                    continue
+                _summary_held_mark(thread_id=thread_id, scope=scope, upto_id=upto, extends=False)
+
+
 @dataclass
 class CompactionPlan:
     previous_summary: str
