@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Q
 
 from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError, NotFoundError
@@ -140,10 +141,36 @@ def review_merge(*, principal: Principal, tier: str, item_id, into) -> ReviewIte
     return _decided(tier, row)
 
 
+def _proposal_lock(*, procedure: Procedure, names) -> Procedure | None:
+    """Lock the proposal with every version of its lineage and of the lineage a new name moves
+    it into, in one statement in key order; return it if it is still inactive.
+
+    The order procedures.services takes for every write of a lineage (`_lineage_lock`): the
+    versions in key order, the procedure itself among them. Locking the proposal row alone
+    first, then the lineage, deadlocked with an activation of the same lineage that held a
+    version with a lower key and waited for the proposal (PostgreSQL aborted one: a 503).
+    """
+    versions = Q(workspace_id=procedure.workspace_id, agent_id=procedure.agent_id, name__in=names)
+    # NO KEY, as the lineage lock: runs and vectors pointing at these rows are not held up.
+    list(
+        Procedure.objects.filter(versions | Q(pk=procedure.pk))
+        .order_by("pk")
+        .select_for_update(no_key=True)
+        .values_list("pk")
+    )
+    return Procedure.objects.filter(pk=procedure.pk, is_active=False).first()
+
+
 def _procedure_decide(*, principal: Principal, procedure: Procedure, decision: str, edits=None, reason=""):
+    fields = dict(edits or {})
+    names = {procedure.name, (fields.get("name") or "").strip()} - {""}
     with transaction.atomic():
-        # Serializes two reviewers of one proposal: the second sees the first one's audit event.
-        locked = Procedure.objects.select_for_update().filter(pk=procedure.pk, is_active=False).first()
+        # Also serializes two reviewers of one proposal: the second sees the first one's audit event.
+        locked = _proposal_lock(procedure=procedure, names=names)
+        if locked is not None and locked.name not in names:
+            # Renamed since it was read: the lineage it is in now is locked too (after the
+            # rows above, as procedure_update would take it).
+            locked = _proposal_lock(procedure=locked, names={*names, locked.name})
         decided = AuditEvent.objects.filter(
             workspace_id=procedure.workspace_id,
             entity_type="procedure",
@@ -152,7 +179,6 @@ def _procedure_decide(*, principal: Principal, procedure: Procedure, decision: s
         ).exists()
         if locked is None or decided:
             raise ApplicationError(ITEM_NOT_HELD, code="conflict", status_code=409)
-        fields = dict(edits or {})
         if decision == "approved":
             fields["is_active"] = True
         if fields:
