@@ -10,17 +10,21 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import CharField, Exists, F, OuterRef, Q
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from core.access import Principal, require_workspace_key, require_write
 from core.errors import ApplicationError, ConflictError
-from core.models import Agent, AuditEvent, Workspace
+from core.models import Agent, AuditEvent, LLMJob, Workspace
 from core.services import audit_record, audit_record_deletes
 from retention.models import RetentionRule, RetentionRun, Tier
 from retention.selectors import EffectiveRule, retention_candidates, retention_rules_effective
 from retention.targets import TARGETS
-from threads.models import Thread
+from threads.models import Message, Thread
 from threads.services import thread_compact_request
+from threads.services.compaction import COMPACTION_REQUEST_TTL
 
 RETENTION_ACTOR = "system:retention"
 # A run that has not written a heartbeat for this long is taken to be dead.
@@ -174,23 +178,51 @@ def _apply_rule(*, rule: EffectiveRule, run: RetentionRun, now) -> int:
     return deleted
 
 
+def _compaction_may_help(*, now) -> Q:
+    """Threads a compaction request may help: none is pending (or the pending one is older
+    than COMPACTION_REQUEST_TTL: lost with its worker, or failed), and no compaction ran since
+    the thread's last append.
+
+    A compaction that ran after the last append ("compacted" sets `compacted_at`, "up_to_date"
+    leaves only its finished fair-queue job, kept a day) would answer "up_to_date" again:
+    messages read by two branches, those of an abandoned branch, or turns the recent window
+    still shows wait until new messages move the window, not until the next run asks.
+    """
+    from threads.tasks import thread_compact_task
+
+    # The job's kwargs name the thread (threads.services.compaction.thread_compact_enqueue).
+    finished_since = (
+        LLMJob.objects.filter(
+            workspace_id=OuterRef("workspace_id"),
+            task=thread_compact_task.name,
+            state=LLMJob.State.DONE,
+            finished_at__gte=OuterRef("last_activity_at"),
+            kwargs__node="",
+        )
+        .annotate(thread_id=KeyTextTransform("thread_id", "kwargs"))
+        .filter(thread_id=Cast(OuterRef("pk"), output_field=CharField()))
+    )
+    summarized_since = Q(compacted_at__isnull=False, compacted_at__gte=F("last_activity_at"))
+    ran_since = summarized_since | Exists(finished_since)
+    not_pending = Q(compaction_requested_at__isnull=True) & ~ran_since
+    return not_pending | Q(compaction_requested_at__lt=now - COMPACTION_REQUEST_TTL)
+
+
 def _compaction_request_for_waiting(*, rule: EffectiveRule, now) -> int:
     """Ask for a compaction of the threads whose expired messages no summary holds yet, so
-    the next run may delete them without the conversation losing its gist."""
-    waiting = set()
+    the next run may delete them without the conversation losing its gist; returns how many
+    were asked."""
+    asked = 0
     for kind in ("age", "count"):
         eligible = retention_candidates(rule=rule, now=now, limit_kind=kind)
         every = retention_candidates(rule=rule, now=now, limit_kind=kind, eligible_only=False)
-        model = TARGETS[rule.tier].model
-        waiting |= set(
-            model.objects.filter(pk__in=every)
-            .exclude(pk__in=eligible)
-            .values_list("thread_id", flat=True)
-            .distinct()[: settings.RETENTION_BATCH]
-        )
-    for thread in Thread.objects.filter(pk__in=waiting, compaction_requested_at__isnull=True):
-        thread_compact_request(thread=thread)
-    return len(waiting)
+        waiting = Message.objects.filter(pk__in=every).exclude(pk__in=eligible).values("thread_id")
+        # Filtered before the limit: threads that wait for good never crowd out the others.
+        due = Thread.objects.filter(pk__in=waiting).filter(_compaction_may_help(now=timezone.now()))
+        for thread in due[: settings.RETENTION_BATCH]:
+            thread_compact_request(thread=thread)
+            asked += 1
+    return asked
 
 
 def _run_claim(*, workspace, trigger: str) -> RetentionRun | None:

@@ -1,0 +1,111 @@
+"""Retention asks for a compaction of a thread whose expired messages no summary holds only when
+a compaction could hold more of them: not again after one that ran since the thread's last
+message (a fork's shared turns and an abandoned branch stay waiting for good), again once new
+messages arrive, and again when a request was lost."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from core.models import LLMJob
+from core.services import agent_update
+from core.testing import MemoryTestCase
+from identities.tests.factories import MemoryUserFactory
+from retention.models import RetentionRule, Tier
+from retention.selectors import retention_preview
+from retention.services import retention_run
+from threads.models import Message, Thread
+from threads.services import thread_compact
+from threads.tasks import thread_compact_task
+from threads.tests.factories import append, make_thread
+
+OLD = timezone.now() - timedelta(days=40)
+
+
+def turns(label, count):
+    return [("user" if i % 2 == 0 else "assistant", f"{label} turn {i}, invoice {i}.") for i in range(count)]
+
+
+class CompactionRequestTests(MemoryTestCase):
+    def setUp(self):
+        agent_update(agent=self.agent, memory_settings={"recent_messages": 4})
+        self.ada = MemoryUserFactory(workspace=self.workspace, canonical_id="t:ada")
+        RetentionRule.objects.create(workspace=self.workspace, tier=Tier.MESSAGES, max_age_days=30)
+
+    def thread(self):
+        return make_thread(workspace=self.workspace, agent=self.agent, memory_user=self.ada)
+
+    def compactions(self, thread) -> int:
+        """Compactions of `thread` queued so far (each one a fair-queue job, run on commit)."""
+        return LLMJob.objects.filter(task=thread_compact_task.name, kwargs__thread_id=str(thread.pk)).count()
+
+    def retain(self):
+        """One retention run, with what it queues on commit run too (eager Celery)."""
+        with self.captureOnCommitCallbacks(execute=True):
+            return retention_run(workspace=self.workspace)
+
+    def forked_thread(self):
+        """A compacted thread whose newest branch forks from an early turn: the turns before
+        the fork are read by both branches, the old branch is abandoned, so no summary ever
+        holds them alone."""
+        thread = self.thread()
+        first = append(thread, *turns("First", 12))
+        assert thread_compact(thread_id=thread.pk) == "compacted"
+        append(thread, *turns("Edited", 8), parent=str(first[1].pk))
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        return thread
+
+    def test_a_fork_that_stays_waiting_is_asked_about_once(self):
+        """Two runs over a thread whose waiting messages no compaction can hold: one
+        compaction, not one per run; both runs keep those messages."""
+        thread = self.forked_thread()
+        self.retain()
+        assert self.compactions(thread) == 1
+        waiting = retention_preview(workspace=self.workspace)["messages_waiting_for_summary"]
+        assert waiting > 0
+        count = Message.objects.filter(thread=thread).count()
+
+        self.retain()
+        self.retain()
+
+        assert self.compactions(thread) == 1
+        assert Message.objects.filter(thread=thread).count() == count
+        assert retention_preview(workspace=self.workspace)["messages_waiting_for_summary"] == waiting
+
+    def test_a_thread_no_compaction_summarizes_is_asked_about_once(self):
+        """Expired turns the recent window still shows: the compaction answers up to date, and
+        the next run does not ask again."""
+        thread = self.thread()
+        append(thread, *turns("Short", 3))
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        self.retain()
+        self.retain()
+        assert self.compactions(thread) == 1
+        thread.refresh_from_db()
+        assert thread.compacted_at is None and thread.compaction_requested_at is None
+
+    def test_new_messages_are_asked_about_again(self):
+        """A message appended after the last compaction: the next run asks again, and that
+        compaction lets the run after it delete what its summary holds."""
+        thread = self.forked_thread()
+        self.retain()
+        self.retain()
+        assert self.compactions(thread) == 1
+        before = Message.objects.filter(thread=thread).count()
+
+        append(thread, *turns("Later", 10))
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        self.retain()
+        assert self.compactions(thread) == 2
+        self.retain()
+        assert Message.objects.filter(thread=thread).count() < before + 10
+
+    def test_a_lost_request_is_asked_again(self):
+        """A request older than the compaction's request lifetime that never finished (its
+        worker lost, its compaction failed) does not keep the thread out for good."""
+        thread = self.thread()
+        append(thread, *turns("Short", 3))
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        Thread.objects.filter(pk=thread.pk).update(compaction_requested_at=OLD)
+        self.retain()
+        assert self.compactions(thread) == 1
