@@ -22,7 +22,7 @@ from core.services import audit_record, audit_record_deletes
 from retention.models import RetentionRule, RetentionRun, Tier
 from retention.selectors import EffectiveRule, retention_candidates, retention_rules_effective
 from retention.targets import TARGETS
-from threads.models import Message, Thread
+from threads.models import Message, NodeSummary, Thread
 from threads.services import thread_compact_request
 from threads.services.compaction import COMPACTION_REQUEST_TTL
 
@@ -208,20 +208,62 @@ def _compaction_may_help(*, now) -> Q:
     return not_pending | Q(compaction_requested_at__lt=now - COMPACTION_REQUEST_TTL)
 
 
+def _node_compaction_may_help(*, thread: Thread, node: str, now) -> bool:
+    """`_compaction_may_help` for the summary of one node (a sub-agent's messages) of `thread`."""
+    from threads.tasks import thread_compact_task
+
+    summary = (
+        NodeSummary.objects.filter(thread=thread, node_id=node)
+        .values("compacted_at", "compaction_requested_at")
+        .first()
+    ) or {}
+    requested = summary.get("compaction_requested_at")
+    if requested is not None:
+        return requested < now - COMPACTION_REQUEST_TTL
+    since = thread.last_activity_at
+    if since is None:
+        return True
+    if summary.get("compacted_at") is not None and summary["compacted_at"] >= since:
+        return False
+    return not LLMJob.objects.filter(
+        workspace_id=thread.workspace_id,
+        task=thread_compact_task.name,
+        state=LLMJob.State.DONE,
+        finished_at__gte=since,
+        kwargs__thread_id=str(thread.pk),
+        kwargs__node=node,
+    ).exists()
+
+
 def _compaction_request_for_waiting(*, rule: EffectiveRule, now) -> int:
     """Ask for a compaction of the threads whose expired messages no summary holds yet, so
     the next run may delete them without the conversation losing its gist; returns how many
-    were asked."""
+    were asked. A sub-agent's messages are held by its node's summary, so their node's
+    compaction is asked for."""
     asked = 0
     for kind in ("age", "count"):
         eligible = retention_candidates(rule=rule, now=now, limit_kind=kind)
         every = retention_candidates(rule=rule, now=now, limit_kind=kind, eligible_only=False)
-        waiting = Message.objects.filter(pk__in=every).exclude(pk__in=eligible).values("thread_id")
+        waiting = Message.objects.filter(pk__in=every).exclude(pk__in=eligible)
         # Filtered before the limit: threads that wait for good never crowd out the others.
-        due = Thread.objects.filter(pk__in=waiting).filter(_compaction_may_help(now=timezone.now()))
+        due = Thread.objects.filter(pk__in=waiting.filter(node_id="").values("thread_id")).filter(
+            _compaction_may_help(now=timezone.now())
+        )
         for thread in due[: settings.RETENTION_BATCH]:
             thread_compact_request(thread=thread)
             asked += 1
+        pairs = list(
+            waiting.exclude(node_id="")
+            .values_list("thread_id", "node_id")
+            .order_by("thread_id", "node_id")
+            .distinct()[: settings.RETENTION_BATCH]
+        )
+        threads = Thread.objects.in_bulk({thread_id for thread_id, _ in pairs})
+        for thread_id, node in pairs:
+            thread = threads.get(thread_id)
+            if thread is not None and _node_compaction_may_help(thread=thread, node=node, now=timezone.now()):
+                thread_compact_request(thread=thread, node=node)
+                asked += 1
     return asked
 
 

@@ -109,3 +109,26 @@ class CompactionRequestTests(MemoryTestCase):
         Thread.objects.filter(pk=thread.pk).update(compaction_requested_at=OLD)
         self.retain()
         assert self.compactions(thread) == 1
+
+    def test_a_nodes_expired_messages_get_that_nodes_compaction(self):
+        """A sub-agent's messages are held by its node's summary, never the thread's: the run
+        asks for the node's compaction (once), and the run after it deletes what it holds."""
+        thread = self.thread()
+        (ask,) = append(thread, ("user", "Research Paris hotels for 12 March."))
+        append(
+            thread,
+            {"role": "assistant", "content": "Looking at hotels near the Louvre.", "parent": str(ask.pk)},
+            *turns("Researcher", 11),
+            node_id="researcher",
+        )
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        node_messages = Message.objects.filter(thread=thread, node_id="researcher")
+        count = node_messages.count()
+
+        self.retain()
+        node_jobs = LLMJob.objects.filter(task=thread_compact_task.name, kwargs__node="researcher")
+        assert node_jobs.count() == 1
+        self.retain()
+
+        assert node_jobs.count() == 1
+        assert 0 < node_messages.count() < count
