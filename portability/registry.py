@@ -80,10 +80,6 @@ class RecordType:
     # not written (the target's row keeps its own).
     owner: str = ""
     history_only: bool = False
-    # Columns rebuilt on import from the rows they derive from, never taken from a file (a
-    # message's `summary_held` would let retention delete turns no summary holds). Not
-    # written; a file that carries them (written while they were) is read and they are dropped.
-    derived: tuple = ()
 
     @property
     def uuid_pk(self) -> bool:
@@ -94,11 +90,7 @@ class RecordType:
         return [
             f
             for f in self.model._meta.concrete_fields
-            if not f.primary_key
-            and f.name != "workspace"
-            and not f.generated
-            and f.name not in self.exclude
-            and f.name not in self.derived
+            if not f.primary_key and f.name != "workspace" and not f.generated and f.name not in self.exclude
         ]
 
 
@@ -253,9 +245,6 @@ TYPES = (
         messages_in,
         ("thread__created_at", "thread_id", "seq", "created_at"),
         id_columns={"jump_id": "message"},
-        # The messages a summary holds alone: marked again by the compaction's own walk
-        # (threads.services.compaction.thread_summary_held_rebuild) once the run has written them.
-        derived=("summary_held",),
     ),
     RecordType(
         "node_summary",

@@ -4,7 +4,7 @@ happen before rows go.
 
 Messages are special: a thread is a tree whose window walks parent links, and a summary
 holds one branch up to its last message. Only messages a summary holds alone may go
-(`Message.summary_held`: above the summary's last message, on its branch, and on no other
+(`SummarizedMessage`: above the summary's last message, on its branch, and on no other
 branch, which would still read them), and their children are detached first. A message no
 summary holds yet waits for the next compaction (retention asks for one).
 """
@@ -12,7 +12,7 @@ summary holds yet waits for the next compaction (retention asks for one).
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db.models import BooleanField, Expression, ExpressionWrapper, Q
+from django.db.models import BooleanField, Exists, Expression, ExpressionWrapper, OuterRef, Q
 
 from checkpoints.models import Checkpoint
 from episodes.models import Episode
@@ -20,17 +20,17 @@ from episodic.models import EpisodicEntry
 from facts.models import Fact
 from facts.services import facts_rows_delete
 from retention.models import Tier
-from threads.models import Message, RunSnapshot, Thread
+from threads.models import Message, RunSnapshot, SummarizedMessage, Thread
 
 
 def _messages_summarized() -> Q:
     """Messages a summary of their scope (the thread's, or their node's) holds alone.
 
-    A column the compaction keeps (threads.services.compaction), not a depth comparison: the
-    messages of another branch at the summary's depths are not in it, and a scan of a
-    workspace's messages tests one boolean a row.
+    Rows the compaction keeps (threads.services.compaction), not a depth comparison: the
+    messages of another branch at the summary's depths are not among them, and a scan of a
+    workspace's messages tests one primary-key lookup a row.
     """
-    return Q(summary_held=True)
+    return Q(Exists(SummarizedMessage.objects.filter(message_id=OuterRef("pk"))))
 
 
 def _messages_detach(ids: list) -> None:

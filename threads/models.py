@@ -70,6 +70,10 @@ class MessageQuerySet(models.QuerySet):
     def for_workspace(self, workspace):
         return self.filter(workspace=workspace)
 
+    def summarized(self):
+        """The messages a summary of their scope holds alone (SummarizedMessage)."""
+        return self.filter(models.Exists(SummarizedMessage.objects.filter(message_id=models.OuterRef("pk"))))
+
 
 class Message(TimeStampedModel):
     """One chat message; `parent` links form the regeneration tree.
@@ -116,11 +120,6 @@ class Message(TimeStampedModel):
     idempotency_key = models.CharField(max_length=200, blank=True)
     # A tool result over THREADS_TOOL_RESULT_ARCHIVE_CHARS: the window sends a reference instead.
     archived = models.BooleanField(default=False)
-    # Above the last message its scope's summary covers, on that summary's branch, and on no
-    # other branch: what retention may delete (threads.services.compaction sets it,
-    # appends that fork from such a message clear it up to the fork). The database fills it
-    # for the COPY of appends, which names its columns.
-    summary_held = models.BooleanField(default=False, db_default=False)
 
     objects = MessageQuerySet.as_manager()
 
@@ -250,6 +249,30 @@ class MessageEmbedding(models.Model):
 
     def __str__(self):
         return f"{self.message_id} ({self.model})"
+
+
+class SummarizedMessage(models.Model):
+    """A message the summary of its scope (the thread's, or its node's) holds alone: above the
+    summary's last message, on its branch, and on no other branch. What retention may delete.
+
+    threads.services.compaction marks them as it writes a summary; an append that forks from
+    one clears the marks at and above the fork. A row of its own, not a column of the message:
+    marking a column rewrote each wide message row (its stored tsvector recomputed, every
+    index written again), 5-6x the cost of these rows ("Summaries' marks" in docs/threads.md).
+    """
+
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    # The message's thread, to find a scope's marks without a join; no constraint of its own
+    # (the message's holds it), and deleting a thread reaches the marks through its messages.
+    thread = models.ForeignKey(Thread, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    node_id = models.CharField(max_length=100, blank=True)
+    depth = models.IntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["thread", "node_id", "depth"], name="threads_summarized_scope")]
+
+    def __str__(self):
+        return f"{self.message_id} summarized"
 
 
 class NodeSummary(models.Model):

@@ -268,7 +268,7 @@ class _Importer:
 
     def _parse(self, record_type, line: int, record: dict) -> _Pending:
         fields = {record_key(f): f for f in record_type.fields()}
-        unknown = sorted(set(record) - set(fields) - set(record_type.derived) - {"type", "id"})
+        unknown = sorted(set(record) - set(fields) - {"type", "id"})
         if unknown:
             raise ImportFailed(
                 UNKNOWN_FIELDS.format(type=record_type.name, names=", ".join(unknown)[:300]), line=line

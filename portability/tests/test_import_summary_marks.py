@@ -1,6 +1,5 @@
-"""An import leaves on messages the marks their summaries would have left (Message.summary_held):
-the messages retention may delete are the same in the source and in the copy, whatever the
-file says about them."""
+"""An import leaves the marks its summaries' compactions would have left (SummarizedMessage,
+never exported): the messages retention may delete are the same in the source and the copy."""
 
 import json
 from datetime import timedelta
@@ -11,7 +10,7 @@ from core.services import agent_get_or_create, agent_update, workspace_create
 from core.testing import MemoryTestCase
 from identities.tests.factories import MemoryUserFactory
 from portability.registry import Scope
-from portability.tests.helpers import export_bytes, import_bytes, records
+from portability.tests.helpers import export_bytes, import_bytes
 from retention.models import RetentionRule, Tier
 from retention.selectors import retention_preview
 from threads.models import Message, NodeSummary, Thread
@@ -33,9 +32,9 @@ def lines(rows) -> bytes:
 def marks(workspace) -> set:
     """The held messages of a workspace, named by what survives an import (thread, scope, seq)."""
     return set(
-        Message.objects.filter(workspace=workspace, summary_held=True).values_list(
-            "thread__title", "node_id", "seq"
-        )
+        Message.objects.summarized()
+        .filter(workspace=workspace)
+        .values_list("thread__title", "node_id", "seq")
     )
 
 
@@ -71,7 +70,11 @@ class SummaryMarksImportTests(MemoryTestCase):
         Message.objects.filter(workspace=cls.workspace).update(created_at=OLD)
         cls.held = marks(cls.workspace)
         assert {scope for _title, scope, _seq in cls.held} == {"", "researcher"}
-        assert Message.objects.filter(workspace=cls.workspace, summary_held=False).exists()
+        assert (
+            Message.objects.filter(workspace=cls.workspace)
+            .exclude(pk__in=Message.objects.summarized())
+            .exists()
+        )
 
     def setUp(self):
         self.target = workspace_create(name="Target")
@@ -92,23 +95,6 @@ class SummaryMarksImportTests(MemoryTestCase):
         """The thread's and the node's summaries hold the same messages in the copy."""
         report = import_bytes(self.target, export_bytes(Scope(workspace=self.workspace)))
         assert report["created"]["message"] == Message.objects.filter(workspace=self.workspace).count()
-        self.assert_same_marks()
-
-    def test_an_export_without_the_column_is_marked_on_import(self):
-        """Files written before the column existed carry no marks: the import makes them."""
-        rows = records(export_bytes(Scope(workspace=self.workspace)))
-        for row in rows:
-            row.pop("summary_held", None)
-        import_bytes(self.target, lines(rows))
-        self.assert_same_marks()
-
-    def test_a_mark_no_summary_holds_is_not_taken_from_the_file(self):
-        """A file marking every message would let retention delete turns no summary holds."""
-        rows = records(export_bytes(Scope(workspace=self.workspace)))
-        for row in rows:
-            if row.get("type") == "message":
-                row["summary_held"] = True
-        import_bytes(self.target, lines(rows))
         self.assert_same_marks()
 
     def test_an_agents_export_and_a_second_import_keep_the_marks(self):

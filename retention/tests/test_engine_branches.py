@@ -60,7 +60,7 @@ class RetentionBranchesTests(MemoryTestCase):
         last = append(self.thread, *turns("Second", 10))[-1]
         thread = self.compact()
         assert thread.summary_upto_depth > first_end
-        held = Message.objects.filter(thread=self.thread, summary_held=True)
+        held = Message.objects.summarized().filter(thread=self.thread)
         assert sorted(held.values_list("depth", flat=True)) == list(range(thread.summary_upto_depth))
 
         assert self.run_and_check(last) == thread.summary_upto_depth
@@ -75,7 +75,7 @@ class RetentionBranchesTests(MemoryTestCase):
         )
         thread = self.compact()
         assert thread.summary_upto_depth > 4
-        held = Message.objects.filter(thread=self.thread, summary_held=True)
+        held = Message.objects.summarized().filter(thread=self.thread)
         assert sorted(held.values_list("depth", flat=True)) == list(range(3, thread.summary_upto_depth))
         assert not held.filter(pk__in=[m.pk for m in first]).exists()
 
@@ -87,17 +87,17 @@ class RetentionBranchesTests(MemoryTestCase):
         old_end = self.compact().summary_upto_depth
         # An edit of turn 2 after the summary: the old branch forks at depth 1.
         assert set(
-            Message.objects.filter(thread=self.thread, summary_held=True).values_list("depth", flat=True)
+            Message.objects.summarized().filter(thread=self.thread).values_list("depth", flat=True)
         ) == set(range(old_end))
         edited = append(
             self.thread,
             {"role": "user", "content": "Edited turn 2 about Lisbon.", "parent": str(first[1].pk)},
             *turns("Lisbon", 14, first="assistant"),
         )
-        assert not Message.objects.filter(thread=self.thread, summary_held=True, depth__lte=1).exists()
+        assert not Message.objects.summarized().filter(thread=self.thread, depth__lte=1).exists()
         # The next summary is of the edited branch: nothing of the old one is held any more.
         thread = self.compact()
-        held = Message.objects.filter(thread=self.thread, summary_held=True)
+        held = Message.objects.summarized().filter(thread=self.thread)
         assert not held.filter(pk__in=[m.pk for m in first]).exists()
         assert sorted(held.values_list("depth", flat=True)) == list(range(2, thread.summary_upto_depth))
 

@@ -26,7 +26,7 @@ from core.memory_settings import memory_settings_for
 from core.tasks import DATABASE_UNAVAILABLE
 from threads.lib.summarize import summary_extractive, summary_prompt
 from threads.lib.tree import ancestor_at_depth
-from threads.models import Message, NodeSummary, Thread
+from threads.models import Message, NodeSummary, SummarizedMessage, Thread
 
 # A compaction holds its lease at most this long; a crashed worker's lease then expires.
 COMPACTION_LEASE = timedelta(minutes=5)
@@ -126,23 +126,34 @@ def _node_compaction_request_if_needed(*, thread: Thread, leaf: Message) -> bool
 # until a message with another child of the scope (a fork: that branch still reads it and
 # everything above) or one already held (the chain an earlier summary on this branch marked,
 # which appends keep free of forks). Depth falls by one a step, so the walk ends. Each step
-# is two primary-key or parent index lookups; a summary that extends the last one walks
-# only what it newly covers.
-_HELD_WALK_SQL = """
+# is three primary-key or parent index lookups; a summary that extends the last one walks
+# only what it newly covers. The statement writes the marks itself (no row comes back to
+# Python) and answers the depth of the fork it stopped at, if any.
+_HELD_MARK_SQL = """
 WITH RECURSIVE walk(id, parent_id, node_id, depth, held, fork) AS (
-    SELECT p.id, p.parent_id, p.node_id, p.depth, p.summary_held, EXISTS (
-        SELECT 1 FROM threads_message c WHERE c.parent_id = p.id AND c.node_id = p.node_id AND c.id <> u.id
-    )
+    SELECT p.id, p.parent_id, p.node_id, p.depth,
+        EXISTS (SELECT 1 FROM threads_summarizedmessage h WHERE h.message_id = p.id),
+        EXISTS (
+            SELECT 1 FROM threads_message c
+            WHERE c.parent_id = p.id AND c.node_id = p.node_id AND c.id <> u.id
+        )
     FROM threads_message u JOIN threads_message p ON p.id = u.parent_id AND p.node_id = u.node_id
     WHERE u.id = %(upto)s AND u.thread_id = %(thread)s
   UNION ALL
-    SELECT p.id, p.parent_id, p.node_id, p.depth, p.summary_held, EXISTS (
-        SELECT 1 FROM threads_message c WHERE c.parent_id = p.id AND c.node_id = p.node_id AND c.id <> w.id
-    )
+    SELECT p.id, p.parent_id, p.node_id, p.depth,
+        EXISTS (SELECT 1 FROM threads_summarizedmessage h WHERE h.message_id = p.id),
+        EXISTS (
+            SELECT 1 FROM threads_message c
+            WHERE c.parent_id = p.id AND c.node_id = p.node_id AND c.id <> w.id
+        )
     FROM walk w JOIN threads_message p ON p.id = w.parent_id AND p.node_id = w.node_id AND p.depth < w.depth
     WHERE NOT w.held AND NOT w.fork
+),
+marked AS (
+    INSERT INTO threads_summarizedmessage (message_id, thread_id, node_id, depth)
+    SELECT id, %(thread)s, node_id, depth FROM walk WHERE NOT held AND NOT fork
 )
-SELECT id, held, fork FROM walk
+SELECT max(depth) FILTER (WHERE fork) FROM walk
 """
 
 
@@ -155,17 +166,15 @@ def _summary_held_mark(*, thread_id, scope: str, upto_id, extends: bool) -> None
     Runs in the transaction that writes the summary, with the thread row locked, so no
     append forks from the chain meanwhile.
     """
-    held = Message.objects.filter(thread_id=thread_id, node_id=scope, summary_held=True)
+    held = SummarizedMessage.objects.filter(thread_id=thread_id, node_id=scope)
     if not extends:
-        held.update(summary_held=False)
+        held.delete()
     with connection.cursor() as cursor:
-        cursor.execute(_HELD_WALK_SQL, {"upto": upto_id, "thread": thread_id})
-        walked = cursor.fetchall()
-    if extends and walked and walked[-1][2]:
-        held.update(summary_held=False)
-    new = [pk for pk, was_held, fork in walked if not was_held and not fork]
-    if new:
-        Message.objects.filter(pk__in=new).update(summary_held=True)
+        cursor.execute(_HELD_MARK_SQL, {"upto": upto_id, "thread": thread_id})
+        (fork_depth,) = cursor.fetchone()
+    if extends and fork_depth is not None:
+        # The earlier chain lies above the fork: every new mark is below it.
+        held.filter(depth__lte=fork_depth).delete()
 
 
 def thread_summary_held_rebuild(*, thread_ids) -> None:
@@ -193,15 +202,11 @@ def thread_summary_held_rebuild(*, thread_ids) -> None:
                 "node_id", "summary_upto_id", "summary_upto_depth"
             ):
                 ends[node] = (upto, depth)
-            Message.objects.filter(thread_id=thread_id, summary_held=True).exclude(
-                node_id__in=list(ends)
-            ).update(summary_held=False)
+            SummarizedMessage.objects.filter(thread_id=thread_id).exclude(node_id__in=list(ends)).delete()
             for scope, (upto, depth) in ends.items():
                 end = Message.objects.filter(pk=upto, thread_id=thread_id, node_id=scope, depth=depth)
                 if upto is None or depth is None or not end.exists():
-                    Message.objects.filter(thread_id=thread_id, node_id=scope, summary_held=True).update(
-                        summary_held=False
-                    )
+                    SummarizedMessage.objects.filter(thread_id=thread_id, node_id=scope).delete()
                     continue
                 _summary_held_mark(thread_id=thread_id, scope=scope, upto_id=upto, extends=False)
 

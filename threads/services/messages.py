@@ -16,7 +16,7 @@ from core.services import audit_record
 from threads.lib.parts import content_parts
 from threads.lib.tree import TreeNode, child_position
 from threads.lib.validation import MessageErrors, message_clean
-from threads.models import Message, NodeSummary, Thread
+from threads.models import Message, NodeSummary, SummarizedMessage, Thread
 from threads.services.compaction import _compaction_request_if_needed, _node_compaction_request_if_needed
 
 MESSAGES_REQUIRED = "Send at least one message."
@@ -47,16 +47,16 @@ def _tree_node(row: dict) -> TreeNode:
     return TreeNode(**{k: row[k] for k in _NODE_FIELDS})
 
 
-_ROW_COLUMNS = (
-    *_NODE_FIELDS,
-    "thread_id",
-    "role",
-    "tool_calls",
-    "node_id",
-    "idempotency_key",
-    "summary_held",
+_ROW_COLUMNS = (*_NODE_FIELDS, "thread_id", "role", "tool_calls", "node_id", "idempotency_key")
+# Whether a summary holds the row alone (SummarizedMessage): an append that forks from such a
+# message clears the marks at and above the fork.
+_ROW_SELECT = ", ".join(
+    [
+        *(f"{{t}}.{c}" for c in _ROW_COLUMNS),
+        "EXISTS (SELECT 1 FROM threads_summarizedmessage h WHERE h.message_id = {t}.id)",
+    ]
 )
-_ROW_SELECT = ", ".join(f"{{t}}.{c}" for c in _ROW_COLUMNS)
+_ROW_COLUMNS = (*_ROW_COLUMNS, "summary_held")
 
 # One round trip for the context of a batch: the named parents, the newest message of each
 # node scope the batch continues, the jump target of each (needed to place a child), the
@@ -421,9 +421,7 @@ def thread_append_messages(*, thread: Thread, messages: list[dict], actor: str =
             # The new branch reads the fork and everything above it: no summary holds those
             # alone any more. The held messages of a scope are one chain, so they are the
             # ones at or above the fork's depth.
-            Message.objects.filter(
-                thread=thread, node_id=scope, summary_held=True, depth__lte=fork_depth
-            ).update(summary_held=False)
+            SummarizedMessage.objects.filter(thread=thread, node_id=scope, depth__lte=fork_depth).delete()
         with connection.cursor() as cursor:
             cursor.execute(_THREAD_APPENDED, [seq, len(created), now, thread.pk])
         thread.message_seq = seq

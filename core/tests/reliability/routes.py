@@ -307,10 +307,15 @@ def _snapshot_sql() -> str:
     models += [apps.get_model("core", name) for name in ("Agent", "Membership", "ProviderCredential")]
     models.append(apps.get_model("core", "AuditEvent"))
     for model in models:
-        table = model._meta.db_table
-        parts.append(
-            f"SELECT '{table}', t.id::text, md5(t::text) FROM {table} t WHERE t.workspace_id = %(ws)s"
+        table, pk = model._meta.db_table, model._meta.pk.column
+        fields = {f.name for f in model._meta.get_fields()}
+        # A row without a workspace of its own (a summary's mark) is its thread's.
+        owner = (
+            "t.workspace_id = %(ws)s"
+            if "workspace" in fields
+            else "t.thread_id IN (SELECT id FROM threads_thread WHERE workspace_id = %(ws)s)"
         )
+        parts.append(f"SELECT '{table}', t.{pk}::text, md5(t::text) FROM {table} t WHERE {owner}")
     parts.append(
         f"SELECT 'core_apikey', t.id::text, md5(ROW({API_KEY_COLUMNS})::text) "
         "FROM core_apikey t WHERE t.workspace_id = %(ws)s"

@@ -1,5 +1,5 @@
-"""Migration 0010 marks the messages existing summaries hold alone, and loses no message
-either way."""
+"""Migration 0010 records the messages existing summaries hold alone (SummarizedMessage), and
+touches no message either way."""
 
 import importlib
 from unittest import mock
@@ -14,7 +14,7 @@ from threads.models import Message, NodeSummary, Thread
 from threads.tests.factories import append, make_thread
 
 BEFORE = [("threads", "0009_messageembedding_in_graph")]
-HELD = importlib.import_module("threads.migrations.0010_message_summary_held")
+HELD = importlib.import_module("threads.migrations.0010_summarizedmessage")
 
 
 class SummaryHeldMigrationTests(TransactionTestCase):
@@ -61,7 +61,7 @@ class SummaryHeldMigrationTests(TransactionTestCase):
         migrate_to(BEFORE)
         with mock.patch.object(HELD, "BATCH", 2):  # more than one batch of threads
             migrate_to()
-        assert set(Message.objects.filter(summary_held=True).values_list("pk", flat=True)) == expected
+        assert set(Message.objects.summarized().values_list("pk", flat=True)) == expected
         assert Message.objects.count() == count
         migrate_to(BEFORE)
         old_message = (
@@ -70,4 +70,4 @@ class SummaryHeldMigrationTests(TransactionTestCase):
         assert old_message.objects.count() == count
         migrate_to()
         assert Message.objects.count() == count
-        assert Message.objects.filter(summary_held=True).count() == len(expected)
+        assert Message.objects.summarized().count() == len(expected)

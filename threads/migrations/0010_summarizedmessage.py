@@ -1,16 +1,16 @@
-"""Message.summary_held: the messages a summary holds alone, which retention may delete.
+"""SummarizedMessage: the messages a summary holds alone, which retention may delete.
 
 Retention used to compare a message's depth with its scope's summary depth, which deleted the
-messages of other branches at those depths although no summary holds them. The column is
+messages of other branches at those depths although no summary holds them. The rows are
 filled here for every existing summary (the thread's, and each node's), as compaction marks
-it: up the parent links from the summary's last message, within its scope, until a message
-another branch also reads. The database default fills every other row without rewriting the
-table; reversing drops the column and keeps every row.
+them: up the parent links from the summary's last message, within its scope, until a message
+another branch also reads. Reversing drops the table; no message is touched either way.
 """
 
+import django.db.models.deletion
 from django.db import migrations, models
 
-# Threads a statement: their summaries' chains are marked in one UPDATE.
+# Threads a statement: their summaries' chains are marked in one INSERT.
 BATCH = 500
 
 FILL = """
@@ -22,8 +22,8 @@ WITH RECURSIVE src(upto, thread_id, node_id, depth) AS (
     WHERE s.thread_id = ANY(%(threads)s)
       AND s.summary_upto_id IS NOT NULL AND s.summary_upto_depth IS NOT NULL
 ),
-walk(id, parent_id, node_id, depth, fork) AS (
-    SELECT p.id, p.parent_id, p.node_id, p.depth, EXISTS (
+walk(id, parent_id, thread_id, node_id, depth, fork) AS (
+    SELECT p.id, p.parent_id, p.thread_id, p.node_id, p.depth, EXISTS (
         SELECT 1 FROM threads_message c WHERE c.parent_id = p.id AND c.node_id = p.node_id AND c.id <> u.id
     )
     FROM src
@@ -31,13 +31,15 @@ walk(id, parent_id, node_id, depth, fork) AS (
       ON u.id = src.upto AND u.thread_id = src.thread_id AND u.node_id = src.node_id AND u.depth = src.depth
     JOIN threads_message p ON p.id = u.parent_id AND p.node_id = u.node_id
   UNION ALL
-    SELECT p.id, p.parent_id, p.node_id, p.depth, EXISTS (
+    SELECT p.id, p.parent_id, p.thread_id, p.node_id, p.depth, EXISTS (
         SELECT 1 FROM threads_message c WHERE c.parent_id = p.id AND c.node_id = p.node_id AND c.id <> w.id
     )
     FROM walk w JOIN threads_message p ON p.id = w.parent_id AND p.node_id = w.node_id AND p.depth < w.depth
     WHERE NOT w.fork
 )
-UPDATE threads_message SET summary_held = true WHERE id IN (SELECT id FROM walk WHERE NOT fork)
+INSERT INTO threads_summarizedmessage (message_id, thread_id, node_id, depth)
+SELECT id, thread_id, node_id, depth FROM walk WHERE NOT fork
+ON CONFLICT (message_id) DO NOTHING
 """
 
 SUMMARIZED = """
@@ -66,10 +68,34 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddField(
-            model_name="message",
-            name="summary_held",
-            field=models.BooleanField(db_default=False, default=False),
+        migrations.CreateModel(
+            name="SummarizedMessage",
+            fields=[
+                (
+                    "message",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="+",
+                        serialize=False,
+                        to="threads.message",
+                    ),
+                ),
+                ("node_id", models.CharField(blank=True, max_length=100)),
+                ("depth", models.IntegerField()),
+                (
+                    "thread",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="threads.thread",
+                    ),
+                ),
+            ],
+            options={
+                "indexes": [models.Index(fields=["thread", "node_id", "depth"], name="threads_summarized_scope")],
+            },
         ),
         migrations.RunPython(fill, migrations.RunPython.noop),
     ]
