@@ -398,6 +398,13 @@ class LegalHoldForm(forms.Form):
     reason = forms.CharField(max_length=500)
 
 
+class LegalHoldReleaseForm(forms.Form):
+    """Which of the holds covering a person to release: the one placed on this record (the
+    person, or a record merged into them); blank is the person's own."""
+
+    placed_on = forms.UUIDField(required=False)
+
+
 class SourceMessageForm(forms.Form):
     """Purge by source: the thread's message whose derived memory goes (blank: the whole thread)."""
 

@@ -81,6 +81,7 @@ workspace_urls = [
     path("users/<uuid:pk>/edit/", users.user_edit, name="user-edit"),
     path("users/<uuid:pk>/merge/", users.user_merge, name="user-merge"),
     path("users/<uuid:pk>/erase/", person.person_erase, name="user-erase"),
+    path("users/<uuid:pk>/holds/release/", person.person_hold_release, name="user-hold-release"),
     path("members/", workspace_admin.members, name="members"),
     path("members/add/", workspace_admin.member_create, name="member-add"),
     path("members/<uuid:membership_id>/role/", workspace_admin.member_role, name="member-role"),

@@ -11,9 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django import forms
+from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
 from browser.forms import BatchDeleteForm
 from browser.lib.listing import Sort, paginate_sorted
@@ -43,6 +45,9 @@ class TabSpec:
     # The row's name in templates when `item` would shadow another variable ("user").
     context_name: str = ""
     extra_context: dict = field(default_factory=dict)
+    # (request, ApplicationError) -> [(label, url)]: the pages where a refused batch delete is
+    # resolved (a merged record's survivor), shown with the refusal's message.
+    refusal_links: Callable | None = None
 
     @property
     def name(self) -> str:
@@ -272,18 +277,26 @@ def tab_delete(request, spec: TabSpec):
     if not request.htmx and not form.cleaned_data["confirmed"]:
         context = {**base_context(spec, request), "ids": ids, "back": back, "query": query}
         return render(request, "memories/confirm_delete.html", context)
+    refusal = None
     try:
         counts = spec.batch_delete(principal, ids)
     except ApplicationError as exc:
         message, level = exc.message, "error"
+        links = spec.refusal_links(request, exc) if spec.refusal_links else []
+        refusal = {"message": exc.message, "code": exc.code, "links": links}
     else:
         message, level = _deleted_message(spec, len(ids), counts), "success"
     if not request.htmx:
         toast(request, None, message, level=level)
+        if refusal and refusal["links"]:
+            # A flash message of its own: the refusal's text stays exactly the service's.
+            pairs = ((url, label) for label, url in refusal["links"])
+            links = format_html_join(", ", '<a href="{}">{}</a>', pairs)
+            messages.error(request, format_html("Resolve it here: {}", links))
         return redirect(back)
-    return toast(request, _render_results(spec, request), message, level=level)
+    return toast(request, _render_results(spec, request, refusal=refusal), message, level=level)
 
 
-def _render_results(spec: TabSpec, request):
-    context = {**_results_context(spec, request), "page": "list"}
+def _render_results(spec: TabSpec, request, refusal=None):
+    context = {**_results_context(spec, request), "page": "list", "delete_refusal": refusal}
     return render(request, f"{spec.template}#{spec.slug}-results", context)

@@ -36,7 +36,7 @@ from episodic.selectors import entry_list
 from facts.models import Fact
 from facts.selectors import fact_list
 from identities.models import ChannelIdentity, MemoryUser
-from identities.selectors import MEMORY_USER_NOT_FOUND, memory_user_scope
+from identities.selectors import MEMORY_USER_NOT_FOUND, memory_user_legal_holds, memory_user_scope
 from procedures.models import ProcedureRun
 from procedures.selectors import procedure_scope
 from threads.selectors import thread_scoped_queryset
@@ -210,6 +210,49 @@ def person_merged_ids(*, memory_user: MemoryUser) -> list:
         frontier = list(merged.values_list("pk", flat=True))
         ids += frontier
     return ids
+
+
+def person_legal_holds(*, memory_user: MemoryUser) -> list[MemoryUser]:
+    """identities.selectors.memory_user_legal_holds (own first, then records merged into the
+    person), each record with its name loaded: one more query, and only for merged ones."""
+    holds = memory_user_legal_holds(memory_user=memory_user)
+    merged = [hold.pk for hold in holds if hold.pk != memory_user.pk]
+    names = {}
+    if merged:
+        rows = MemoryUser.objects.filter(pk__in=merged).values_list("pk", "display_name", "canonical_id")
+        names = {pk: (display_name, canonical_id) for pk, display_name, canonical_id in rows}
+    for hold in holds:
+        if hold.pk == memory_user.pk:
+            hold.display_name, hold.canonical_id = memory_user.display_name, memory_user.canonical_id
+        else:
+            hold.display_name, hold.canonical_id = names.get(hold.pk, ("", str(hold.pk)))
+    return holds
+
+
+def erase_refusal_people(*, principal: Principal, refusal) -> list[MemoryUser]:
+    """The people whose pages resolve an erasure's refusal (an ApplicationError of
+    identities.services): for `merged`, the survivors the records were merged into; for
+    `legal_hold`, the held records' survivors, whose pages list and release every hold that
+    covers them. In the principal's workspace only, in the order the refusal names them."""
+    key = {"merged": "merged_into", "legal_hold": "ids"}.get(getattr(refusal, "code", ""))
+    named = []
+    for value in (getattr(refusal, "fields", None) or {}).get(key, []) if key else []:
+        try:
+            named.append(uuid.UUID(str(value)))
+        except ValueError:
+            continue
+    if not named:
+        return []
+    found = {
+        person.pk: person
+        for person in memory_user_scope(principal).select_related("merged_into").filter(pk__in=named)
+    }
+    people = {}
+    for pk in named:
+        if pk in found:
+            survivor = found[pk].merged_into or found[pk]
+            people.setdefault(survivor.pk, survivor)
+    return list(people.values())
 
 
 def person_merges(*, memory_user: MemoryUser, q: str = ""):

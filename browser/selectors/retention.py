@@ -13,11 +13,25 @@ HELD_PEOPLE_SHOWN = 100
 
 
 def held_people(*, workspace) -> list[MemoryUser]:
-    return list(
-        MemoryUser.objects.filter(workspace=workspace, legal_hold_at__isnull=False).order_by(
-            "-legal_hold_at"
-        )[:HELD_PEOPLE_SHOWN]
+    """The workspace's legal holds as the records they were placed on, each with `survivor`:
+    the person whose data the hold covers, whose page lists it and where it is released (the
+    record itself, or the person it was merged into; merges keep chains one hop deep). Grouped
+    by survivor, the group of the newest hold first; within a group as
+    identities.selectors.memory_user_legal_holds lists them (own first, then oldest)."""
+    holds = list(
+        MemoryUser.objects.filter(workspace=workspace, legal_hold_at__isnull=False)
+        .select_related("merged_into")
+        .order_by("-legal_hold_at", "pk")[:HELD_PEOPLE_SHOWN]
     )
+    groups: dict = {}
+    for hold in holds:
+        hold.survivor = hold.merged_into or hold
+        groups.setdefault(hold.survivor.pk, []).append(hold)
+    shown = []
+    for group in groups.values():
+        group.sort(key=lambda hold: (hold.pk != hold.survivor.pk, hold.legal_hold_at, str(hold.pk)))
+        shown.extend(group)
+    return shown
 
 
 def person_find(*, workspace, reference: str) -> MemoryUser | None:

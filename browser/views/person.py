@@ -14,16 +14,16 @@ from django.contrib import messages
 from django.http import Http404, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from browser.access import ADMIN, workspace_view
-from browser.forms import MemoryUserMergeForm
+from browser.forms import LegalHoldReleaseForm, MemoryUserMergeForm
 from browser.lib.rendering import render_page, toast
 from browser.selectors import person as selectors
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
-from identities.services import memory_user_erase
+from identities.services import memory_user_erase, memory_user_hold_release
 
 TEMPLATE = "memories/person.html"
 # Ten rows a section keeps the whole page (eight sections) near one screenful per section
@@ -36,6 +36,7 @@ PER_SECTION = 10
 COUNT_CAP = 100
 # Longer queries are cut: every search here is a substring or full-text match.
 QUERY_CHARS = 200
+HOLD_NOT_LISTED = "No legal hold covering this person was placed on that record."
 
 
 @dataclass(frozen=True)
@@ -278,6 +279,9 @@ def _base_context(request, memory_user) -> dict:
         "memory_user": memory_user,
         "person_url": person_url,
         "erase_url": reverse("memories:user-erase", kwargs={"workspace_id": workspace_id, "pk": pk}),
+        "hold_release_url": reverse(
+            "memories:user-hold-release", kwargs={"workspace_id": workspace_id, "pk": pk}
+        ),
         "list_url": urls.get("users", ""),
         "spec": {"noun_plural": "users"},
         "can_write": principal.can_write,
@@ -303,7 +307,13 @@ def person_page(request, pk):
     if "facts" in sections:
         sections["facts"].options["history"] = history
     context.update(sections=sections, merge_form=MemoryUserMergeForm())
-    partials = {"main": "person-page", **{f"person-{key}": f"person-{key}" for key in SECTION_KEYS}}
+    if not one:
+        context["holds"] = selectors.person_legal_holds(memory_user=memory_user)
+    partials = {
+        "main": "person-page",
+        "person-holds": "person-holds",
+        **{f"person-{key}": f"person-{key}" for key in SECTION_KEYS},
+    }
     response = render_page(request, TEMPLATE, context, partials=partials)
     if one and request.htmx.current_url:
         # The address bar keeps every section's state, this one's as just requested.
@@ -328,6 +338,9 @@ def person_erase(request, pk):
                 toast(request, None, exc.message, level="error")
                 return redirect(context["erase_url"])
             context["erase_error"] = exc.message
+            # The refusal's survivors as links: a merged record is erased through its
+            # survivor, and every hold that blocks an erasure is released on one.
+            context["erase_people"] = selectors.erase_refusal_people(principal=principal, refusal=exc)
         else:
             total = sum(value for value in counts.values() if isinstance(value, int))
             messages.success(
@@ -338,6 +351,8 @@ def person_erase(request, pk):
             return redirect(context["list_url"])
     preview = selectors.person_erase_preview(memory_user=memory_user)
     context.update(
+        # A merged record is not erased itself (the preview sends to its survivor instead).
+        holds=[] if memory_user.merged_into_id else selectors.person_legal_holds(memory_user=memory_user),
         preview=[(label.replace("_", " "), count) for label, count in preview.items()],
         preview_total=sum(preview.values()),
         page="erase",
@@ -346,3 +361,45 @@ def person_erase(request, pk):
     if context.get("erase_error"):
         toast(request, response, context["erase_error"], level="error")
     return response
+
+
+@require_POST
+@workspace_view(ADMIN)
+def person_hold_release(request, pk):
+    """Release one of the legal holds listed on the person page: the person's own or one
+    placed on a record merged into them, always on the survivor (memory_user_hold_release
+    `placed_on`), as the API does. Answers with the page's holds partial."""
+    principal = request.operator.principal
+    memory_user = _person_or_404(request, pk)
+    context = _base_context(request, memory_user)
+    survivor = memory_user.merged_into or memory_user
+    holds = selectors.person_legal_holds(memory_user=memory_user)
+    form = LegalHoldReleaseForm(request.POST)
+    status, level = 200, "success"
+    if not form.is_valid():
+        message, level, status = " ".join(form.errors.get("placed_on", [])), "error", 400
+    else:
+        placed_on = form.cleaned_data["placed_on"] or memory_user.pk
+        # Only a hold this page lists can go: an id of another person or workspace, or of a
+        # hold released meanwhile, answers the same.
+        holder = next((hold for hold in holds if hold.pk == placed_on), None)
+        if holder is None and form.cleaned_data["placed_on"] is None:
+            # Released already (a second click): nothing to do, as the service answers.
+            message = "No legal hold is placed on this person."
+        elif holder is None:
+            message, level, status = HOLD_NOT_LISTED, "error", 404
+        else:
+            try:
+                memory_user_hold_release(memory_user=survivor, placed_on=holder, actor=principal.actor)
+            except ApplicationError as exc:
+                # A merge or erasure committed meanwhile.
+                message, level, status = exc.message, "error", exc.status_code
+            else:
+                message = f"Legal hold on {holder} released ({holder.legal_hold_reason})."
+                holds = selectors.person_legal_holds(memory_user=memory_user)
+    if not request.htmx:
+        toast(request, None, message, level=level)
+        return redirect(context["person_url"])
+    context["holds"] = holds
+    response = render_page(request, TEMPLATE, context, partials={"*": "person-holds"}, status=status)
+    return toast(request, response, message, level=level)

@@ -5,10 +5,11 @@ from django.http import Http404
 from django.views.decorators.http import require_POST
 
 from browser.access import ADMIN, workspace_view
-from browser.forms import LegalHoldForm, RetentionRuleForm, form_add_service_errors
+from browser.forms import LegalHoldForm, LegalHoldReleaseForm, RetentionRuleForm, form_add_service_errors
 from browser.lib.rendering import render_page, toast
 from browser.selectors.retention import held_people, person_find, retention_rules_shown, workspace_agents
 from core.errors import ApplicationError, NotFoundError
+from identities.selectors import memory_user_legal_holds
 from identities.services import memory_user_hold_place, memory_user_hold_release
 from retention.models import Tier
 from retention.selectors import retention_preview, retention_rule_get, retention_run_list
@@ -16,6 +17,7 @@ from retention.services import retention_rule_delete, retention_rule_set, retent
 
 PARTIALS = {"main": "retention-panel"}
 PERSON_UNKNOWN = "No person with this id or canonical id in the workspace."
+HOLD_UNKNOWN = "No legal hold covering this person was placed on that record."
 
 
 def _rule_or_404(principal, rule_id):
@@ -121,9 +123,31 @@ def legal_hold_place(request):
 @require_POST
 @workspace_view(ADMIN)
 def legal_hold_release(request, memory_user_id):
+    """Release the hold placed on `placed_on` (blank: on the person) among those covering the
+    person; a merged record's hold is released on its survivor, as the person page does."""
     operator = request.operator
     person = person_find(workspace=operator.workspace, reference=str(memory_user_id))
     if person is None:
         raise Http404(PERSON_UNKNOWN)
-    memory_user_hold_release(memory_user=person, actor=operator.principal.actor)
-    return toast(request, _page(request), f"Legal hold on {person} released.")
+    form = LegalHoldReleaseForm(request.POST)
+    if not form.is_valid():
+        message = " ".join(form.errors.get("placed_on", []))
+        return toast(request, _page(request, status=400), message, level="error")
+    placed_on = form.cleaned_data["placed_on"] or person.pk
+    holder = next((h for h in memory_user_legal_holds(memory_user=person) if h.pk == placed_on), None)
+    if holder is None:
+        if form.cleaned_data["placed_on"] is None:
+            # Released already (a second click): nothing to do, as the service answers.
+            return toast(request, _page(request), f"No legal hold is placed on {person}.")
+        raise Http404(HOLD_UNKNOWN)
+    survivor = person
+    if person.merged_into_id:
+        survivor = person_find(workspace=operator.workspace, reference=str(person.merged_into_id)) or person
+    try:
+        memory_user_hold_release(memory_user=survivor, placed_on=holder, actor=operator.principal.actor)
+    except ApplicationError as exc:
+        return toast(request, _page(request, status=exc.status_code), exc.message, level="error")
+    merged = "" if holder.pk == survivor.pk else ", placed on a record merged into them"
+    return toast(
+        request, _page(request), f"Legal hold on {survivor} released ({holder.legal_hold_reason}{merged})."
+    )

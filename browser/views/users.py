@@ -13,6 +13,7 @@ from browser.forms import MemoryUserEditForm, MemoryUserMergeForm
 from browser.lib.listing import Sort
 from browser.lib.rendering import toast
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
+from browser.selectors.person import erase_refusal_people
 from browser.views.person import person_page
 from core.errors import ApplicationError, NotFoundError
 from core.lib.replica import read_replica
@@ -21,6 +22,20 @@ from identities.selectors import memory_user_get, memory_user_list
 from identities.services import memory_user_batch_delete, memory_user_merge
 
 MERGE_TARGET_UNKNOWN = "No user with this canonical id or id in this workspace."
+
+
+def _erase_refusal_links(request, refusal) -> list[tuple[str, str]]:
+    """The pages of the people a refused erasure names: a merged record's survivor (erased in
+    its place), a held person (whose page lists and releases every hold covering them)."""
+    principal = request.operator.principal
+    verb = "Erase {} instead" if refusal.code == "merged" else "Legal holds of {}"
+    return [
+        (
+            verb.format(person),
+            reverse("memories:user", kwargs={"workspace_id": principal.workspace.pk, "pk": person.pk}),
+        )
+        for person in erase_refusal_people(principal=principal, refusal=refusal)
+    ]
 
 
 USERS = TabSpec(
@@ -42,6 +57,7 @@ USERS = TabSpec(
     batch_delete=lambda principal, ids: memory_user_batch_delete(principal=principal, ids=ids),
     edit_form=MemoryUserEditForm,
     context_name="memory_user",
+    refusal_links=_erase_refusal_links,
 )
 
 

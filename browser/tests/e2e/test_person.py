@@ -101,3 +101,20 @@ class PersonPageBrowserTests(BrowserLiveTestCase):
         expect(page.get_by_role("link", name="Ada Lovelace", exact=True)).to_have_count(0)
         assert not MemoryUser.objects.filter(pk=self.ada.pk).exists()
         assert MemoryUser.objects.filter(pk=self.bob.pk).exists()
+
+    @screenshot_on_failure
+    def test_admin_releases_a_merged_records_hold_on_the_survivor(self):
+        mail = MemoryUser.objects.get(merged_into=self.ada)
+        MemoryUser.objects.filter(pk=mail.pk).update(
+            legal_hold_at=self.ada.created_at, legal_hold_reason="Case 2", legal_hold_by="operator:admin"
+        )
+        page = self.page
+        page.on("dialog", lambda dialog: dialog.accept())
+        self.log_in("admin", PASSWORD, next_path=f"/memories/{self.workspace.pk}/users/{self.ada.pk}/")
+        holds = page.locator("#person-holds")
+        expect(holds.locator(f'[data-placed-on="{mail.pk}"]')).to_contain_text("Case 2")
+        holds.get_by_role("button", name=re.compile("^Release")).click()
+        expect(holds).to_contain_text("No legal hold covers this person.")
+        expect(page.locator("#toasts")).to_contain_text("Case 2")
+        mail.refresh_from_db()
+        assert mail.legal_hold_at is None

@@ -137,3 +137,24 @@ class ReviewMergeIntoMalformedIdTests(BrowserTestCase):
         html = page.content.decode()
         edit_url = self.url("memories:review-edit", tier="entry", pk=self.held.pk)
         assert f'href="{edit_url}?tier=entry" hx-get="{edit_url}?tier=entry"' in html
+
+
+class LegalHoldReleaseMalformedTests(BrowserTestCase):
+    """The person page's and the Retention tab's release take `placed_on`: a malformed one is
+    a 400 with the form's error and releases nothing."""
+
+    def test_malformed_placed_on_releases_nothing(self):
+        from identities.models import MemoryUser
+        from identities.services import memory_user_hold_place
+
+        person = MemoryUserFactory(workspace=self.workspace)
+        memory_user_hold_place(memory_user=person, reason="Case 9", actor="operator:owner")
+        self.login(self.owner)
+        urls = (
+            self.url("memories:user-hold-release", pk=person.pk),
+            self.url("memories:legal-hold-release", memory_user_id=person.pk),
+        )
+        for url in urls:
+            for value in ("x", "\x00", f"{person.pk}\x00", "1" * 10_000, "{}"):
+                assert self.htmx("post", url, {"placed_on": value}).status_code == 400
+        assert MemoryUser.objects.get(pk=person.pk).legal_hold_reason == "Case 9"

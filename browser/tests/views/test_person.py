@@ -184,8 +184,9 @@ class PersonPageTests(BrowserTestCase):
         assert len(many) == len(few), [q["sql"] for q in many]
         # Session, user, memberships and the person; per section at most a count, a page of
         # keys and its rows; the audit trail's merged users and id lists; the procedures'
-        # capped run count and their runs' figures.
-        assert len(many) <= 4 + 8 * 3 + 5 + 2
+        # capped run count and their runs' figures; the legal holds that cover the person and,
+        # when some were placed on merged records, those records' names.
+        assert len(many) <= 4 + 8 * 3 + 5 + 2 + 2
 
     def test_roles_decide_merge_and_erase_controls(self):
         viewer = self.page(self.viewer).content.decode()
@@ -195,10 +196,12 @@ class PersonPageTests(BrowserTestCase):
         admin = self.page(self.owner).content.decode()
         assert "Erase this person" in admin
         erase = self.url("memories:user-erase", pk=self.ada.pk)
+        release = self.url("memories:user-hold-release", pk=self.ada.pk)
         for user in (self.viewer, self.teammate):
             self.login(user)
             assert self.client.get(erase).status_code == 403
             assert self.client.post(erase).status_code == 403
+            assert self.client.post(release).status_code == 403
         assert MemoryUser.objects.filter(pk=self.ada.pk).exists()
 
     def test_outsider_and_other_workspace_get_404(self):

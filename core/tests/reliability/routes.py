@@ -1093,6 +1093,10 @@ BROWSER_CASES: dict[str, BrowserCase] = {
     ),
     # The person page's erasure: GET is the preview of what it deletes, POST erases.
     "memories:user-erase": BrowserCase(path=_pk("p2"), levels={"get": "admin", "post": "admin"}),
+    # The person page's legal holds: releases the person's own hold (none here: a no-op).
+    "memories:user-hold-release": BrowserCase(
+        path=_pk("p1"), levels={"post": "admin"}, data={"post": lambda w: {"placed_on": ""}}
+    ),
     "memories:members": BrowserCase(path=_none, levels={"get": "admin"}),
     "memories:member-add": BrowserCase(
         path=_none,
