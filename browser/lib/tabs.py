@@ -48,6 +48,9 @@ class TabSpec:
     # (request, ApplicationError) -> [(label, url)]: the pages where a refused batch delete is
     # resolved (a merged record's survivor), shown with the refusal's message.
     refusal_links: Callable | None = None
+    # Whose batch delete this is: editors' (the default), or admins' where deleting is an
+    # erasure (people), as on the person page.
+    delete_admin_only: bool = False
 
     @property
     def name(self) -> str:
@@ -126,7 +129,11 @@ def base_context(spec: TabSpec, request) -> dict:
         "urls": tab_urls(request.operator.workspace.pk),
         "can_write": principal.can_write,
         "list_url": spec.url(request),
-        "delete_url": spec.url(request, "-delete") if spec.batch_delete else None,
+        "delete_url": (
+            spec.url(request, "-delete")
+            if spec.batch_delete and (principal.can_admin or not spec.delete_admin_only)
+            else None
+        ),
         **spec.extra_context,
     }
 

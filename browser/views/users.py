@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from browser.access import EDIT, workspace_view
+from browser.access import ADMIN, EDIT, workspace_view
 from browser.forms import MemoryUserEditForm, MemoryUserMergeForm
 from browser.lib.listing import Sort
 from browser.lib.rendering import toast
@@ -55,6 +55,7 @@ USERS = TabSpec(
     ],
     default_sort="-last_seen",
     batch_delete=lambda principal, ids: memory_user_batch_delete(principal=principal, ids=ids),
+    delete_admin_only=True,
     edit_form=MemoryUserEditForm,
     context_name="memory_user",
     refusal_links=_erase_refusal_links,
@@ -82,7 +83,7 @@ def user_edit(request, pk):
 
 
 @require_POST
-@workspace_view(EDIT)
+@workspace_view(ADMIN)
 def users_delete(request):
     return tab_delete(request, USERS)
 

@@ -212,7 +212,7 @@ class ErasureRefusalTests(BrowserTestCase):
 
     def test_the_users_tab_batch_delete_links_the_survivor(self):
         """Before: the refusal was a toast with the message only."""
-        self.login(self.teammate)
+        self.login(self.owner)
         url = self.url("memories:users-delete")
 
         response = self.htmx("post", url, {"ids": [str(self.bo.pk)], "confirmed": "on"}, target="results")
@@ -231,7 +231,7 @@ class ErasureRefusalTests(BrowserTestCase):
 
     def test_the_users_tab_batch_delete_of_a_held_person_links_their_holds(self):
         memory_user_hold_place(memory_user=self.bo, reason="Case 2", actor="operator:owner")
-        self.login(self.teammate)
+        self.login(self.owner)
 
         response = self.htmx(
             "post", self.url("memories:users-delete"), {"ids": [str(self.ada.pk)]}, target="results"

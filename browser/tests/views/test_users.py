@@ -115,8 +115,17 @@ class UsersTabTests(BrowserTestCase):
         assert self.client.post(self.url("memories:users-delete"), {"ids": [self.bob.pk]}).status_code == 403
         assert MemoryUser.objects.filter(pk=self.bob.pk, merged_into__isnull=True).exists()
 
-    def test_batch_erase(self):
+    def test_batch_erase_is_for_admins_as_the_person_pages_erase_is(self):
+        """Erasing people is the right to erasure: an editor may edit them but not erase them,
+        from the list any more than from the person page."""
         self.login(self.teammate)
+        page = self.client.get(self.url("memories:users"))
+        assert b'name="ids"' not in page.content
+        assert self.client.post(self.url("memories:users-delete"), {"ids": [self.ada.pk]}).status_code == 403
+        assert MemoryUser.objects.filter(pk=self.ada.pk).exists()
+
+    def test_batch_erase(self):
+        self.login(self.owner)
         response = self.htmx(
             "post", self.url("memories:users-delete"), {"ids": [self.ada.pk]}, target="results"
         )

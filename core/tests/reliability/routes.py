@@ -1173,7 +1173,7 @@ BROWSER_CASES: dict[str, BrowserCase] = {
 }
 # The users tab's batch delete is named after the tab, not the item.
 BROWSER_CASES["memories:users-delete"] = BrowserCase(
-    path=_none, levels={"post": "edit"}, data={"post": lambda w: {"ids": [str(w.p2.pk)], "confirmed": "on"}}
+    path=_none, levels={"post": "admin"}, data={"post": lambda w: {"ids": [str(w.p2.pk)], "confirmed": "on"}}
 )
 
 
