@@ -261,7 +261,12 @@ class SummarizedMessage(models.Model):
     index written again), 5-6x the cost of these rows ("Summaries' marks" in docs/threads.md).
     """
 
-    message = models.OneToOneField(Message, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    # The constraint is the database's own (migration 0010: ON DELETE CASCADE, checked at
+    # insert), not Django's deferred one: a mark a compaction commits while its message is being
+    # deleted goes with it, whichever deletion collected the marks before.
+    message = models.OneToOneField(
+        Message, on_delete=models.CASCADE, primary_key=True, db_constraint=False, related_name="+"
+    )
     # The message's thread, to find a scope's marks without a join; no constraint of its own
     # (the message's holds it), and deleting a thread reaches the marks through its messages.
     thread = models.ForeignKey(Thread, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")

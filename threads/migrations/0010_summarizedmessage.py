@@ -4,7 +4,8 @@ Retention used to compare a message's depth with its scope's summary depth, whic
 messages of other branches at those depths although no summary holds them. The rows are
 filled here for every existing summary (the thread's, and each node's), as compaction marks
 them: up the parent links from the summary's last message, within its scope, until a message
-another branch also reads. Reversing drops the table; no message is touched either way.
+another branch also reads. A mark's foreign key cascades in the database (ON DELETE CASCADE,
+checked at insert). Reversing drops the table; no message is touched either way.
 """
 
 import django.db.models.deletion
@@ -74,6 +75,7 @@ class Migration(migrations.Migration):
                 (
                     "message",
                     models.OneToOneField(
+                        db_constraint=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         primary_key=True,
                         related_name="+",
@@ -96,6 +98,14 @@ class Migration(migrations.Migration):
             options={
                 "indexes": [models.Index(fields=["thread", "node_id", "depth"], name="threads_summarized_scope")],
             },
+        ),
+        # The mark goes with its message in the database itself, and is checked at its insert:
+        # Django's deferred constraint refused, at commit, a deletion that had collected the
+        # marks before a compaction committed one for a message it deletes.
+        migrations.RunSQL(
+            "ALTER TABLE threads_summarizedmessage ADD CONSTRAINT threads_summarized_message_fk "
+            "FOREIGN KEY (message_id) REFERENCES threads_message (id) ON DELETE CASCADE",
+            migrations.RunSQL.noop,
         ),
         migrations.RunPython(fill, migrations.RunPython.noop),
     ]

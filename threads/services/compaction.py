@@ -151,7 +151,12 @@ WITH RECURSIVE walk(id, parent_id, node_id, depth, held, fork) AS (
 ),
 marked AS (
     INSERT INTO threads_summarizedmessage (message_id, thread_id, node_id, depth)
-    SELECT id, %(thread)s, node_id, depth FROM walk WHERE NOT held AND NOT fork
+    SELECT m.id, %(thread)s, m.node_id, m.depth
+    FROM walk JOIN threads_message m ON m.id = walk.id
+    WHERE NOT walk.held AND NOT walk.fork
+    -- A message retention is deleting meanwhile: waited for, then left out once gone (the
+    -- walk saw it in its snapshot), instead of failing the compaction on the foreign key.
+    FOR KEY SHARE OF m
 )
 SELECT max(depth) FILTER (WHERE fork) FROM walk
 """

@@ -22,6 +22,9 @@ def _threads_delete(queryset) -> dict:
 
 def thread_delete(*, thread: Thread, actor: str = "system") -> dict:
     with transaction.atomic():
+        # Locked before its rows are collected, as appends and compactions lock it: a
+        # compaction waits, then finds no thread, instead of marking messages being deleted.
+        Thread.objects.select_for_update().filter(pk=thread.pk).values_list("pk").first()
         counts = _threads_delete(Thread.objects.filter(pk=thread.pk))
         audit_record(
             workspace=thread.workspace,

@@ -71,3 +71,27 @@ class SummaryHeldMigrationTests(TransactionTestCase):
         migrate_to()
         assert Message.objects.count() == count
         assert Message.objects.summarized().count() == len(expected)
+
+    def test_a_mark_goes_with_its_message_in_the_database(self):
+        """A deletion that did not collect the mark (it was committed after): the database takes
+        it along instead of refusing the deletion at commit."""
+        workspace = workspace_create(name="Marks that block a deletion")
+        agent = agent_register(workspace=workspace, slug="support")
+        thread = make_thread(workspace=workspace, agent=agent)
+        main = append(thread, *[("user" if i % 2 == 0 else "assistant", f"Turn {i}.") for i in range(6)])
+        Thread.objects.filter(pk=thread.pk).update(
+            summary="- earlier turns", summary_upto_id=main[4].pk, summary_upto_depth=4
+        )
+        migrate_to(BEFORE)
+        migrate_to()
+        count = Message.objects.count()
+        assert Message.objects.summarized().count() == 4
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE threads_message SET parent_id = NULL WHERE parent_id = %s", [main[0].pk])
+            cursor.execute("DELETE FROM threads_message WHERE id = %s", [main[0].pk])
+            cursor.execute(
+                "SELECT count(*) FROM threads_summarizedmessage WHERE message_id = %s", [main[0].pk]
+            )
+            assert cursor.fetchone()[0] == 0
+        assert Message.objects.count() == count - 1
+        assert Message.objects.summarized().count() == 3
