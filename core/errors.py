@@ -123,7 +123,8 @@ _LIMIT_ERRORS = (
 )
 # Every reference is resolved before a write, so a foreign key the database refuses names a
 # row another request deleted in between (a thread deleted while its checkpoint's writes
-# waited on the delete's lock): what is referred to is gone, as a 404 says.
+# waited on the delete's lock): what is referred to is gone, as a 404 says. A delete refused
+# because rows still refer to the deleted row is not that (_referenced_row_deleted).
 _REFERENCE_ERRORS = (psycopg.errors.ForeignKeyViolation,)
 # A request's statement_timeout or lock_timeout ran out (core.lib.postgresql), or the
 # statement was cancelled: subclasses of OperationalError, told apart by the driver's error.
@@ -134,6 +135,16 @@ def _driver_error(exc):
     """The psycopg error behind `exc` (Django wraps it), or `exc` itself."""
     cause = exc.__cause__
     return cause if isinstance(cause, psycopg.Error) else exc
+
+
+def _referenced_row_deleted(error) -> bool:
+    """Whether a foreign key violation is a row deleted while rows still refer to it: the
+    server's own delete (a deferred constraint a service left unmet at commit), never a
+    reference the request made, so not a 404. PostgreSQL tells the two apart only in its
+    message ("update or delete on table ..."); under a translated lc_messages this answers
+    False, and the violation is the 404 of a reference."""
+    primary = getattr(getattr(error, "diag", None), "message_primary", None) or ""
+    return primary.startswith("update or delete on table")
 
 
 def backend_error(exc) -> tuple[int, dict, dict] | None:
@@ -152,7 +163,7 @@ def backend_error(exc) -> tuple[int, dict, dict] | None:
     if isinstance(exc, _VALUE_ERRORS) or isinstance(_driver_error(exc), _LIMIT_ERRORS):
         logger.warning("Database refused a value: %s", exc)
         return 400, error_body("invalid", VALUE_REFUSED), {}
-    if isinstance(_driver_error(exc), _REFERENCE_ERRORS):
+    if isinstance(_driver_error(exc), _REFERENCE_ERRORS) and not _referenced_row_deleted(_driver_error(exc)):
         logger.warning("A referenced row was deleted meanwhile: %s", exc)
         return 404, error_body("not_found", REFERENCE_GONE), {}
     if isinstance(_driver_error(exc), _TIMEOUT_ERRORS):

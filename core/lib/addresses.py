@@ -26,6 +26,10 @@ from core.lib.http import http_client
 # IPv6 prefixes whose last 32 bits are an IPv4 address a gateway forwards to (NAT64, RFC
 # 6052; IPv4-compatible, RFC 4291).
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("::/96"))
+# Ranges a site routes to its own network that `is_global` of Python before 3.12.4 calls
+# global: local-use NAT64 (RFC 8215), whose gateway reaches the site's private IPv4 addresses,
+# and site-local (RFC 3879, deprecated, still routed inside some networks).
+_LOCAL_IPV6 = (ipaddress.ip_network("64:ff9b:1::/48"), ipaddress.ip_network("fec0::/10"))
 
 
 def host_addresses(host: str) -> list:
@@ -53,6 +57,8 @@ def _embedded_ipv4(address) -> ipaddress.IPv4Address | None:
 
 def address_public(address) -> bool:
     """Whether `address` (and the IPv4 address an IPv6 form carries) is globally routable."""
+    if address.version == 6 and any(address in network for network in _LOCAL_IPV6):
+        return False
     embedded = _embedded_ipv4(address)
     return address.is_global and (embedded is None or embedded.is_global)
 
@@ -87,11 +93,13 @@ def url_pinned(url: str | httpx.URL, address: str) -> tuple[httpx.URL, dict, dic
 
     Answers (URL, headers, extensions) for `httpx.Client.send` or `.post`: the connection goes
     to the address already checked, not to what a second lookup answers (DNS rebinding); the
-    name still goes in Host and, for https, in SNI and the certificate check.
+    name still goes in Host and, for https, in SNI and the certificate check, without the
+    trailing dot a fully qualified name may carry (no certificate names "example.com.").
     """
     url = httpx.URL(url)
     headers = {"Host": url.netloc.decode("ascii")}
-    extensions = {"sni_hostname": url.raw_host.decode("ascii")} if url.scheme == "https" else {}
+    sni_hostname = url.raw_host.decode("ascii").rstrip(".")
+    extensions = {"sni_hostname": sni_hostname} if url.scheme == "https" else {}
     return url.copy_with(host=address), headers, extensions
 
 
@@ -122,6 +130,8 @@ def pinned_client(url: httpx.URL) -> httpx.Client:
     pool would hand a connection opened and verified for one name to a request for another
     name at the same address (a CDN's), TLS then ending at the first name's site. The clients
     share one SSL context, built once (its cost: core.lib.http); a forked child makes its own.
+    They take no proxy from the environment (HTTPS_PROXY): the request goes to the address
+    checked, and through a CONNECT proxy httpx would name that address, not the host, in TLS.
     """
     global _pinned_pid, _pinned_ssl_context
     key = (url.scheme, url.raw_host, url.port)
@@ -133,7 +143,9 @@ def pinned_client(url: httpx.URL) -> httpx.Client:
         if client is None:
             if _pinned_ssl_context is None:
                 _pinned_ssl_context = httpx.create_ssl_context()
-            client = _pinned_clients[key] = httpx.Client(verify=_pinned_ssl_context, follow_redirects=False)
+            client = _pinned_clients[key] = httpx.Client(
+                verify=_pinned_ssl_context, follow_redirects=False, trust_env=False
+            )
             # An evicted client is not closed: another thread may be sending with it; its idle
             # connections close when it is collected.
             while len(_pinned_clients) > PINNED_CLIENTS_MAX:

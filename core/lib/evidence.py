@@ -38,7 +38,9 @@ _EMPTY_WORDS = STOPWORDS | frozenset((
 # is how a person answers "where do you live?", and the rules below still refuse "I", "yes"
 # and a word the claim does not name.
 MIN_QUOTE_WORDS = 1
-# Letters and digits of its content words: "ok no" or "是的" ("yes") carries fewer.
+# Letters and digits of its content words: "ok no" or "是的" ("yes") carries fewer. Not asked
+# of a quote with a word the claim names exactly, a number or a word of two letters or more:
+# "I'm 34", "Jo", "US" are how people answer.
 MIN_CONTENT_CHARS = 4
 # A quote shorter than this many words must name something the claim names: "the
 # printer" proves nothing about "Ada moved to Lisbon". A longer quote is a statement on its
@@ -85,16 +87,19 @@ def evidence_too_weak(quote: str, *, claim: str) -> bool:
     """Whether `quote`, found in the source, still proves nothing about `claim`.
 
     Weak: fewer than MIN_QUOTE_WORDS words, no content word (only stopwords and replies),
-    fewer than MIN_CONTENT_CHARS letters of content, or, for a quote shorter than
-    SELF_STANDING_WORDS words, no content word shared with the claim.
+    fewer than MIN_CONTENT_CHARS letters of content unless a word of it is one the claim
+    names exactly (a number, or two letters or more: not one character of "是的"), or, for a
+    quote shorter than SELF_STANDING_WORDS words, no content word shared with the claim.
     """
     tokens = _tokens(quote)
     content = _content(tokens)
     if len(tokens) < MIN_QUOTE_WORDS or not content:
         return True
-    if sum(len(re.sub(r"\W", "", t)) for t in content) < MIN_CONTENT_CHARS:
+    claimed = _content(_tokens(claim))
+    if sum(len(re.sub(r"\W", "", t)) for t in content) < MIN_CONTENT_CHARS and not any(
+        word in claimed and (len(word) >= 2 or word.isdigit()) for word in content
+    ):
         return True
     if len(tokens) >= SELF_STANDING_WORDS:
         return False
-    claimed = _content(_tokens(claim))
     return not any(_same_word(word, said) for word in content for said in claimed)

@@ -2,6 +2,7 @@
 
 from urllib.parse import urlsplit
 
+import httpx
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -48,8 +49,11 @@ def webhook_url_check(url: str) -> str | None:
     if settings.WEBHOOKS_ALLOW_PRIVATE_URLS:
         return None
     try:
-        addresses = host_addresses(parts.hostname)
-    except (OSError, UnicodeError, ValueError) as exc:
+        # The name the request carries (IDNA 2008, as httpx encodes it), not the IDNA 2003
+        # form the resolver would make of urlsplit's, which names another host for "faß".
+        host = httpx.URL(url).raw_host.decode("ascii")
+        addresses = host_addresses(host)
+    except (OSError, UnicodeError, ValueError, httpx.InvalidURL) as exc:
         raise WebhookUrlRefused(URL_UNRESOLVED) from exc
     if not addresses or not all(address_public(address) for address in addresses):
         raise WebhookUrlRefused(URL_PRIVATE)

@@ -38,7 +38,7 @@ def _pem(key) -> bytes:
     )
 
 
-class TestCA:
+class PrivateCA:
     """A certificate authority made for one test run, and leaf certificates it signs."""
 
     def __init__(self):
@@ -183,12 +183,16 @@ def _resolver(names: dict[str, str]):
 
 # Pinning happens only when private addresses are refused (webhook_url_check), so the tests
 # refuse them and let 127.0.0.1 pass as public, the way test_ssrf.py does.
-@override_settings(WEBHOOKS_ALLOW_PRIVATE_URLS=False, WEBHOOKS_TIMEOUT_SECONDS=5)
-class PinnedTLSTests(MemoryTestCase):
+class PinnedTLSSetup:
+    """A test case's fixtures for deliveries to a TLSReceiver: the CA, its trust, and `names`
+    resolved to the receiver's address."""
+
+    names = {HOST: "127.0.0.1", OTHER_HOST: "127.0.0.1"}
+
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.ca = TestCA()
+        cls.ca = PrivateCA()
 
     def setUp(self):
         self.principal = principal_for_api_key(self.owner_api_key)
@@ -205,9 +209,7 @@ class PinnedTLSTests(MemoryTestCase):
             mock.patch.dict("core.lib.addresses._pinned_clients", clear=True),
             mock.patch("core.lib.addresses._pinned_ssl_context", None),
             mock.patch("webhooks.services.subscriptions.address_public", return_value=True),
-            mock.patch(
-                "socket.getaddrinfo", side_effect=_resolver({HOST: "127.0.0.1", OTHER_HOST: "127.0.0.1"})
-            ),
+            mock.patch("socket.getaddrinfo", side_effect=_resolver(self.names)),
         ):
             patcher.start()
             self.addCleanup(patcher.stop)
@@ -230,6 +232,9 @@ class PinnedTLSTests(MemoryTestCase):
         )
         return webhook_deliver(delivery_id=row.pk)
 
+
+@override_settings(WEBHOOKS_ALLOW_PRIVATE_URLS=False, WEBHOOKS_TIMEOUT_SECONDS=5)
+class PinnedTLSTests(PinnedTLSSetup, MemoryTestCase):
     def test_https_to_the_pinned_address_carries_the_name_in_sni_host_and_certificate_check(self):
         with TLSReceiver(*self.ca.leaf(HOST)) as receiver:
             delivery = self._deliver(f"https://{HOST}:{receiver.port}/hook?x=1")
