@@ -32,6 +32,10 @@ class Holding:
     - `counted`: False for copies of a parent row's owner (a vector's memory_user, which
       the vector search filters on): moved on merge, left out of the counts, and erased by
       their parent's cascade.
+    - `locked_first`: erasure locks these rows, in key order, before it deletes anything: the
+      parents other writers lock before their children (a thread, which appends and
+      compactions lock before its messages), so an erasure waits for them instead of
+      deadlocking with them.
     """
 
     label: str
@@ -42,6 +46,7 @@ class Holding:
     statistic: str = ""
     agent_field: str = "agent"
     counted: bool = True
+    locked_first: bool = False
 
     def rows(self, memory_user_ids):
         """Every row of the users in `memory_user_ids`."""
@@ -88,6 +93,10 @@ def holdings_erase(*, memory_user_ids) -> None:
     """Delete every holding of the users in `memory_user_ids`, highest tier first, one
     statement-sized delete per holding rather than leaving the collector to discover each
     cascade."""
+    for holding in holdings():
+        if holding.locked_first:
+            rows = holding.rows(memory_user_ids).order_by("pk")
+            list(rows.select_for_update(of=("self",)).values_list("pk"))
     for holding in reversed(holdings()):
         if holding.counted:
             holding.rows(memory_user_ids).delete()

@@ -10,7 +10,9 @@ class ThreadsConfig(AppConfig):
         from core.holdings import Holding, holding_register
         from threads.models import Message, MessageEmbedding, Thread
 
-        holding_register(Holding("threads", Thread, statistic="thread_count"))
+        # Locked before erasure deletes their messages: appends and compactions lock the
+        # thread first too.
+        holding_register(Holding("threads", Thread, statistic="thread_count", locked_first=True))
         # Messages follow their thread on a merge; registered after threads so erasure
         # deletes them first, while the join through their thread still finds them.
         holding_register(
