@@ -10,6 +10,7 @@ client code; nothing is patched.
         server.fail_next = 2                           # answer 500 to the next two calls
         ...
         server.requests                                # [(path, json body), ...]
+        server.request_headers                         # each request's headers, in order
 """
 
 import json
@@ -21,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class OpenAITestServer:
     def __init__(self):
         self.requests: list[tuple[str, dict]] = []
+        self.request_headers: list[dict] = []
         self.chat_replies: deque[str] = deque()
         self.chat_handler = None
         self.embedding_handler = None
@@ -58,6 +60,7 @@ class OpenAITestServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with outer._lock:
                     outer.requests.append((self.path, body))
+                    outer.request_headers.append(dict(self.headers))
                     failing = outer.fail_next > 0
                     if failing:
                         outer.fail_next -= 1

@@ -3,10 +3,7 @@ request goes to the address checked (DNS rebinding: a name that answered a publi
 it was saved may answer 169.254.169.254 or 127.0.0.1 later)."""
 
 import ipaddress
-import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from unittest import mock
 
 import httpx
@@ -24,6 +21,7 @@ from core.lib.addresses import AddressRefused, host_address_checked, url_pinned
 from core.llm import LLMEndpointRefused, LLMError, LLMUnavailable, chat_complete
 from core.services import provider_credential_set
 from core.testing import MemoryTestCase
+from core.testing_openai import OpenAITestServer
 from episodic.tests.factories import entry_factory, memory_user_factory
 
 NAME = "llm.rebinding.test"
@@ -49,40 +47,25 @@ class Resolver:
         return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", sockaddr)]
 
 
-class Endpoint:
-    """An OpenAI-compatible server on 127.0.0.1 that records each request's path and Host."""
+class Endpoint(OpenAITestServer):
+    """The OpenAI-compatible test server, answering "hello" and [1.0, 0.0], reached by NAME."""
 
-    def __enter__(self):
-        received = self.received = []
+    def __init__(self):
+        super().__init__()
+        self.chat_handler = lambda body: "hello"
+        self.embedding_handler = lambda texts: [[1.0, 0.0] for _ in texts]
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                received.append((self.path, self.headers.get("Host"), self.headers.get("Authorization")))
-                if self.path.endswith("/embeddings"):
-                    answer = {
-                        "data": [{"index": i, "embedding": [1.0, 0.0]} for i in range(len(body["input"]))]
-                    }
-                else:
-                    answer = {"choices": [{"message": {"content": "hello"}}], "usage": {}}
-                data = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self._server.shutdown()
-        self._server.server_close()
+    @property
+    def received(self) -> list[tuple]:
+        """(path, Host, Authorization) of each request."""
+        return [
+            (path, headers.get("Host"), headers.get("Authorization"))
+            for (path, _), headers in zip(self.requests, self.request_headers, strict=True)
+        ]
 
     @property
     def named_url(self) -> str:
