@@ -10,14 +10,12 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import CharField, Exists, F, OuterRef, Q
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from core.access import Principal, require_workspace_key, require_write
 from core.errors import ApplicationError, ConflictError
-from core.models import Agent, AuditEvent, LLMJob, Workspace
+from core.models import Agent, AuditEvent, Workspace
 from core.services import audit_record, audit_record_deletes
 from retention.models import RetentionRule, RetentionRun, Tier
 from retention.selectors import EffectiveRule, retention_candidates, retention_rules_effective
@@ -128,6 +126,8 @@ def _delete_batch(*, rule: EffectiveRule, ids: list, run: RetentionRun) -> int:
         # Another engine (a second worker) may be deleting the same rows: each takes the ones
         # it can lock, so every row is deleted and audited once.
         rows = target.model.objects.filter(pk__in=ids)
+        if target.owner_lock is not None:
+            rows = rows.filter(target.owner_lock(ids))
         if target.eligible is not None:
             # Tested again under the lock: an append that forked from a held message
             # meanwhile has cleared its mark, and PostgreSQL re-reads a locked row's new version.
@@ -180,59 +180,30 @@ def _apply_rule(*, rule: EffectiveRule, run: RetentionRun, now) -> int:
 
 def _compaction_may_help(*, now) -> Q:
     """Threads a compaction request may help: none is pending (or the pending one is older
-    than COMPACTION_REQUEST_TTL: lost with its worker, or failed), and no compaction ran since
-    the thread's last append.
+    than COMPACTION_REQUEST_TTL: lost with its worker, or failed), and no compaction read the
+    branch since the thread's last append.
 
-    A compaction that ran after the last append ("compacted" sets `compacted_at`, "up_to_date"
-    leaves only its finished fair-queue job, kept a day) would answer "up_to_date" again:
-    messages read by two branches, those of an abandoned branch, or turns the recent window
-    still shows wait until new messages move the window, not until the next run asks.
+    A compaction that read it since ("compacted" or "up_to_date" both set
+    `compaction_checked_at`) would answer "up_to_date" again: messages read by two branches,
+    those of an abandoned branch, or turns the recent window still shows wait until new
+    messages move the window, not until the next run asks.
     """
-    from threads.tasks import thread_compact_task
-
-    # The job's kwargs name the thread (threads.services.compaction.thread_compact_enqueue).
-    finished_since = (
-        LLMJob.objects.filter(
-            workspace_id=OuterRef("workspace_id"),
-            task=thread_compact_task.name,
-            state=LLMJob.State.DONE,
-            finished_at__gte=OuterRef("last_activity_at"),
-            kwargs__node="",
-        )
-        .annotate(thread_id=KeyTextTransform("thread_id", "kwargs"))
-        .filter(thread_id=Cast(OuterRef("pk"), output_field=CharField()))
-    )
-    summarized_since = Q(compacted_at__isnull=False, compacted_at__gte=F("last_activity_at"))
-    ran_since = summarized_since | Exists(finished_since)
-    not_pending = Q(compaction_requested_at__isnull=True) & ~ran_since
+    checked_since = Q(compaction_checked_at__isnull=False, compaction_checked_at__gte=F("last_activity_at"))
+    not_pending = Q(compaction_requested_at__isnull=True) & ~checked_since
     return not_pending | Q(compaction_requested_at__lt=now - COMPACTION_REQUEST_TTL)
 
 
-def _node_compaction_may_help(*, thread: Thread, node: str, now) -> bool:
-    """`_compaction_may_help` for the summary of one node (a sub-agent's messages) of `thread`."""
-    from threads.tasks import thread_compact_task
-
-    summary = (
-        NodeSummary.objects.filter(thread=thread, node_id=node)
-        .values("compacted_at", "compaction_requested_at")
-        .first()
-    ) or {}
-    requested = summary.get("compaction_requested_at")
-    if requested is not None:
-        return requested < now - COMPACTION_REQUEST_TTL
-    since = thread.last_activity_at
-    if since is None:
-        return True
-    if summary.get("compacted_at") is not None and summary["compacted_at"] >= since:
-        return False
-    return not LLMJob.objects.filter(
-        workspace_id=thread.workspace_id,
-        task=thread_compact_task.name,
-        state=LLMJob.State.DONE,
-        finished_at__gte=since,
-        kwargs__thread_id=str(thread.pk),
-        kwargs__node=node,
-    ).exists()
+def _node_compaction_may_help(*, now) -> Q:
+    """`_compaction_may_help` for messages of a node (a sub-agent's), read from their node's
+    `NodeSummary`: a filter on Message rows, so it runs in SQL before any batch limit."""
+    settled = NodeSummary.objects.filter(thread_id=OuterRef("thread_id"), node_id=OuterRef("node_id")).filter(
+        Q(compaction_requested_at__gte=now - COMPACTION_REQUEST_TTL)
+        | Q(
+            compaction_requested_at__isnull=True,
+            compaction_checked_at__gte=OuterRef("thread__last_activity_at"),
+        )
+    )
+    return ~Exists(settled)
 
 
 def _compaction_request_for_waiting(*, rule: EffectiveRule, now) -> int:
@@ -254,6 +225,7 @@ def _compaction_request_for_waiting(*, rule: EffectiveRule, now) -> int:
             asked += 1
         pairs = list(
             waiting.exclude(node_id="")
+            .filter(_node_compaction_may_help(now=timezone.now()))
             .values_list("thread_id", "node_id")
             .order_by("thread_id", "node_id")
             .distinct()[: settings.RETENTION_BATCH]
@@ -261,7 +233,7 @@ def _compaction_request_for_waiting(*, rule: EffectiveRule, now) -> int:
         threads = Thread.objects.in_bulk({thread_id for thread_id, _ in pairs})
         for thread_id, node in pairs:
             thread = threads.get(thread_id)
-            if thread is not None and _node_compaction_may_help(thread=thread, node=node, now=timezone.now()):
+            if thread is not None:
                 thread_compact_request(thread=thread, node=node)
                 asked += 1
     return asked

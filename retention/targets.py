@@ -12,6 +12,7 @@ summary holds yet waits for the next compaction (retention asks for one).
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import BooleanField, Exists, Expression, ExpressionWrapper, OuterRef, Q
 
 from checkpoints.models import Checkpoint
@@ -31,6 +32,31 @@ def _messages_summarized() -> Q:
     workspace's messages tests one primary-key lookup a row.
     """
     return Q(Exists(SummarizedMessage.objects.filter(message_id=OuterRef("pk"))))
+
+
+# KEY SHARE conflicts only with FOR UPDATE, which every writer of a thread's marks takes first
+# (appends, compactions, thread deletion). SKIP LOCKED: a batch never waits for them.
+_THREADS_LOCK_SQL = """
+SELECT t.id FROM threads_thread t
+WHERE t.id IN (SELECT m.thread_id FROM threads_message m WHERE m.id = ANY(%s))
+FOR KEY SHARE OF t SKIP LOCKED
+"""
+
+
+def _messages_threads_locked(ids: list) -> Q:
+    """Lock the threads of the messages `ids` that nothing writes now; the messages of those
+    threads only.
+
+    An append that forks from a held message clears its marks, inserts a child whose parent
+    constraint is checked at commit, and holds the thread row throughout. Deleting that parent
+    meanwhile deadlocked (each waits for the other's rows), or, the batch first, failed the
+    append at commit. With the thread held, an append in progress keeps the batch off its
+    thread, and an append after waits, then sees the parent gone: a 400, not a lost turn.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_THREADS_LOCK_SQL, [list(ids)])
+        threads = [row[0] for row in cursor.fetchall()]
+    return Q(thread_id__in=threads)
 
 
 def _messages_detach(ids: list) -> None:
@@ -59,6 +85,9 @@ class Target:
     # the others are audited as one event with the count per batch.
     audit_entity: str = ""
     eligible: Callable[[], Q] | None = None
+    # Locks what the rows hang from, before the rows, in the batch's transaction: the rows
+    # whose owner it locked (the others wait for a later batch).
+    owner_lock: Callable[[list], Q] | None = None
     before_delete: Callable[[list], None] | None = None
     # Deletes the rows `ids` (locked by the caller); a plain queryset delete when None.
     delete: Callable[[list], None] | None = None
@@ -84,6 +113,7 @@ TARGETS = {
         agent="thread__agent_id",
         person="thread__memory_user",
         eligible=_messages_summarized,
+        owner_lock=_messages_threads_locked,
         before_delete=_messages_detach,
     ),
     Tier.CHECKPOINTS: Target(

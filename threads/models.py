@@ -48,6 +48,9 @@ class Thread(TimeStampedModel):
     compaction_lease_until = models.DateTimeField(null=True, blank=True)
     # Set when a compaction is enqueued, so appends past the threshold enqueue it once.
     compaction_requested_at = models.DateTimeField(null=True, blank=True)
+    # When a compaction last read the branch to the end, whether it wrote a summary or found
+    # nothing new: every append before it was seen, so retention asks again only after a later one.
+    compaction_checked_at = models.DateTimeField(null=True, blank=True)
 
     objects = ThreadQuerySet.as_manager()
 
@@ -302,6 +305,7 @@ class NodeSummary(models.Model):
     compaction_error = models.TextField(blank=True)
     compaction_lease_until = models.DateTimeField(null=True, blank=True)
     compaction_requested_at = models.DateTimeField(null=True, blank=True)
+    compaction_checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -5,6 +5,7 @@ messages arrive, and again when a request was lost."""
 
 from datetime import timedelta
 
+from django.test import override_settings
 from django.utils import timezone
 
 from core.models import LLMJob
@@ -14,7 +15,7 @@ from identities.tests.factories import MemoryUserFactory
 from retention.models import RetentionRule, Tier
 from retention.selectors import retention_preview
 from retention.services import retention_run
-from threads.models import Message, Thread
+from threads.models import Message, NodeSummary, Thread
 from threads.services import thread_compact
 from threads.tasks import thread_compact_task
 from threads.tests.factories import append, make_thread
@@ -132,3 +133,72 @@ class CompactionRequestTests(MemoryTestCase):
 
         assert node_jobs.count() == 1
         assert 0 < node_messages.count() < count
+
+    def forget_finished_jobs(self):
+        """What the fair queue does a day after a compaction finished: its job is gone."""
+        LLMJob.objects.filter(task=thread_compact_task.name, state=LLMJob.State.DONE).delete()
+
+    def test_an_up_to_date_answer_outlives_its_finished_job(self):
+        """A compaction that found nothing to fold counts as the thread considered then: once
+        its finished job is gone, the run still does not ask again until a message arrives."""
+        thread = self.thread()
+        append(thread, *turns("Short", 3))
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        self.retain()
+        assert self.compactions(thread) == 1
+        self.forget_finished_jobs()
+
+        self.retain()
+        assert self.compactions(thread) == 0
+        thread.refresh_from_db()
+        assert thread.compacted_at is None and thread.compaction_checked_at is not None
+
+        append(thread, ("user", "One more turn, invoice 9."))
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        self.retain()
+        assert self.compactions(thread) == 1
+
+    def test_a_nodes_up_to_date_answer_outlives_its_finished_job(self):
+        """The same for a node's summary: its up-to-date answer is recorded on its NodeSummary."""
+        thread = self.thread()
+        (ask,) = append(thread, ("user", "Research Paris hotels for 12 March."))
+        append(
+            thread,
+            {"role": "assistant", "content": "Looking at hotels near the Louvre.", "parent": str(ask.pk)},
+            ("assistant", "Two hotels found."),
+            node_id="researcher",
+        )
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        node_jobs = LLMJob.objects.filter(task=thread_compact_task.name, kwargs__node="researcher")
+        self.retain()
+        assert node_jobs.count() == 1
+        self.forget_finished_jobs()
+
+        self.retain()
+        self.retain()
+        assert node_jobs.count() == 0
+        summary = NodeSummary.objects.get(thread=thread, node_id="researcher")
+        assert summary.compacted_at is None and summary.compaction_checked_at is not None
+
+    @override_settings(RETENTION_BATCH=1)
+    def test_nodes_that_need_nothing_do_not_fill_the_batch(self):
+        """Node requests are filtered before the batch limit: a node whose compaction is
+        pending does not take the only slot of a node that waits for its first one."""
+        thread = self.thread()
+        (ask,) = append(thread, ("user", "Research Paris hotels and trains for 12 March."))
+        for node in ("alpha", "beta"):
+            append(
+                thread,
+                {"role": "assistant", "content": f"{node} starts.", "parent": str(ask.pk)},
+                *turns(node, 3),
+                node_id=node,
+            )
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        NodeSummary.objects.create(
+            workspace=self.workspace, thread=thread, node_id="alpha", compaction_requested_at=timezone.now()
+        )
+
+        self.retain()
+
+        jobs = LLMJob.objects.filter(task=thread_compact_task.name, kwargs__thread_id=str(thread.pk))
+        assert list(jobs.exclude(kwargs__node="").values_list("kwargs__node", flat=True)) == ["beta"]

@@ -216,6 +216,23 @@ def thread_summary_held_rebuild(*, thread_ids) -> None:
                 _summary_held_mark(thread_id=thread_id, scope=scope, upto_id=upto, extends=False)
 
 
+# Waits for an append to the thread in progress (appends hold the row FOR UPDATE for their
+# whole transaction); KEY SHARE conflicts only with FOR UPDATE, and is released at once.
+_APPENDS_SETTLED_SQL = "SELECT 1 FROM threads_thread WHERE id = %s FOR KEY SHARE"
+
+
+def _appends_settled(thread_id):
+    """A time by which every append to the thread that set its `last_activity_at` at or before
+    it has committed, so a window read after this call sees them all.
+
+    An append stamps `last_activity_at` after taking the row lock and commits before releasing
+    it: once the lock is had, the appends stamped before now are in, and later ones stamp later.
+    """
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_APPENDS_SETTLED_SQL, [thread_id])
+        return timezone.now()
+
+
 @dataclass
 class CompactionPlan:
     previous_summary: str
@@ -302,6 +319,9 @@ def thread_compact(*, thread_id, node: str = "") -> str:
     caller returns "locked" at once. Re-running with nothing new returns "up_to_date".
     When the summarizer fails, the previous summary stays and LLMError propagates so the
     task retries with backoff. Raw messages are never changed.
+
+    "compacted" and "up_to_date" record `compaction_checked_at` (a time before the window was
+    read): retention asks for another compaction only after a later append.
     """
     now = timezone.now()
     lease = now + COMPACTION_LEASE
@@ -317,11 +337,12 @@ def thread_compact(*, thread_id, node: str = "") -> str:
     if not claimed:
         return "locked" if rows.exists() else "missing"
     try:
+        checked = _appends_settled(thread_id)
         thread = Thread.objects.select_related("workspace", "agent").get(pk=thread_id)
         source = rows.get() if node else thread
         plan = _compaction_plan(thread, source=source, node=node)
         if plan is None:
-            rows.update(compaction_requested_at=None)
+            rows.update(compaction_requested_at=None, compaction_checked_at=checked)
             return "up_to_date"
         try:
             summary, method = thread_summarize(
@@ -345,6 +366,7 @@ def thread_compact(*, thread_id, node: str = "") -> str:
                 compacted_at=timezone.now(),
                 compaction_error="",
                 compaction_requested_at=None,
+                compaction_checked_at=checked,
             )
             if written:
                 _summary_held_mark(
