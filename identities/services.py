@@ -14,7 +14,7 @@ from core.holdings import holdings_count, holdings_erase, holdings_merge
 from core.models import AuditEvent
 from core.services import audit_record
 from identities.models import ChannelIdentity, MemoryUser
-from identities.selectors import MERGE_CHAIN_LIMIT
+from identities.selectors import MERGE_CHAIN_LIMIT, memory_user_merge_chain, memory_user_survivor_ids
 
 CHANNEL_INVALID = (
     "A channel is 1-50 lowercase letters, digits, '_', '-' or '.' (telegram, email, slack, web)."
@@ -365,7 +365,11 @@ def _memory_users_erase(*, workspace, ids: list, actor: str) -> dict:
     # A merged record is empty: its data lives on the survivor. Erasing it alone would report
     # success while everything of the person stays, so the caller is sent to the survivor.
     # Named together with its survivor, it goes with the survivor as below.
-    merged = {pk: into for pk, into in locked.items() if into is not None and into not in locked}
+    # The survivor named is the end of the record's chain (A merged into B, later B into C: C),
+    # the one person whose erasure erases the record; a record whose survivor is named too
+    # goes with it.
+    survivors = memory_user_survivor_ids(ids=[pk for pk, into in locked.items() if into is not None])
+    merged = {pk: into for pk, into in survivors.items() if into not in locked}
     if merged:
         raise ConflictError(
             MERGED_RECORD_ERASE,
@@ -443,8 +447,8 @@ def memory_user_hold_release(
 ) -> MemoryUser:
     """Release a legal hold that covers the person's data; releasing where there is none
     changes nothing. The hold is the one placed on `placed_on`: the person themself (the
-    default) or a record merged into them, whose hold still covers the rows the merge moved
-    here (memory_user_legal_holds lists both). Returns `memory_user`.
+    default) or a record merged into them, directly or along a chain of merges, whose hold still
+    covers the rows the merge moved here (memory_user_legal_holds lists both). Returns `memory_user`.
 
     Anything else is a NotFoundError naming `placed_on`, as for an id that never existed."""
     placed_on_pk = memory_user.pk if placed_on is None else placed_on.pk
@@ -458,7 +462,12 @@ def memory_user_hold_release(
             .order_by("pk")
         }
         person, holder = locked.get(memory_user.pk), locked.get(placed_on_pk)
-        if person is None or holder is None or person.pk not in (holder.pk, holder.merged_into_id):
+        # The hold is the person's when they are on the holder's chain of merges: the holder
+        # itself, the record it was merged into, or (older data, A into B, later B into C) a
+        # record further along, as memory_user_legal_holds lists them. With the person locked
+        # the chain cannot change: only a merge of its last record re-points records, and the
+        # records in between were merged, so no merge names them.
+        if person is None or holder is None or person.pk not in memory_user_merge_chain(memory_user=holder):
             raise NotFoundError(LEGAL_HOLD_NOT_FOUND, fields={"placed_on": [LEGAL_HOLD_NOT_FOUND]})
         if holder.legal_hold_at is None:
             return person
@@ -488,9 +497,9 @@ def memory_user_erase(*, memory_user: MemoryUser, actor: str) -> dict:
     episodic entries) in one transaction. Returns the counts,
     which an ERASE audit event also records.
 
-    A record merged into another is refused (ConflictError `merged`, naming the survivor in
-    `fields.merged_into`): its data is the survivor's now, and only erasing the survivor
-    erases it."""
+    A record merged into another is refused (ConflictError `merged`, naming the survivor, the last
+    record of its chain of merges, in `fields.merged_into`): its data is the survivor's now, and
+    only erasing the survivor erases it."""
     with transaction.atomic():
         return _memory_users_erase(workspace=memory_user.workspace, ids=[memory_user.pk], actor=actor)
 

@@ -65,16 +65,15 @@ def person_entity_filter(*, workspace, memory_user_id) -> Q:
     from episodic.models import EpisodicEntry
     from facts.models import Fact
     from identities.models import MemoryUser
+    from identities.selectors import memory_user_merged_ids
     from store.models import StoreItem
     from threads.models import Thread, Transfer
 
-    people = list(
-        MemoryUser.objects.filter(workspace=workspace)
-        .filter(Q(pk=memory_user_id) | Q(merged_into_id=memory_user_id))
-        .values_list("pk", flat=True)
-    )
-    if not people:
+    person = MemoryUser.objects.filter(workspace=workspace, pk=memory_user_id).first()
+    if person is None:
         return Q(pk__in=[])
+    # Every record merged into them, along chains of merges too (older data: A into B into C).
+    people = memory_user_merged_ids(memory_user=person)
     threads = Thread.objects.filter(workspace=workspace, memory_user__in=people)
     owned = {
         "fact": Fact.objects.filter(workspace=workspace, memory_user__in=people),

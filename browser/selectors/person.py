@@ -36,7 +36,13 @@ from episodic.selectors import entry_list
 from facts.models import Fact
 from facts.selectors import fact_list
 from identities.models import ChannelIdentity, MemoryUser
-from identities.selectors import MEMORY_USER_NOT_FOUND, memory_user_legal_holds, memory_user_scope
+from identities.selectors import (
+    MEMORY_USER_NOT_FOUND,
+    memory_user_legal_holds,
+    memory_user_merged_ids,
+    memory_user_scope,
+    memory_user_survivor_ids,
+)
 from procedures.models import ProcedureRun
 from procedures.selectors import procedure_scope
 from threads.selectors import thread_scoped_queryset
@@ -202,14 +208,9 @@ def person_procedures(*, principal: Principal, memory_user: MemoryUser, merged_i
 
 
 def person_merged_ids(*, memory_user: MemoryUser) -> list:
-    """The person and every user merged into them (merges keep chains one hop deep, so one
-    query; a deeper chain from older data is followed too)."""
-    ids, frontier = [memory_user.pk], [memory_user.pk]
-    while frontier:
-        merged = MemoryUser.objects.filter(merged_into__in=frontier).exclude(pk__in=ids)
-        frontier = list(merged.values_list("pk", flat=True))
-        ids += frontier
-    return ids
+    """The person and every user merged into them (merges keep chains one hop deep; a deeper
+    chain from older data is followed too): identities.selectors.memory_user_merged_ids."""
+    return memory_user_merged_ids(memory_user=memory_user)
 
 
 def person_legal_holds(*, memory_user: MemoryUser) -> list[MemoryUser]:
@@ -243,14 +244,15 @@ def erase_refusal_people(*, principal: Principal, refusal) -> list[MemoryUser]:
             continue
     if not named:
         return []
-    found = {
-        person.pk: person
-        for person in memory_user_scope(principal).select_related("merged_into").filter(pk__in=named)
-    }
+    # Scoped first: a foreign id in a refusal is not followed, let alone linked.
+    in_scope = set(memory_user_scope(principal).filter(pk__in=named).values_list("pk", flat=True))
+    # The end of each record's chain of merges (older data may hold A into B into C).
+    survivors = memory_user_survivor_ids(ids=in_scope)
+    found = {person.pk: person for person in MemoryUser.objects.filter(pk__in=set(survivors.values()))}
     people = {}
     for pk in named:
-        if pk in found:
-            survivor = found[pk].merged_into or found[pk]
+        survivor = found.get(survivors.get(pk))
+        if survivor is not None:
             people.setdefault(survivor.pk, survivor)
     return list(people.values())
 

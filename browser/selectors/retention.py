@@ -7,6 +7,7 @@ from django.db.models import Case, IntegerField, Value, When
 
 from core.models import Agent
 from identities.models import MemoryUser
+from identities.selectors import memory_user_survivor_ids
 from retention.models import RetentionRule, Tier
 
 HELD_PEOPLE_SHOWN = 100
@@ -19,13 +20,17 @@ def held_people(*, workspace) -> list[MemoryUser]:
     by survivor, the group of the newest hold first; within a group as
     identities.selectors.memory_user_legal_holds lists them (own first, then oldest)."""
     holds = list(
-        MemoryUser.objects.filter(workspace=workspace, legal_hold_at__isnull=False)
-        .select_related("merged_into")
-        .order_by("-legal_hold_at", "pk")[:HELD_PEOPLE_SHOWN]
+        MemoryUser.objects.filter(workspace=workspace, legal_hold_at__isnull=False).order_by(
+            "-legal_hold_at", "pk"
+        )[:HELD_PEOPLE_SHOWN]
     )
+    # The end of each merged record's chain (older data may hold A into B into C): one query
+    # for the chains and one for the survivors, and none when no held record was merged.
+    survivors = memory_user_survivor_ids(ids=[hold.pk for hold in holds if hold.merged_into_id])
+    people = {person.pk: person for person in MemoryUser.objects.filter(pk__in=set(survivors.values()))}
     groups: dict = {}
     for hold in holds:
-        hold.survivor = hold.merged_into or hold
+        hold.survivor = people.get(survivors.get(hold.pk), hold)
         groups.setdefault(hold.survivor.pk, []).append(hold)
     shown = []
     for group in groups.values():

@@ -23,6 +23,7 @@ from browser.lib.rendering import render_page, toast
 from browser.selectors import person as selectors
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
+from identities.selectors import memory_user_resolve_merged
 from identities.services import memory_user_erase, memory_user_hold_release
 
 TEMPLATE = "memories/person.html"
@@ -282,6 +283,8 @@ def _base_context(request, memory_user) -> dict:
         "hold_release_url": reverse(
             "memories:user-hold-release", kwargs={"workspace_id": workspace_id, "pk": pk}
         ),
+        # The person a merged record's data lives with now, at the end of its chain of merges.
+        "survivor": memory_user_resolve_merged(memory_user=memory_user),
         "list_url": urls.get("users", ""),
         "spec": {"noun_plural": "users"},
         "can_write": principal.can_write,
@@ -372,34 +375,41 @@ def person_hold_release(request, pk):
     principal = request.operator.principal
     memory_user = _person_or_404(request, pk)
     context = _base_context(request, memory_user)
-    survivor = memory_user.merged_into or memory_user
-    holds = selectors.person_legal_holds(memory_user=memory_user)
+    survivor = context["survivor"]
     form = LegalHoldReleaseForm(request.POST)
-    status, level = 200, "success"
+    refusal = None
     if not form.is_valid():
-        message, level, status = " ".join(form.errors.get("placed_on", [])), "error", 400
+        refusal = {"code": "invalid", "message": " ".join(form.errors.get("placed_on", []))}
     else:
         placed_on = form.cleaned_data["placed_on"] or memory_user.pk
         # Only a hold this page lists can go: an id of another person or workspace, or of a
         # hold released meanwhile, answers the same.
-        holder = next((hold for hold in holds if hold.pk == placed_on), None)
+        holder = next(
+            (hold for hold in selectors.person_legal_holds(memory_user=memory_user) if hold.pk == placed_on),
+            None,
+        )
         if holder is None and form.cleaned_data["placed_on"] is None:
             # Released already (a second click): nothing to do, as the service answers.
             message = "No legal hold is placed on this person."
         elif holder is None:
-            message, level, status = HOLD_NOT_LISTED, "error", 404
+            refusal = {"code": "not_found", "message": HOLD_NOT_LISTED}
         else:
             try:
                 memory_user_hold_release(memory_user=survivor, placed_on=holder, actor=principal.actor)
             except ApplicationError as exc:
                 # A merge or erasure committed meanwhile.
-                message, level, status = exc.message, "error", exc.status_code
+                refusal = {"code": exc.code, "message": exc.message}
             else:
                 message = f"Legal hold on {holder} released ({holder.legal_hold_reason})."
-                holds = selectors.person_legal_holds(memory_user=memory_user)
+    if refusal:
+        message = refusal["message"]
+    level = "error" if refusal else "success"
     if not request.htmx:
         toast(request, None, message, level=level)
         return redirect(context["person_url"])
-    context["holds"] = holds
-    response = render_page(request, TEMPLATE, context, partials={"*": "person-holds"}, status=status)
+    # A refusal is shown in place of the holds as they are now (another operator may have
+    # released or merged meanwhile). It answers 200 like every inline error of these pages:
+    # htmx 2 swaps no 4xx, and only the swap replaces a list that may show a hold now gone.
+    context.update(holds=selectors.person_legal_holds(memory_user=memory_user), hold_refusal=refusal)
+    response = render_page(request, TEMPLATE, context, partials={"*": "person-holds"})
     return toast(request, response, message, level=level)

@@ -9,7 +9,7 @@ from browser.forms import LegalHoldForm, LegalHoldReleaseForm, RetentionRuleForm
 from browser.lib.rendering import render_page, toast
 from browser.selectors.retention import held_people, person_find, retention_rules_shown, workspace_agents
 from core.errors import ApplicationError, NotFoundError
-from identities.selectors import memory_user_legal_holds
+from identities.selectors import memory_user_legal_holds, memory_user_resolve_merged
 from identities.services import memory_user_hold_place, memory_user_hold_release
 from retention.models import Tier
 from retention.selectors import retention_preview, retention_rule_get, retention_run_list
@@ -28,7 +28,7 @@ def _rule_or_404(principal, rule_id):
         raise Http404("No such retention rule.") from None
 
 
-def _page(request, *, rule_form=None, hold_form=None, status=200):
+def _page(request, *, rule_form=None, hold_form=None, hold_refusal=None, status=200):
     workspace = request.operator.workspace
     agents = workspace_agents(workspace=workspace)
     preview = retention_preview(workspace=workspace)
@@ -47,6 +47,7 @@ def _page(request, *, rule_form=None, hold_form=None, status=200):
         ],
         "rule_form": rule_form or RetentionRuleForm(agents=agents),
         "hold_form": hold_form or LegalHoldForm(),
+        "hold_refusal": hold_refusal,
     }
     return render_page(request, "memories/retention.html", context, partials=PARTIALS, status=status)
 
@@ -131,23 +132,31 @@ def legal_hold_release(request, memory_user_id):
         raise Http404(PERSON_UNKNOWN)
     form = LegalHoldReleaseForm(request.POST)
     if not form.is_valid():
-        message = " ".join(form.errors.get("placed_on", []))
-        return toast(request, _page(request, status=400), message, level="error")
+        return _release_refused(request, "invalid", " ".join(form.errors.get("placed_on", [])), 400)
     placed_on = form.cleaned_data["placed_on"] or person.pk
     holder = next((h for h in memory_user_legal_holds(memory_user=person) if h.pk == placed_on), None)
     if holder is None:
         if form.cleaned_data["placed_on"] is None:
             # Released already (a second click): nothing to do, as the service answers.
             return toast(request, _page(request), f"No legal hold is placed on {person}.")
-        raise Http404(HOLD_UNKNOWN)
-    survivor = person
-    if person.merged_into_id:
-        survivor = person_find(workspace=operator.workspace, reference=str(person.merged_into_id)) or person
+        return _release_refused(request, "not_found", HOLD_UNKNOWN, 404)
+    survivor = memory_user_resolve_merged(memory_user=person)
     try:
         memory_user_hold_release(memory_user=survivor, placed_on=holder, actor=operator.principal.actor)
     except ApplicationError as exc:
-        return toast(request, _page(request, status=exc.status_code), exc.message, level="error")
+        return _release_refused(request, exc.code, exc.message, exc.status_code)
     merged = "" if holder.pk == survivor.pk else ", placed on a record merged into them"
     return toast(
         request, _page(request), f"Legal hold on {survivor} released ({holder.legal_hold_reason}{merged})."
     )
+
+
+def _release_refused(request, code: str, message: str, status: int):
+    """The page with the holds as they are now and the refusal above them. htmx gets a 200,
+    since htmx 2 swaps no 4xx and only the swap replaces a list that may show a hold now gone;
+    a plain form post gets the refusal's own status."""
+    refusal = {"code": code, "message": message}
+    if not request.htmx:
+        # Shown in place on this page; a flash message would repeat it on the next one.
+        return _page(request, hold_refusal=refusal, status=status)
+    return toast(request, _page(request, hold_refusal=refusal), message, level="error")

@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from browser.tests.e2e.harness import BrowserLiveTestCase, screenshot_on_failure
 from browser.tests.e2e.layout import assert_layout_sound
 from browser.tests.views.test_person import person_rows
+from browser.views.person import HOLD_NOT_LISTED
 from core.models import Membership
 from core.services import agent_get_or_create, operator_create, workspace_create
 from core.testing import PASSWORD
@@ -118,3 +119,24 @@ class PersonPageBrowserTests(BrowserLiveTestCase):
         expect(page.locator("#toasts")).to_contain_text("Case 2")
         mail.refresh_from_db()
         assert mail.legal_hold_at is None
+
+    @screenshot_on_failure
+    def test_a_refused_release_swaps_in_the_holds_as_they_are_now(self):
+        """Before: the refusal (a hold released meanwhile by someone else) was a 404 that htmx
+        did not swap, so the page went on listing the hold with its Release button."""
+        mail = MemoryUser.objects.get(merged_into=self.ada)
+        MemoryUser.objects.filter(pk=mail.pk).update(
+            legal_hold_at=self.ada.created_at, legal_hold_reason="Case 2", legal_hold_by="operator:admin"
+        )
+        page = self.page
+        page.on("dialog", lambda dialog: dialog.accept())
+        self.log_in("admin", PASSWORD, next_path=f"/memories/{self.workspace.pk}/users/{self.ada.pk}/")
+        holds = page.locator("#person-holds")
+        expect(holds.locator(f'[data-placed-on="{mail.pk}"]')).to_contain_text("Case 2")
+        MemoryUser.objects.filter(pk=mail.pk).update(legal_hold_at=None, legal_hold_reason="")
+
+        holds.get_by_role("button", name=re.compile("^Release")).click()
+
+        expect(holds.locator('[role=alert][data-refusal="not_found"]')).to_contain_text(HOLD_NOT_LISTED)
+        expect(holds).to_contain_text("No legal hold covers this person.")
+        expect(holds.get_by_role("button", name=re.compile("^Release"))).to_have_count(0)

@@ -89,7 +89,7 @@ class PersonPageHoldsTests(MergedHoldsCase):
         event = AuditEvent.objects.get(entity_id=str(self.bo.pk), changes__legal_hold__after=None)
         assert event.changes["released_on"] == str(self.ada.pk)
 
-    def test_a_hold_not_listed_on_the_page_is_a_404_and_nothing_is_released(self):
+    def test_a_hold_not_listed_on_the_page_is_refused_in_place_and_nothing_is_released(self):
         stranger = MemoryUserFactory(workspace=self.workspace)
         memory_user_hold_place(memory_user=stranger, reason="Case 3", actor="operator:owner")
         foreign = MemoryUserFactory(workspace=self.other_workspace)
@@ -100,10 +100,14 @@ class PersonPageHoldsTests(MergedHoldsCase):
 
         for placed_on in (stranger.pk, foreign.pk):
             response = self.release(self.ada, {"placed_on": str(placed_on)})
-            assert response.status_code == 404
+            # 200 so htmx swaps the holds with the refusal in place (htmx 2 swaps no 4xx).
+            assert response.status_code == 200
+            assert 'data-refusal="not_found"' in response.content.decode()
             assert HOLD_NOT_LISTED in response["HX-Trigger"]
+            assert self.release(self.ada, {"placed_on": str(placed_on)}, htmx=False).status_code == 302
         # The merged record does not reach back to the survivor's own hold.
-        assert self.release(self.bo, {"placed_on": str(self.ada.pk)}).status_code == 404
+        back = self.release(self.bo, {"placed_on": str(self.ada.pk)})
+        assert 'data-refusal="not_found"' in back.content.decode()
         assert self.held() == {self.ada.pk, self.bo.pk, stranger.pk, foreign.pk}
 
     def test_outsiders_and_other_workspaces_get_404(self):
@@ -120,7 +124,9 @@ class PersonPageHoldsTests(MergedHoldsCase):
         for value in ("not-a-uuid", "\x00", f"{self.bo.pk}\x00", "9" * 5000, "' OR 1=1 --"):
             for htmx in (True, False):
                 response = self.release(self.ada, {"placed_on": value}, htmx=htmx)
-                assert response.status_code in (302, 400), (value, response.status_code)
+                assert response.status_code == (200 if htmx else 302), (value, response.status_code)
+                if htmx:
+                    assert 'data-refusal="invalid"' in response.content.decode()
         assert self.held() == {self.ada.pk, self.bo.pk}
 
     def test_a_section_request_does_not_read_the_holds(self):
@@ -166,9 +172,13 @@ class RetentionTabHoldsTests(MergedHoldsCase):
         self.login(self.owner)
         url = self.url("memories:legal-hold-release", memory_user_id=self.ada.pk)
 
-        assert self.htmx("post", url, {"placed_on": str(stranger.pk)}).status_code == 404
+        refused = self.htmx("post", url, {"placed_on": str(stranger.pk)})
+        assert refused.status_code == 200 and 'data-refusal="not_found"' in refused.content.decode()
+        assert self.client.post(url, {"placed_on": str(stranger.pk)}).status_code == 404
         for value in ("nope", "\x00", "9" * 5000):
-            assert self.htmx("post", url, {"placed_on": value}).status_code == 400
+            refused = self.htmx("post", url, {"placed_on": value})
+            assert refused.status_code == 200 and 'data-refusal="invalid"' in refused.content.decode()
+            assert self.client.post(url, {"placed_on": value}).status_code == 400
         assert self.held() == {self.ada.pk, self.bo.pk, stranger.pk}
 
 
