@@ -11,7 +11,6 @@ import uuid
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Q
 
 from core.access import Principal, scope_to_principal
 from core.errors import ApplicationError, NotFoundError
@@ -24,7 +23,7 @@ from facts.selectors import fact_scope_for_principal
 from facts.services import fact_review_approve, fact_review_merge, fact_review_reject
 from facts.services.review import review_reason_clean
 from procedures.models import Procedure
-from procedures.services import procedure_update
+from procedures.services import procedure_lineage_lock, procedure_update
 from review.selectors import (
     BUILDERS,
     REVIEW_ITEM_NOT_FOUND,
@@ -142,21 +141,18 @@ def review_merge(*, principal: Principal, tier: str, item_id, into) -> ReviewIte
 
 
 def _proposal_lock(*, procedure: Procedure, names) -> Procedure | None:
-    """Lock the proposal with every version of its lineage and of the lineage a new name moves
-    it into, in one statement in key order; return it if it is still inactive.
+    """Lock the lineage of the proposal and the lineage a new name moves it into, with the
+    proposal itself; return it if it is still inactive.
 
-    The order procedures.services takes for every write of a lineage (`_lineage_lock`): the
-    versions in key order, the procedure itself among them. Locking the proposal row alone
-    first, then the lineage, deadlocked with an activation of the same lineage that held a
+    procedure_lineage_lock is the one lock every write of a lineage takes, so a decision and
+    an activation of the same lineage at once end one after the other. Locking the proposal row
+    alone first, then the lineage, deadlocked with an activation of the same lineage that held a
     version with a lower key and waited for the proposal (PostgreSQL aborted one: a 503).
     """
-    versions = Q(workspace_id=procedure.workspace_id, agent_id=procedure.agent_id, name__in=names)
-    # NO KEY, as the lineage lock: runs and vectors pointing at these rows are not held up.
-    list(
-        Procedure.objects.filter(versions | Q(pk=procedure.pk))
-        .order_by("pk")
-        .select_for_update(no_key=True)
-        .values_list("pk")
+    procedure_lineage_lock(
+        workspace_id=procedure.workspace_id,
+        lineages=[(procedure.agent_id, name) for name in names],
+        also=procedure.pk,
     )
     return Procedure.objects.filter(pk=procedure.pk, is_active=False).first()
 

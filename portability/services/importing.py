@@ -31,7 +31,7 @@ from facts.models import Fact, FactKey
 from portability.models import ImportIdMap
 from portability.registry import AUDIT_ENTITY_TYPES, BY_NAME, EMBEDDED_TYPES, record_key, ref_type
 from portability.services.exporting import FORMAT, VERSION
-from procedures.services import procedure_runs_person_fill
+from procedures.services import procedure_lineage_lock, procedure_runs_person_fill
 from store.services import ttl_clean
 from threads.services.compaction import thread_summary_held_rebuild
 
@@ -441,6 +441,8 @@ class _Importer:
         if not fresh:
             return
         self._resolve(record_type, fresh, own=False)
+        if name == "procedure":
+            self._procedure_lineages_lock(fresh)
         self._match_existing(record_type, fresh)
         self._resolve(record_type, fresh, own=True)
         if name == "fact":
@@ -602,6 +604,17 @@ class _Importer:
                 kept = "existing"
             self._conflict(p.line, "fact", p.old_id, "fact_versioned", {"key": fact.key, "current": kept})
 
+    def _procedure_lineages_lock(self, pendings) -> None:
+        """Hold the lineages (agent and name) of the batch's procedures until the import ends,
+        with the lock every write of a lineage takes (procedure_lineage_lock), before the
+        target's versions are read: a create, activation or rename into one of them that is
+        running meanwhile commits first, and is then reused or reported like any stored
+        version, instead of refusing the insert (a 400 for the whole file)."""
+        procedure_lineage_lock(
+            workspace_id=self.workspace.pk,
+            lineages=[(p.values.get("agent_id"), p.values["name"]) for p in pendings],
+        )
+
     def _procedure_actives_keep(self, pendings) -> None:
         """One active version per lineage (the agent's versions of a name): an imported active
         version of a lineage the target already runs, or one this file made active before, is
@@ -615,14 +628,11 @@ class _Importer:
         condition = Q()
         for p in active:
             condition |= Q(agent_id=p.values.get("agent_id"), name=p.values["name"])
-        # The lineages' rows locked in key order, as the procedures' services lock them
-        # (procedures.services.procedures._lineage_lock): an activation committing meanwhile is
-        # seen here, not refused by the index at the insert.
+        # The batch's lineages are held (_procedure_lineages_lock): no activation commits
+        # between this read and the insert.
         rows = (
             Procedure.objects.filter(workspace=self.workspace)
             .filter(condition)
-            .order_by("pk")
-            .select_for_update(no_key=True)
             .values_list("agent_id", "name", "version", "is_active")
         )
         running = {

@@ -20,12 +20,16 @@ matches and records runs of it, and changes only its own agent's procedures.
 
 One version of a lineage (workspace, agent, name) is active: the partial unique index
 `procedures_active_version` holds it, and every write that activates a version locks the
-lineage first (`_lineage_lock`), so two at the same instant end as if one ran after the other.
+lineage first (`procedure_lineage_lock`, also taken by review decisions and imports), so two
+at the same instant end as if one ran after the other, even when the lineage has no row yet.
 """
 
+import hashlib
 import json
+from collections import defaultdict
+from collections.abc import Iterable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
@@ -56,6 +60,13 @@ TRIGGER_UNKNOWN_KEY = "Unknown condition '{key}'."
 TRIGGER_PHRASES = "'{key}' is a list of non-empty strings."
 TRIGGER_CONTEXT = "'context' is an object of expected values."
 
+# The advisory locks of a workspace's lineages (procedure_lineage_lock): an import holds one
+# per lineage it brings, and PostgreSQL's shared lock table has max_locks_per_transaction x
+# max_connections slots (6,400 by default), which one lock per lineage would exhaust on an
+# import of a few thousand names. Two lineages of a workspace share a lock 1 time in 256: they
+# then wait for each other, nothing else changes.
+LINEAGE_LOCK_BUCKETS = 256
+
 PHRASE_KEYS = ("goal_contains", "goal_contains_all", "goal_excludes", "agents", "channels")
 TRIGGER_KEYS = (*PHRASE_KEYS, "context")
 
@@ -81,20 +92,50 @@ def procedure_change_authorize(*, principal: Principal | None, procedure: Proced
         require_workspace_key(principal)
 
 
-def _lineage_lock(*, workspace_id, agent_id, name: str, also=None) -> None:
-    """Lock every stored version of `name` for `agent_id` (and the procedure `also`) until the
-    transaction ends, in key order so two lockers never deadlock each other.
+def procedure_lineage_lock(*, workspace_id, lineages: Iterable[tuple], also=None) -> None:
+    """Hold the lineages `lineages` ((agent id or None, name) pairs of the workspace) and the
+    procedure `also` until the transaction ends. Every write that puts an active version into a
+    lineage takes it first: creates, evolutions, activations, renames of an active version,
+    review decisions and imports.
 
-    Activations, evolutions and renames into one lineage then run one after the other, and
-    each reads (READ COMMITTED: every statement takes a new snapshot) the versions the one
-    before it committed: two activations at the same instant leave the later one active, and
-    two evolutions of one parent get consecutive version numbers instead of a 409.
+    A lineage is held twice over, always in this order, so two lockers never deadlock each
+    other: first a transaction-scoped advisory lock of the lineage (LINEAGE_LOCK_BUCKETS, in
+    key order), which exists before the lineage has a row, so the first create of a name and an
+    import or a rename into it run one after the other too; then every stored version and
+    `also`, in key order.
+
+    The writes of one lineage then run one after the other, and each reads (READ COMMITTED:
+    every statement takes a new snapshot) the versions the one before it committed: two
+    activations at the same instant leave the later one active, two evolutions of one parent
+    get consecutive version numbers instead of a 409, and an import reports a version created
+    meanwhile as it reports any stored one.
     """
-    versions = Q(workspace_id=workspace_id, agent_id=agent_id, name=name)
+    pairs = {(str(agent_id) if agent_id is not None else None, name) for agent_id, name in lineages}
+    keys = sorted({_lineage_key(workspace_id, agent_id, name) for agent_id, name in pairs})
+    if keys:
+        with connection.cursor() as cursor:
+            # unnest returns the array in its order: the keys are taken sorted.
+            cursor.execute("SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k", [keys])
+    versions = Q()
+    names = defaultdict(set)
+    for agent_id, name in pairs:
+        names[agent_id].add(name)
+    for agent_id, agent_names in names.items():
+        versions |= Q(workspace_id=workspace_id, agent_id=agent_id, name__in=sorted(agent_names))
     if also is not None:
         versions |= Q(pk=also)
+    if not versions:
+        return
     # NO KEY: runs and vectors that point at these rows (FOR KEY SHARE) are not held up.
     list(Procedure.objects.filter(versions).order_by("pk").select_for_update(no_key=True).values_list("pk"))
+
+
+def _lineage_key(workspace_id, agent_id, name: str) -> int:
+    """The advisory lock key of one lineage: one of LINEAGE_LOCK_BUCKETS keys of its workspace
+    (the prefix keeps them apart from the other single-key advisory locks of the database)."""
+    bucket = int.from_bytes(hashlib.blake2b(f"{agent_id or ''}:{name}".encode(), digest_size=8).digest())
+    text = f"procedures:lineage:{workspace_id}:{bucket % LINEAGE_LOCK_BUCKETS}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 def trigger_conditions_validate(conditions) -> dict:
@@ -197,10 +238,9 @@ def procedure_create(
     try:
         with transaction.atomic():
             version = 1
-            _lineage_lock(
+            procedure_lineage_lock(
                 workspace_id=workspace.pk,
-                agent_id=agent.pk if agent is not None else None,
-                name=name,
+                lineages=[(agent.pk if agent is not None else None, name)],
                 also=parent.pk if parent is not None else None,
             )
             if parent is not None:
@@ -304,10 +344,9 @@ def procedure_update(
         with transaction.atomic():
             deactivated = 0
             if procedure.is_active and {"is_active", "name"} & set(changed):
-                _lineage_lock(
+                procedure_lineage_lock(
                     workspace_id=procedure.workspace_id,
-                    agent_id=procedure.agent_id,
-                    name=procedure.name,
+                    lineages=[(procedure.agent_id, procedure.name)],
                     also=procedure.pk,
                 )
             if procedure.is_active and "is_active" in changed:
