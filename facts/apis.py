@@ -1,5 +1,6 @@
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers, status
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -13,6 +14,7 @@ from facts.filters import FactFilter
 from facts.models import Fact
 from facts.selectors import fact_get, fact_history, fact_list, fact_lookup, with_effective_confidence
 from facts.services import fact_batch_delete, fact_delete, fact_remember, fact_touch, fact_update
+from facts.services.access import fact_change_authorize
 from threads.selectors import memory_context_resolve
 
 SOURCE_MESSAGE_NOT_FOUND = "Message not found."
@@ -211,6 +213,7 @@ def _remember(request, data) -> tuple[dict, int]:
         evidence=data.get("evidence", ""),
         overwrite=data["overwrite"],
         actor=principal.actor,
+        principal=principal,
     )
     # The `remember` tool's result, read by a model (core.lib.escaping).
     body = strip_invisible_json(
@@ -232,7 +235,13 @@ def _remember(request, data) -> tuple[dict, int]:
 
 class FactRememberApi(APIView):
     """The `remember` tool: same value confirms, a different one supersedes (or is skipped
-    with overwrite=false)."""
+    with overwrite=false).
+
+    A global fact is every agent's: with a key bound to an agent, a different value for a
+    global key that has a current version (or a new key that would supersede one) is not
+    applied but stored held for an operator's review (outcome `held`, 201); the current
+    value stays what every agent reads. Confirming a global fact and creating a global key
+    that has none apply as usual."""
 
     @extend_schema(
         summary="Remember a fact (the `remember` tool)",
@@ -306,6 +315,10 @@ class FactLookupApi(APIView):
     delete=extend_schema(summary="Delete a fact", examples=[FACTS_DELETED_RESPONSE]),
 )
 class FactDetailApi(RetrieveDestroyApi):
+    """One fact version. PATCH and DELETE of a global fact need a workspace-wide key (or an
+    operator): with a key bound to an agent they are a 403 `workspace_key_required` and
+    nothing changes. Facts of a user, an agent or a session are not concerned."""
+
     selector = fact_get
     delete_service = fact_delete
     OutputSerializer = FactOutputSerializer
@@ -332,11 +345,21 @@ class FactDetailApi(RetrieveDestroyApi):
             ),
         ],
     )
+    def get_object(self, request, **kwargs):
+        fact = super().get_object(request, **kwargs)
+        # An agent-bound key reads a global fact but may not change it: a 403 before any 400,
+        # as the row's 404 comes before it.
+        if request.method not in SAFE_METHODS:
+            fact_change_authorize(fact=fact, principal=request.user)
+        return fact
+
     def patch(self, request, fact_id):
-        fact = fact_get(principal=request.user, fact_id=fact_id)
+        fact = self.get_object(request, fact_id=fact_id)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        fact = fact_update(fact=fact, actor=request.user.actor, **serializer.validated_data)
+        fact = fact_update(
+            fact=fact, actor=request.user.actor, principal=request.user, **serializer.validated_data
+        )
         return Response(FactOutputSerializer(fact_get(principal=request.user, fact_id=fact.pk)).data)
 
 
@@ -372,7 +395,8 @@ class FactHistoryApi(APIView):
     )
 )
 class FactBatchDeleteApi(BatchDeleteApi):
-    """Delete all the listed facts or none (404 when one is not visible to the key)."""
+    """Delete all the listed facts or none (404 when one is not visible to the key). A key
+    bound to an agent that lists a global fact deletes nothing: 403 `workspace_key_required`."""
 
     service = fact_batch_delete
     OutputSerializer = FactDeleteOutputSerializer

@@ -92,7 +92,7 @@ def review_approve(*, principal: Principal, tier: str, item_id, edits: dict | No
     if tier == TIER_ENTRY:
         return _decided(tier, entry_review_approve(entry=item.row, actor=actor, **edits))
     if tier == TIER_FACT:
-        return _decided(tier, fact_review_approve(fact=item.row, actor=actor, **edits))
+        return _decided(tier, fact_review_approve(fact=item.row, actor=actor, principal=principal, **edits))
     _procedure_decide(principal=principal, procedure=item.row, decision="approved", edits=edits)
     return review_item_get(principal=principal, tier=tier, item_id=item.row.pk)
 

@@ -215,7 +215,8 @@ def remember(
     this person; needs memory_user), "session" (this conversation; needs thread), "agent"
     (yourself) or "global" (the whole workspace; the default). The same value again raises
     its confidence; a new value supersedes the old one, unless overwrite is false: then the
-    stored value is kept and the result says so."""
+    stored value is kept and the result says so. A key bound to one agent does not change a
+    global value every agent reads: its new value waits for an operator's review ("held")."""
     from facts.models import Fact
     from facts.services import OUTCOME_SKIPPED, fact_remember
 
@@ -235,6 +236,7 @@ def remember(
         evidence=evidence,
         overwrite=overwrite,
         actor=principal.actor,
+        principal=principal,
     )
     data = {"outcome": result.outcome, "fact": fact_json(result.fact)}
     if result.previous is not None:
@@ -485,7 +487,7 @@ def forget(
     if found is None:
         field_name = "fact" if fact else "key"
         raise NotFoundError(FORGET_NOT_FOUND, fields={field_name: [FORGET_NOT_FOUND]})
-    fact_delete(fact=found, actor=principal.actor)
+    fact_delete(fact=found, actor=principal.actor, principal=principal)
     return {
         "forgotten": {
             "kind": "fact",

@@ -4,9 +4,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from core.access import Principal
+from core.access import Principal, references_resolve
 from core.errors import NotFoundError
 from facts.models import Fact
+from facts.services.access import fact_change_authorize
 from facts.services.memory_users import memory_user_preferences_sync
 
 _DELETE_SQL = """
@@ -56,7 +57,7 @@ def _facts_delete(*, workspace, ids: list, actor: str, agent=None) -> dict:
         )
         deleted, preference_users = cursor.fetchone()
     if deleted != len(ids):
-        raise NotFoundError("Some of these facts do not exist.", fields={"ids": ["Unknown id."]})
+        raise NotFoundError(FACTS_NOT_FOUND, fields={"ids": ["Unknown id."]})
     if preference_users:
         memory_user_preferences_sync(memory_user_ids=preference_users)
     return {"facts": deleted}
@@ -80,9 +81,14 @@ def facts_rows_delete(*, ids: list) -> None:
     memory_user_preferences_sync(memory_user_ids=people)
 
 
-def fact_delete(*, fact: Fact, actor: str) -> dict:
+FACTS_NOT_FOUND = "Some of these facts do not exist."
+
+
+def fact_delete(*, fact: Fact, actor: str, principal: Principal | None = None) -> dict:
     """Delete one version. Deleting the current version forgets the key in that scope; its
-    history stays listable until deleted too."""
+    history stays listable until deleted too. A global fact is not an agent-bound key's to
+    delete (`principal`): 403 (facts.services.access)."""
+    fact_change_authorize(fact=fact, principal=principal)
     with transaction.atomic():
         return _facts_delete(workspace=fact.workspace, ids=[fact.pk], actor=actor)
 
@@ -91,10 +97,22 @@ def fact_batch_delete(*, principal: Principal, ids, actor: str | None = None) ->
     """Delete every fact in `ids`, or nothing: an id the principal cannot see is a 404.
 
     The visibility rule is facts.selectors.fact_scope_for_principal's: the workspace, and for
-    an agent-bound key, agent-less facts or the key's agent's.
+    an agent-bound key, agent-less facts or the key's agent's. An agent-bound key that names
+    a global fact deletes nothing: 403 (facts.services.access), after the 404 of a missing id.
     """
     ids = list(dict.fromkeys(ids))
     with transaction.atomic():
+        if principal.agent is not None:
+            # A fact never changes scope, so the scope read here is the one deleted below.
+            found = references_resolve(
+                Fact.objects.only("pk", "scope", "workspace_id", "agent_id"),
+                principal,
+                ids,
+                shared=True,
+                not_found=NotFoundError(FACTS_NOT_FOUND, fields={"ids": ["Unknown id."]}),
+            )
+            for fact in found:
+                fact_change_authorize(fact=fact, principal=principal)
         return _facts_delete(
             workspace=principal.workspace, ids=ids, actor=actor or principal.actor, agent=principal.agent
         )

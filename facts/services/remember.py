@@ -13,12 +13,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.access import Principal
 from core.errors import ApplicationError, NotFoundError
 from core.lib.consolidation import DECISION_NOOP, REPLACING
 from core.memory_settings import review_holds
 from core.models import AuditEvent
 from core.services import audit_record
 from facts.models import Fact, FactKey, key_normalize
+from facts.services.access import fact_change_authorize, fact_global_writer_agent
 from facts.services.consolidation import (
     _fact_close,
     _fact_cross_key_old,
@@ -215,6 +217,7 @@ def fact_remember(
     evidence: str = "",
     overwrite: bool = True,
     actor: str = "system",
+    principal: Principal | None = None,
 ) -> RememberResult:
     """Remember `value` under `key` in `scope`; never overwrites in place.
 
@@ -233,6 +236,11 @@ def fact_remember(
     that would be created or supersede is stored held instead (outcome "held"): closed, so no
     read of current facts sees it, until facts.services.review approves it. The same value
     held again is that held fact; a value rejected in review is not stored again ("rejected").
+
+    A global fact is every agent's (facts.services.access): written for an agent-bound key
+    (`principal`) or by extraction for `agent`, a value that would
+    supersede its open version, directly or through cross-key consolidation, is held the same
+    way, for that agent; confirming it and creating a key with no open version still apply.
     """
     key = _key_validate(key)
     encoded = _value_validate(value)
@@ -248,6 +256,9 @@ def fact_remember(
     held = source != Fact.Source.OPERATOR and review_holds(
         review_agent, extracted=source == Fact.Source.EXTRACTION
     )
+    global_guard = None
+    if scope == Fact.Scope.GLOBAL:
+        global_guard = fact_global_writer_agent(principal=principal, source=source, agent=review_agent)
     cross_key = fact_cross_key_decide(
         workspace=workspace,
         key=key,
@@ -277,6 +288,7 @@ def fact_remember(
                     actor=actor,
                     cross_key=cross_key,
                     review_agent=review_agent if held else None,
+                    global_guard=global_guard,
                 )
             return result
         except IntegrityError:
@@ -322,6 +334,7 @@ def _fact_remember_locked(
     actor,
     cross_key=None,
     review_agent=None,
+    global_guard=None,
 ) -> RememberResult:
     now = timezone.now()
     current = (
@@ -359,6 +372,11 @@ def _fact_remember_locked(
         return RememberResult(fact=current, outcome=OUTCOME_CONFIRMED)
     if current is not None and not overwrite:
         return RememberResult(fact=current, outcome=OUTCOME_SKIPPED)
+    if global_guard is not None and review_agent is None:
+        # An open global version is every agent's: one agent's other value waits for review.
+        replaces = cross_old is not None and cross_key.decision in REPLACING
+        if current is not None or replaces:
+            review_agent = global_guard
     if review_agent is not None:
         return _fact_hold(
             workspace=workspace,
@@ -522,9 +540,12 @@ def fact_update(
     fact_type: str | None = None,
     confidence: float | None = None,
     evidence: str | None = None,
+    principal: Principal | None = None,
 ) -> Fact:
     """Edit the current version. A new value supersedes it (returns the new version); the
-    other fields are metadata and change in place. Each change is audited."""
+    other fields are metadata and change in place. Each change is audited. An agent-bound key
+    (`principal`) may not edit a global fact: 403, checked first."""
+    fact_change_authorize(fact=fact, principal=principal)
     if fact.valid_to is not None:
         raise ApplicationError(FACT_NOT_CURRENT, code="conflict", status_code=409)
     if fact_type is not None and fact_type not in Fact.FactType.values:
@@ -545,6 +566,7 @@ def fact_update(
                 source=Fact.Source.OPERATOR if actor.startswith("operator:") else fact.source,
                 evidence=evidence if evidence is not None else "",
                 actor=actor,
+                principal=principal,
             )
             return result.fact
         changes = {}

@@ -10,10 +10,12 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core.access import Principal
 from core.errors import ApplicationError
 from core.models import AuditEvent
 from core.services import audit_record
 from facts.models import Fact, FactKey, key_normalize
+from facts.services.access import fact_change_authorize
 from facts.services.memory_users import memory_user_preferences_sync
 from facts.services.remember import (
     CONFIRM_RATE,
@@ -61,14 +63,22 @@ def _audit(fact: Fact, *, actor: str, review: str, **extra) -> None:
 
 
 def fact_review_approve(
-    *, fact: Fact, actor: str, value=None, fact_type: str | None = None, confidence=None
+    *,
+    fact: Fact,
+    actor: str,
+    value=None,
+    fact_type: str | None = None,
+    confidence=None,
+    principal: Principal | None = None,
 ) -> Fact:
     """Open the held `fact` as its key's current version, after the edits given.
 
     The current version of the key, if any, is superseded by it (as fact_remember does with
     overwrite); when that version already holds the same value it is confirmed instead and the
     held fact is merged into it. The vector is computed after commit (a new value is embedded
-    as approved, never the held text).
+    as approved, never the held text). Superseding a global version is a change for every
+    agent: an agent-bound key (`principal`) gets a 403 and the
+    fact stays held (facts.services.access).
     """
     from facts.tasks import fact_embed_task
 
@@ -104,6 +114,8 @@ def fact_review_approve(
         if current is not None and _value_encode(current.value) == _value_encode(fact.value):
             fact.save(update_fields=["value", "search_text", "fact_type", "confidence", "updated_at"])
             return _merge_locked(fact, target=current, actor=actor, edits=edits)
+        if current is not None:
+            fact_change_authorize(fact=current, principal=principal)
         now = timezone.now()
         if current is not None:
             current.valid_to = now
