@@ -32,7 +32,7 @@ from rest_framework.exceptions import ValidationError as DrfValidationError
 
 from core.access import Principal
 from core.errors import UNKNOWN_FIELD, ApplicationError, error_body
-from core.parsers import JSON_CONSTANT, JSONRefused, json_check
+from core.parsers import JSON_CONSTANT, JSON_TOO_DEEP, JSONRefused, json_check
 
 SHAPE_OPENAI = "openai"
 SHAPE_ANTHROPIC = "anthropic"
@@ -168,6 +168,8 @@ def _json_strings_parsed(schema: dict, arguments: dict) -> dict:
         if isinstance(value, str) and expected in ("object", "array"):
             try:
                 candidate = json.loads(value)
+            except RecursionError:
+                raise JSONRefused(JSON_TOO_DEEP, fields={name: [JSON_TOO_DEEP]}) from None
             except ValueError:
                 continue
             if isinstance(candidate, dict if expected == "object" else list):
@@ -187,16 +189,18 @@ def tool_execute(*, principal: Principal, name: str, arguments: dict[str, Any]) 
     if spec is None:
         message = TOOL_UNKNOWN.format(name=name)
         raise ToolFailed(error_body("unknown_tool", message, {"name": [message]}))
+    schema = tool_input_schema(spec)
     try:
         # Tool arguments can arrive outside DRF's parser (MCP, OpenAI's JSON string): the
-        # same guard as a request body keeps NUL, lone surrogates and deep nesting out.
+        # same guard as a request body keeps NUL, lone surrogates and deep nesting out. It
+        # runs on the arguments as the tool reads them, so an object sent as JSON text is
+        # guarded too.
+        arguments = _json_strings_parsed(
+            schema, {key: value for key, value in arguments.items() if value is not None}
+        )
         json_check(arguments)
     except JSONRefused as exc:
         raise ToolFailed(tool_error_body(exc)) from exc
-    schema = tool_input_schema(spec)
-    arguments = _json_strings_parsed(
-        schema, {key: value for key, value in arguments.items() if value is not None}
-    )
     fields = {name: [JSON_CONSTANT] for name in _non_finite_arguments(arguments)}
     fields = fields or _schema_fields(schema, arguments)
     if fields:
@@ -254,6 +258,15 @@ def tool_call_parse(item, *, prefix: str = "") -> ToolCall:
             _refuse(prefix, "function.arguments", TOOL_ARGUMENTS_STRING)
         try:
             arguments = json.loads(raw) if raw.strip() else {}
+        except RecursionError:
+            # The body around the string is shallow, so the parser guard did not see this.
+            return ToolCall(
+                SHAPE_OPENAI,
+                call_id,
+                name,
+                None,
+                error_body("invalid", JSON_TOO_DEEP, {"arguments": [JSON_TOO_DEEP]}),
+            )
         except ValueError:
             arguments = None
         if not isinstance(arguments, dict):

@@ -300,7 +300,9 @@ def store_namespaces_list(
 
 
 def store_item_scoped_queryset(*, principal: Principal):
-    return scope_to_principal(StoreItem.objects.all(), principal)
+    # Expired items are gone for every reader, as for get, search and namespaces, though the
+    # sweep has not deleted them yet.
+    return scope_to_principal(StoreItem.objects.live(), principal)
 
 
 def store_item_list(*, principal: Principal, filters=None):

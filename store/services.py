@@ -168,15 +168,20 @@ ON CONFLICT (workspace_id, agent_id, namespace_path, key) DO UPDATE SET
     search_text = EXCLUDED.search_text,
     ttl_minutes = EXCLUDED.ttl_minutes,
     expires_at = EXCLUDED.expires_at,
-    memory_user_id = coalesce(EXCLUDED.memory_user_id, store_storeitem.memory_user_id),
+    -- An expired item not swept yet is born again: a new item, which is nobody's unless the
+    -- put names its person. A live one keeps its person when the put names none.
+    memory_user_id = CASE WHEN store_storeitem.expires_at <= EXCLUDED.updated_at
+                          THEN EXCLUDED.memory_user_id
+                          ELSE coalesce(EXCLUDED.memory_user_id, store_storeitem.memory_user_id) END,
     -- The vector stays valid while the indexed text is the same.
     embedding_model = CASE WHEN store_storeitem.search_text = EXCLUDED.search_text
                            THEN store_storeitem.embedding_model ELSE '' END,
-    -- An expired item not swept yet is born again.
     created_at = CASE WHEN store_storeitem.expires_at <= EXCLUDED.updated_at
                       THEN EXCLUDED.created_at ELSE store_storeitem.created_at END,
     updated_at = EXCLUDED.updated_at
-RETURNING id, created_at, embedding_model, (xmax = 0) AS inserted
+-- created_at equals updated_at only in a row inserted now or born again (a replaced item was
+-- created by an earlier put, at an earlier time): both are new items to the caller.
+RETURNING id, created_at, embedding_model, (xmax = 0 OR created_at = updated_at) AS inserted
 """
 
 
@@ -565,13 +570,18 @@ def store_items_sweep_expired(*, now: datetime | None = None) -> int:
     batch = settings.STORE_SWEEP_BATCH
     deleted = 0
     while True:
-        ids = list(
-            StoreItem.objects.filter(expires_at__lte=now)
-            .order_by("expires_at")
-            .values_list("pk", flat=True)[:batch]
-        )
-        if not ids:
-            return deleted
-        deleted += (
-            StoreItem.objects.filter(pk__in=ids, expires_at__lte=now).delete()[1].get("store.StoreItem", 0)
-        )
+        with transaction.atomic():
+            # Locked before they are deleted: Django deletes the chosen rows by id alone, so a
+            # put reviving an item between the choice and the delete lost its value. A put now
+            # waits for the delete and inserts the item anew. Items a put holds are skipped
+            # (the next sweep takes them if still expired): waiting for them, the sweep would
+            # deadlock with the put, which waits for the vectors deleted here first.
+            ids = list(
+                StoreItem.objects.filter(expires_at__lte=now)
+                .order_by("expires_at")
+                .select_for_update(skip_locked=True)
+                .values_list("pk", flat=True)[:batch]
+            )
+            if not ids:
+                return deleted
+            deleted += StoreItem.objects.filter(pk__in=ids).delete()[1].get("store.StoreItem", 0)
