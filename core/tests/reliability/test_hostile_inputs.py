@@ -52,10 +52,14 @@ VALUES = {
     "int": ("1", False),
     "list": ("[]", False),
     "object": ("{}", False),
+    # JSON text inside a string: stored as text, but a member a service reads as JSON (a tool
+    # call's `arguments`, an object argument sent as text) must refuse it, not fail.
+    "json_text_deep": (json.dumps("[" * DEEP + "]" * DEEP), False),
+    "json_text_nul": (json.dumps(json.dumps({"a": "a\x00b"})), False),
 }
 # Members inside objects and lists get the values most likely to break a column or a parser;
 # the full set on every nested member would triple the run for little.
-NESTED_VALUES = ("nul", "lone_surrogate", "2**63", "long_10000", "int", "object")
+NESTED_VALUES = ("nul", "lone_surrogate", "2**63", "long_10000", "int", "object", "json_text_deep")
 JSON_TYPE = {"int": int, "list": list, "object": dict}
 
 # Whole bodies, valid or not as JSON.
