@@ -324,6 +324,14 @@ class FactDetailApi(RetrieveDestroyApi):
     OutputSerializer = FactOutputSerializer
     DeleteOutputSerializer = FactDeleteOutputSerializer
 
+    def get_object(self, request, **kwargs):
+        fact = super().get_object(request, **kwargs)
+        # An agent-bound key reads a global fact but may not change it: a 403 before any 400,
+        # as the row's 404 comes before it.
+        if request.method not in SAFE_METHODS:
+            fact_change_authorize(fact=fact, principal=request.user)
+        return fact
+
     class InputSerializer(StrictSerializer):
         value = serializers.JSONField(required=False, help_text="A new value supersedes this version.")
         fact_type = serializers.ChoiceField(choices=Fact.FactType.choices, required=False)
@@ -345,14 +353,6 @@ class FactDetailApi(RetrieveDestroyApi):
             ),
         ],
     )
-    def get_object(self, request, **kwargs):
-        fact = super().get_object(request, **kwargs)
-        # An agent-bound key reads a global fact but may not change it: a 403 before any 400,
-        # as the row's 404 comes before it.
-        if request.method not in SAFE_METHODS:
-            fact_change_authorize(fact=fact, principal=request.user)
-        return fact
-
     def patch(self, request, fact_id):
         fact = self.get_object(request, fact_id=fact_id)
         serializer = self.InputSerializer(data=request.data)

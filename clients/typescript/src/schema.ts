@@ -434,15 +434,30 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a fact */
+        /**
+         * Get a fact
+         * @description One fact version. PATCH and DELETE of a global fact need a workspace-wide key (or an
+         *     operator): with a key bound to an agent they are a 403 `workspace_key_required` and
+         *     nothing changes. Facts of a user, an agent or a session are not concerned.
+         */
         get: operations["v1_facts_retrieve"];
         put?: never;
         post?: never;
-        /** Delete a fact */
+        /**
+         * Delete a fact
+         * @description One fact version. PATCH and DELETE of a global fact need a workspace-wide key (or an
+         *     operator): with a key bound to an agent they are a 403 `workspace_key_required` and
+         *     nothing changes. Facts of a user, an agent or a session are not concerned.
+         */
         delete: operations["v1_facts_destroy"];
         options?: never;
         head?: never;
-        /** Correct a fact (a new value supersedes this version) */
+        /**
+         * Correct a fact (a new value supersedes this version)
+         * @description One fact version. PATCH and DELETE of a global fact need a workspace-wide key (or an
+         *     operator): with a key bound to an agent they are a 403 `workspace_key_required` and
+         *     nothing changes. Facts of a user, an agent or a session are not concerned.
+         */
         patch: operations["v1_facts_partial_update"];
         trace?: never;
     };
@@ -477,7 +492,8 @@ export interface paths {
         put?: never;
         /**
          * Delete several facts (all or none)
-         * @description Delete all the listed facts or none (404 when one is not visible to the key).
+         * @description Delete all the listed facts or none (404 when one is not visible to the key). A key
+         *     bound to an agent that lists a global fact deletes nothing: 403 `workspace_key_required`.
          */
         post: operations["v1_facts_batch_delete_create"];
         delete?: never;
@@ -519,6 +535,12 @@ export interface paths {
          * Remember a fact (as POST /facts/remember/)
          * @description The `remember` tool: same value confirms, a different one supersedes (or is skipped
          *     with overwrite=false).
+         *
+         *     A global fact is every agent's: with a key bound to an agent, a different value for a
+         *     global key that has a current version (or a new key that would supersede one) is not
+         *     applied but stored held for an operator's review (outcome `held`, 201); the current
+         *     value stays what every agent reads. Confirming a global fact and creating a global key
+         *     that has none apply as usual.
          */
         post: operations["v1_facts_remember_create"];
         delete?: never;
