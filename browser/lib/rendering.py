@@ -25,3 +25,20 @@ def toast(request, response, message: str, *, level: str = "success"):
     else:
         messages.add_message(request, messages.ERROR if level == "error" else messages.SUCCESS, message)
     return response
+
+
+def refused(request, response, *, status: int, message: str = ""):
+    """A refused write, `response` being the page or partial re-rendered with the reason in
+    place (a bound form's errors, an inline `role="alert" data-refusal="<code>"`).
+
+    A plain form post answers the refusal's own status (400, 404, 409). htmx gets 200: htmx 2
+    swaps no 4xx response and this project sets no `htmx.config.responseHandling`, so a 4xx
+    would leave the form as typed, with the script's generic "Something went wrong" toast and
+    no reason on the page. `message` is toasted for htmx too; a plain post shows it once, in
+    place, since a flash message would repeat it on the next page.
+    """
+    if not request.htmx:
+        response.status_code = status
+        return response
+    response.status_code = 200
+    return toast(request, response, message, level="error") if message else response

@@ -51,6 +51,9 @@ class TabSpec:
     # Whose batch delete this is: editors' (the default), or admins' where deleting is an
     # erasure (people), as on the person page.
     delete_admin_only: bool = False
+    # (rows) -> None: sets what a row partial reads beyond the selector's row, for a page of
+    # rows at once (the users tab's merge survivors); called wherever that partial renders.
+    prepare_rows: Callable | None = None
 
     @property
     def name(self) -> str:
@@ -171,6 +174,8 @@ def _results_context(spec: TabSpec, request) -> dict:
         context["listing"] = None
         return context
     context["listing"] = paginate_sorted(request, queryset, sorts=spec.sorts, default=spec.default_sort)
+    if spec.prepare_rows:
+        spec.prepare_rows(context["listing"].rows)
     context["filtered"] = any(
         value for key, value in request.GET.items() if key not in ("sort", "page", "per_page")
     )
@@ -195,6 +200,8 @@ def tab_detail(request, spec: TabSpec, pk):
     """The row's page; with HX-Target `row-<id>` (cancel of an inline edit) just its row."""
     principal = request.operator.principal
     obj = _get_or_404(spec, principal, pk)
+    if spec.prepare_rows:
+        spec.prepare_rows([obj])
     context = {**base_context(spec, request), spec.name: obj, "page": "detail"}
     if spec.detail_context and request.htmx.target != f"row-{obj.pk}":
         context.update(spec.detail_context(principal, obj))
@@ -226,6 +233,8 @@ def tab_edit(request, spec: TabSpec, pk):
                     form.add_error(None, exc.message)
             else:
                 updated = _get_or_404(spec, principal, updated.pk)
+                if spec.prepare_rows:
+                    spec.prepare_rows([updated])
                 message = f"Saved {spec.noun}."
                 if not request.htmx:
                     toast(request, None, message)

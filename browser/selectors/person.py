@@ -213,6 +213,20 @@ def person_merged_ids(*, memory_user: MemoryUser) -> list:
     return memory_user_merged_ids(memory_user=memory_user)
 
 
+def people_survivors(*, people) -> None:
+    """Set `survivor` on each merged record of `people`: the person at the end of its chain of
+    merges (older data may hold A into B into C). One query for the chains and one for the
+    survivors, none when no record of `people` was merged."""
+    merged = [person for person in people if person.merged_into_id]
+    if not merged:
+        return
+    survivors = memory_user_survivor_ids(ids=[person.pk for person in merged])
+    found = {person.pk: person for person in MemoryUser.objects.filter(pk__in=set(survivors.values()))}
+    for person in merged:
+        # A record deleted meanwhile: its one-hop target (select_related by the list).
+        person.survivor = found.get(survivors.get(person.pk)) or person.merged_into
+
+
 def person_legal_holds(*, memory_user: MemoryUser) -> list[MemoryUser]:
     """identities.selectors.memory_user_legal_holds (own first, then records merged into the
     person), each record with its name loaded: one more query, and only for merged ones."""

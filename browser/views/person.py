@@ -19,7 +19,7 @@ from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from browser.access import ADMIN, workspace_view
 from browser.forms import LegalHoldReleaseForm, MemoryUserMergeForm
-from browser.lib.rendering import render_page, toast
+from browser.lib.rendering import refused, render_page, toast
 from browser.selectors import person as selectors
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
@@ -379,7 +379,7 @@ def person_hold_release(request, pk):
     form = LegalHoldReleaseForm(request.POST)
     refusal = None
     if not form.is_valid():
-        refusal = {"code": "invalid", "message": " ".join(form.errors.get("placed_on", []))}
+        refusal = {"code": "invalid", "message": " ".join(form.errors.get("placed_on", [])), "status": 400}
     else:
         placed_on = form.cleaned_data["placed_on"] or memory_user.pk
         # Only a hold this page lists can go: an id of another person or workspace, or of a
@@ -392,13 +392,13 @@ def person_hold_release(request, pk):
             # Released already (a second click): nothing to do, as the service answers.
             message = "No legal hold is placed on this person."
         elif holder is None:
-            refusal = {"code": "not_found", "message": HOLD_NOT_LISTED}
+            refusal = {"code": "not_found", "message": HOLD_NOT_LISTED, "status": 404}
         else:
             try:
                 memory_user_hold_release(memory_user=survivor, placed_on=holder, actor=principal.actor)
             except ApplicationError as exc:
                 # A merge or erasure committed meanwhile.
-                refusal = {"code": exc.code, "message": exc.message}
+                refusal = {"code": exc.code, "message": exc.message, "status": exc.status_code}
             else:
                 message = f"Legal hold on {holder} released ({holder.legal_hold_reason})."
     if refusal:
@@ -408,8 +408,9 @@ def person_hold_release(request, pk):
         toast(request, None, message, level=level)
         return redirect(context["person_url"])
     # A refusal is shown in place of the holds as they are now (another operator may have
-    # released or merged meanwhile). It answers 200 like every inline error of these pages:
-    # htmx 2 swaps no 4xx, and only the swap replaces a list that may show a hold now gone.
+    # released or merged meanwhile): only the swap replaces a list that may show a hold now gone.
     context.update(holds=selectors.person_legal_holds(memory_user=memory_user), hold_refusal=refusal)
     response = render_page(request, TEMPLATE, context, partials={"*": "person-holds"})
+    if refusal:
+        return refused(request, response, status=refusal["status"], message=message)
     return toast(request, response, message, level=level)

@@ -10,7 +10,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
 from browser.access import ADMIN, workspace_view
-from browser.lib.rendering import render_page, toast
+from browser.lib.rendering import refused, render_page, toast
 from browser.selectors.portability import export_agents, export_person_find, import_jobs_recent
 from core.errors import NotFoundError
 from portability.models import ImportJob
@@ -58,7 +58,7 @@ def _job_view(job: ImportJob) -> dict:
     }
 
 
-def _page(request, *, export_form=None, import_form=None, job=None, status=200):
+def _page(request, *, export_form=None, import_form=None, job=None):
     workspace = request.operator.workspace
     agents = export_agents(workspace=workspace)
     jobs = import_jobs_recent(workspace=workspace)
@@ -71,7 +71,7 @@ def _page(request, *, export_form=None, import_form=None, job=None, status=200):
         "current": _job_view(current) if current else None,
         "poll_seconds": POLL_SECONDS,
     }
-    return render_page(request, "memories/portability.html", context, partials=PARTIALS, status=status)
+    return render_page(request, "memories/portability.html", context, partials=PARTIALS)
 
 
 @workspace_view(ADMIN)
@@ -84,7 +84,7 @@ def portability_export(request):
     workspace = request.operator.workspace
     form = ExportForm(request.GET, agents=export_agents(workspace=workspace))
     if not form.is_valid():
-        return _page(request, export_form=form, status=400)
+        return refused(request, _page(request, export_form=form), status=400)
     data = form.cleaned_data
     agent = workspace.agents.filter(slug=data["agent"]).first() if data["agent"] else None
     person = None
@@ -92,7 +92,7 @@ def portability_export(request):
         person = export_person_find(workspace=workspace, reference=data["person"])
         if person is None:
             form.add_error("person", PERSON_UNKNOWN)
-            return _page(request, export_form=form, status=400)
+            return refused(request, _page(request, export_form=form), status=400)
     scope = Scope(
         workspace=workspace, agent=agent, memory_user=person, history=data["history"], vectors=data["vectors"]
     )
@@ -104,8 +104,7 @@ def portability_export(request):
 def portability_import(request):
     form = ImportForm(request.POST, request.FILES)
     if not form.is_valid():
-        # Re-rendered with its errors at 200, which htmx swaps in (house style).
-        return _page(request, import_form=form)
+        return refused(request, _page(request, import_form=form), status=400)
     upload = form.cleaned_data["file"]
     path = import_upload_path()
     # Django has spooled a large upload to a temporary file already; copied in chunks, so a

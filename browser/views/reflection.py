@@ -5,7 +5,7 @@ from django import forms
 from django.views.decorators.http import require_POST
 
 from browser.access import EDIT, READ, workspace_view
-from browser.lib.rendering import render_page, toast
+from browser.lib.rendering import refused, render_page, toast
 from browser.selectors.reflection import reflection_page_data
 from core.models import Agent
 from reflection.models import ReflectionRun
@@ -22,14 +22,14 @@ class ReflectionStartForm(forms.Form):
         self.fields["agent"].queryset = Agent.objects.filter(workspace=workspace).order_by("slug")
 
 
-def _page(request, *, form=None, status=200):
+def _page(request, *, form=None):
     operator = request.operator
     context = {
         "tab": "reflection",
         **reflection_page_data(principal=operator.principal),
         "form": form or ReflectionStartForm(workspace=operator.workspace),
     }
-    return render_page(request, "memories/reflection.html", context, partials=PARTIALS, status=status)
+    return render_page(request, "memories/reflection.html", context, partials=PARTIALS)
 
 
 @workspace_view(READ)
@@ -43,7 +43,7 @@ def reflection_start_view(request):
     operator = request.operator
     form = ReflectionStartForm(request.POST, workspace=operator.workspace)
     if not form.is_valid():
-        return _page(request, form=form, status=400)
+        return refused(request, _page(request, form=form), status=400)
     run, created = reflection_start(
         agent=form.cleaned_data["agent"],
         trigger=ReflectionRun.Trigger.OPERATOR,

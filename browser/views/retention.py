@@ -6,7 +6,7 @@ from django.views.decorators.http import require_POST
 
 from browser.access import ADMIN, workspace_view
 from browser.forms import LegalHoldForm, LegalHoldReleaseForm, RetentionRuleForm, form_add_service_errors
-from browser.lib.rendering import render_page, toast
+from browser.lib.rendering import refused, render_page, toast
 from browser.selectors.retention import held_people, person_find, retention_rules_shown, workspace_agents
 from core.errors import ApplicationError, NotFoundError
 from identities.selectors import memory_user_legal_holds, memory_user_resolve_merged
@@ -28,7 +28,7 @@ def _rule_or_404(principal, rule_id):
         raise Http404("No such retention rule.") from None
 
 
-def _page(request, *, rule_form=None, hold_form=None, hold_refusal=None, status=200):
+def _page(request, *, rule_form=None, hold_form=None, hold_refusal=None, run_refusal=None):
     workspace = request.operator.workspace
     agents = workspace_agents(workspace=workspace)
     preview = retention_preview(workspace=workspace)
@@ -48,8 +48,9 @@ def _page(request, *, rule_form=None, hold_form=None, hold_refusal=None, status=
         "rule_form": rule_form or RetentionRuleForm(agents=agents),
         "hold_form": hold_form or LegalHoldForm(),
         "hold_refusal": hold_refusal,
+        "run_refusal": run_refusal,
     }
-    return render_page(request, "memories/retention.html", context, partials=PARTIALS, status=status)
+    return render_page(request, "memories/retention.html", context, partials=PARTIALS)
 
 
 @workspace_view(ADMIN)
@@ -64,7 +65,7 @@ def retention_rule_save(request):
     agents = workspace_agents(workspace=operator.workspace)
     form = RetentionRuleForm(request.POST, agents=agents)
     if not form.is_valid():
-        return _page(request, rule_form=form, status=400)
+        return refused(request, _page(request, rule_form=form), status=400)
     data = form.cleaned_data
     try:
         retention_rule_set(
@@ -76,7 +77,7 @@ def retention_rule_save(request):
         )
     except ApplicationError as exc:
         form_add_service_errors(form, exc)
-        return _page(request, rule_form=form, status=400)
+        return refused(request, _page(request, rule_form=form), status=400)
     return toast(request, _page(request), "Retention rule saved.")
 
 
@@ -94,7 +95,8 @@ def retention_run_now(request):
     try:
         retention_run_request(principal=request.operator.principal)
     except ApplicationError as exc:
-        return toast(request, _page(request, status=409), exc.message, level="error")
+        response = _page(request, run_refusal={"code": exc.code, "message": exc.message})
+        return refused(request, response, status=exc.status_code, message=exc.message)
     return toast(request, _page(request), "Retention run queued.")
 
 
@@ -104,20 +106,20 @@ def legal_hold_place(request):
     operator = request.operator
     form = LegalHoldForm(request.POST)
     if not form.is_valid():
-        return _page(request, hold_form=form, status=400)
+        return refused(request, _page(request, hold_form=form), status=400)
     person = person_find(workspace=operator.workspace, reference=form.cleaned_data["person"])
     if person is None:
         # The reference is not echoed back: the page says only that no such person is here.
         form = LegalHoldForm(initial={"reason": form.cleaned_data["reason"]})
         form.errors["person"] = form.error_class([PERSON_UNKNOWN])
-        return _page(request, hold_form=form, status=400)
+        return refused(request, _page(request, hold_form=form), status=400)
     try:
         memory_user_hold_place(
             memory_user=person, reason=form.cleaned_data["reason"], actor=operator.principal.actor
         )
     except ApplicationError as exc:
         form_add_service_errors(form, exc)
-        return _page(request, hold_form=form, status=400)
+        return refused(request, _page(request, hold_form=form), status=400)
     return toast(request, _page(request), f"Legal hold placed on {person}.")
 
 
@@ -152,11 +154,8 @@ def legal_hold_release(request, memory_user_id):
 
 
 def _release_refused(request, code: str, message: str, status: int):
-    """The page with the holds as they are now and the refusal above them. htmx gets a 200,
-    since htmx 2 swaps no 4xx and only the swap replaces a list that may show a hold now gone;
-    a plain form post gets the refusal's own status."""
-    refusal = {"code": code, "message": message}
-    if not request.htmx:
-        # Shown in place on this page; a flash message would repeat it on the next one.
-        return _page(request, hold_refusal=refusal, status=status)
-    return toast(request, _page(request, hold_refusal=refusal), message, level="error")
+    """The page with the holds as they are now and the refusal above them: another operator
+    may have released or merged meanwhile, and only the swap replaces a list showing a hold
+    now gone."""
+    response = _page(request, hold_refusal={"code": code, "message": message})
+    return refused(request, response, status=status, message=message)

@@ -13,7 +13,7 @@ from browser.forms import MemoryUserEditForm, MemoryUserMergeForm
 from browser.lib.listing import Sort
 from browser.lib.rendering import toast
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
-from browser.selectors.person import erase_refusal_people
+from browser.selectors.person import erase_refusal_people, people_survivors
 from browser.views.person import person_page
 from core.errors import ApplicationError, NotFoundError
 from core.lib.replica import read_replica
@@ -59,6 +59,8 @@ USERS = TabSpec(
     edit_form=MemoryUserEditForm,
     context_name="memory_user",
     refusal_links=_erase_refusal_links,
+    # The "merged into" badge names the end of a chain of merges, not its next hop.
+    prepare_rows=lambda rows: people_survivors(people=rows),
 )
 
 

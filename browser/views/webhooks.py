@@ -10,7 +10,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from browser.access import ADMIN, workspace_view
 from browser.forms import DeliveryFilterForm, WebhookCreateForm, form_add_service_errors
-from browser.lib.rendering import render_page, toast
+from browser.lib.rendering import refused, render_page, toast
 from core.errors import ApplicationError, NotFoundError
 from webhooks.selectors import webhook_delivery_list, webhook_subscription_get, webhook_subscription_list
 from webhooks.services import (
@@ -44,7 +44,7 @@ def _subscription_or_404(operator, subscription_id):
         raise Http404("No such webhook.") from None
 
 
-def _list_page(request, *, form=None, created=None, status=200):
+def _list_page(request, *, form=None, created=None):
     operator = request.operator
     context = {
         "tab": "webhooks",
@@ -52,7 +52,7 @@ def _list_page(request, *, form=None, created=None, status=200):
         "form": form or WebhookCreateForm(),
         "created": created,
     }
-    response = render_page(request, "memories/webhooks.html", context, partials=LIST_PARTIALS, status=status)
+    response = render_page(request, "memories/webhooks.html", context, partials=LIST_PARTIALS)
     if created:
         # The secret must never sit in a shared or back/forward cache.
         response["Cache-Control"] = "no-store"
@@ -70,12 +70,12 @@ def webhook_create(request):
     operator = request.operator
     form = WebhookCreateForm(request.POST)
     if not form.is_valid():
-        return _list_page(request, form=form, status=400)
+        return refused(request, _list_page(request, form=form), status=400)
     try:
         subscription, secret = webhook_subscription_create(principal=operator.principal, **form.cleaned_data)
     except ApplicationError as exc:
         form_add_service_errors(form, exc)
-        return _list_page(request, form=form, status=400)
+        return refused(request, _list_page(request, form=form), status=400)
     response = _list_page(request, created={"subscription": subscription, "secret": secret})
     return toast(request, response, "Webhook created. Copy its signing secret now.")
 

@@ -37,7 +37,8 @@ class WebhookPageTests(BrowserTestCase):
             {"url": "https://x.example/h", "events": ["fact.exploded"]},
         ):
             response = self.htmx("post", self.url("memories:webhook-create"), data)
-            assert response.status_code == 400, data
+            # 200 so that htmx swaps the errors in (htmx 2 swaps no 4xx); a plain post gets 400.
+            assert response.status_code == 200, data
             assert b'class="error"' in response.content, data
         assert not WebhookSubscription.objects.exists()
 
