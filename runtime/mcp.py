@@ -37,7 +37,7 @@ from core.memory_settings import memory_settings_for
 from core.selectors import api_key_authenticate
 from core.throttling import api_key_budget_wait
 from runtime import tools
-from runtime.tool_calls import ToolFailed, tool_execute
+from runtime.tool_calls import ToolFailed, tool_execute, tool_unknown_body
 from runtime.tool_schemas import OUTPUT_SCHEMA, SCHEMA_MCP, tool_render
 
 logger = logging.getLogger(__name__)
@@ -148,6 +148,17 @@ async def _run_tool(ctx: Context, name: str, arguments: dict[str, Any]) -> dict[
         raise ToolError(json.dumps(failure[1])) from exc
 
 
+class MemoryMCPServer(MCPServer):
+    """The SDK's server, answering a call to an unknown tool with the API's `unknown_tool`
+    body (as POST /api/v1/tools/call/ does) instead of the SDK's plain "Unknown tool: x"."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
+        if name not in {spec.name for spec in tools.TOOLS}:
+            # The SDK answers a ToolError as the call's result with isError and its text.
+            raise ToolError(json.dumps(tool_unknown_body(name)))
+        return await super().call_tool(name, arguments, context)
+
+
 class RawArguments(ArgModelBase):
     """Hands a tool call's arguments through untouched: runtime.tool_calls validates them
     against the tool's JSON Schema, which is also the schema the server lists."""
@@ -159,7 +170,7 @@ class RawArguments(ArgModelBase):
 
 
 def build_server() -> MCPServer:
-    server = MCPServer("memory-server", instructions=INSTRUCTIONS, version="1.0.0")
+    server = MemoryMCPServer("memory-server", instructions=INSTRUCTIONS, version="1.0.0")
     defaults = memory_settings_for(None)
     for spec in tools.TOOLS:
         listed = tool_render(spec, SCHEMA_MCP, defaults)

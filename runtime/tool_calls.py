@@ -15,11 +15,16 @@ Shapes accepted by `tool_call_parse`, and the result each one gets back from `to
   -> `{"content": [{"type": "text", "text": "<json>"}], "structuredContent"?, "isError"}`.
 
 A call whose envelope is valid always gets a result; a failing tool (bad arguments, a row
-that is not visible, a read-only key writing) is a result marked as an error whose text is
-the API's error body, so the model can read it and correct itself. Only an envelope that is
-none of these shapes is refused (`ApplicationError`, a 400 with field errors).
+that is not visible, a read-only key writing, a value the database refuses, the database
+down or out of time) is a result marked as an error whose text is the API's error body, so
+the model can read it and correct itself. Only an envelope that is none of these shapes is
+refused (`ApplicationError`, a 400 with field errors), and an exception that is none of
+these (a bug) is left to the transport (a 500). Each call runs in its own transaction (a
+savepoint inside a caller's): a failed call leaves nothing of itself, and the calls after it
+in a list still run.
 """
 
+import contextlib
 import json
 import math
 import uuid
@@ -27,11 +32,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import connection, transaction
 from jsonschema import Draft202012Validator, FormatChecker
 from rest_framework.exceptions import ValidationError as DrfValidationError
 
 from core.access import Principal
-from core.errors import UNKNOWN_FIELD, ApplicationError, error_body
+from core.errors import UNKNOWN_FIELD, ApplicationError, backend_error, error_body
 from core.parsers import JSON_CONSTANT, JSON_TOO_DEEP, JSONRefused, json_check
 
 SHAPE_OPENAI = "openai"
@@ -72,6 +78,12 @@ class ToolCall:
     arguments: dict | None
     # Set when the arguments the model wrote could not be read (OpenAI's JSON string).
     arguments_error: dict | None = None
+
+
+def tool_unknown_body(name: str) -> dict:
+    """The error body of a call to a tool that does not exist, on every transport."""
+    message = TOOL_UNKNOWN.format(name=name)
+    return error_body("unknown_tool", message, {"name": [message]})
 
 
 def tool_error_body(exc: Exception) -> dict:
@@ -187,8 +199,7 @@ def tool_execute(*, principal: Principal, name: str, arguments: dict[str, Any]) 
 
     spec = next((spec for spec in TOOLS if spec.name == name), None)
     if spec is None:
-        message = TOOL_UNKNOWN.format(name=name)
-        raise ToolFailed(error_body("unknown_tool", message, {"name": [message]}))
+        raise ToolFailed(tool_unknown_body(name))
     schema = tool_input_schema(spec)
     try:
         # Tool arguments can arrive outside DRF's parser (MCP, OpenAI's JSON string): the
@@ -206,9 +217,29 @@ def tool_execute(*, principal: Principal, name: str, arguments: dict[str, Any]) 
     if fields:
         raise ToolFailed(error_body("invalid", "Invalid input.", fields))
     try:
-        return spec.fn(principal=principal, **arguments)
+        with _call_transaction(spec):
+            return spec.fn(principal=principal, **arguments)
     except (JSONRefused, ApplicationError, DjangoValidationError, DrfValidationError) as exc:
         raise ToolFailed(tool_error_body(exc)) from exc
+    except Exception as exc:
+        # A value the database refuses, a reference deleted meanwhile, the database down or
+        # out of time: the API's body for this call alone. The calls before it in a list
+        # have committed, so failing the whole request would have the agent repeat them.
+        failure = backend_error(exc)
+        if failure is None:
+            raise
+        raise ToolFailed(failure[1]) from exc
+
+
+def _call_transaction(spec):
+    """One transaction per writing call, so a call that fails half-way leaves nothing of
+    itself. A reading tool needs none (and keeps its side reads, core.lib.side_reads), nor does
+    a tool that runs its own transactions around a model call (`ToolSpec.commits_in_steps`),
+    except inside a caller's transaction, where a savepoint keeps that transaction usable
+    after a failed statement."""
+    if (spec.read_only or spec.commits_in_steps) and not connection.in_atomic_block:
+        return contextlib.nullcontext()
+    return transaction.atomic()
 
 
 # --- envelopes -------------------------------------------------------------------------------

@@ -53,6 +53,12 @@ class ToolSpec:
     # argument -> core.memory_settings.MemorySettings field giving its default for an agent.
     setting_defaults: dict = field(default_factory=dict)
     destructive: bool = False
+    # The tool runs its own transactions with an embedding or chat model call between them
+    # (context's query after its append, record_turn's extraction, store_memory's vectors and
+    # consolidation before its insert). One transaction around the whole call
+    # (runtime.tool_calls) would hold its locks, or an idle transaction, through that model
+    # call, and turn off side reads (core.lib.side_reads), so such a tool is not wrapped.
+    commits_in_steps: bool = False
 
 
 def _check_limit(limit: int) -> int:
@@ -787,9 +793,21 @@ TOOLS = [
         "forget", forget, forget.__doc__, read_only=False, parameters=tool_schemas.FORGET, destructive=True
     ),
     ToolSpec("history", history, history.__doc__, read_only=True, parameters=tool_schemas.HISTORY),
-    ToolSpec("context", context, context.__doc__, read_only=False, parameters=tool_schemas.CONTEXT),
     ToolSpec(
-        "record_turn", record_turn, record_turn.__doc__, read_only=False, parameters=tool_schemas.RECORD_TURN
+        "context",
+        context,
+        context.__doc__,
+        read_only=False,
+        parameters=tool_schemas.CONTEXT,
+        commits_in_steps=True,
+    ),
+    ToolSpec(
+        "record_turn",
+        record_turn,
+        record_turn.__doc__,
+        read_only=False,
+        parameters=tool_schemas.RECORD_TURN,
+        commits_in_steps=True,
     ),
     # Arguments derived from the signature (runtime.tool_schemas.tool_input_schema).
     ToolSpec(
@@ -798,5 +816,6 @@ TOOLS = [
         store_memory.__doc__,
         read_only=False,
         parameters=tool_schemas.STORE_MEMORY,
+        commits_in_steps=True,
     ),
 ]
