@@ -132,11 +132,12 @@ def _delete_batch(*, rule: EffectiveRule, ids: list, run: RetentionRun) -> int:
             # Tested again under the lock: an append that forked from a held message
             # meanwhile has cleared its mark, and PostgreSQL re-reads a locked row's new version.
             rows = rows.filter(target.eligible())
-        ids = list(rows.select_for_update(skip_locked=True).values_list("pk", flat=True))
+        # Key order, SKIP LOCKED: a batch never waits for a row it deletes.
+        ids = list(rows.order_by("pk").select_for_update(skip_locked=True).values_list("pk", flat=True))
+        if target.before_delete is not None and ids:
+            ids = target.before_delete(ids)
         if not ids:
             return 0
-        if target.before_delete is not None:
-            target.before_delete(ids)
         if target.delete is not None:
             target.delete(ids)
         else:

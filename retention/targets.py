@@ -59,10 +59,27 @@ def _messages_threads_locked(ids: list) -> Q:
     return Q(thread_id__in=threads)
 
 
-def _messages_detach(ids: list) -> None:
+def _messages_detach(ids: list) -> list:
+    """Detach the children of the messages `ids` (locked by the batch) that are not among
+    them; returns the messages that may go: those whose every child the batch could lock.
+
+    The children are locked in pk order, SKIP LOCKED, before the UPDATE: an UPDATE waiting for
+    a child that another transaction holds (the vector job, a second engine) while this batch
+    holds messages that transaction waits for was a deadlock. A message with a child held
+    elsewhere stays for a later batch; the children of those that go are all held here.
+    """
+    outside = Message.objects.filter(parent_id__in=ids).exclude(pk__in=ids)
+    parents = dict(outside.values_list("pk", "parent_id"))
+    locked = set(
+        outside.order_by("pk").select_for_update(no_key=True, skip_locked=True).values_list("pk", flat=True)
+    )
+    blocked = {parent for child, parent in parents.items() if child not in locked}
+    ids = [pk for pk in ids if pk not in blocked]
     # The parent constraint is deferred: children of deleted messages become roots of what
-    # is left, and the window's walk stops there.
+    # is left, and the window's walk stops there. A message kept back above is among these
+    # when its own parent goes (the batch holds it already).
     Message.objects.filter(parent_id__in=ids).exclude(pk__in=ids).update(parent=None)
+    return ids
 
 
 # Current versions and closed ones (history, and facts held in review) are ranked apart: a
@@ -88,7 +105,9 @@ class Target:
     # Locks what the rows hang from, before the rows, in the batch's transaction: the rows
     # whose owner it locked (the others wait for a later batch).
     owner_lock: Callable[[list], Q] | None = None
-    before_delete: Callable[[list], None] | None = None
+    # Runs on the locked rows `ids` before they go; returns those that may go (the others stay
+    # for a later batch).
+    before_delete: Callable[[list], list] | None = None
     # Deletes the rows `ids` (locked by the caller); a plain queryset delete when None.
     delete: Callable[[list], None] | None = None
 

@@ -1,8 +1,8 @@
 import django_filters
-from django.db.models import Q
 
 from core.filters import FilterSet
 from identities.models import MemoryUser
+from identities.selectors import memory_user_merged_ids, memory_user_resolve_merged
 from threads.models import Thread
 
 
@@ -10,7 +10,8 @@ class ThreadFilter(FilterSet):
     """Filters of the thread list API and the /memories browser.
 
     Pass `workspace=` so the memory user is looked up in it; a user merged into another
-    one is followed to its target, whose threads include those of every merged identity.
+    one is followed to the end of its chain, whose threads include those of every record
+    merged into it, directly or along a chain.
     """
 
     agent = django_filters.CharFilter(field_name="agent__slug", help_text="Agent slug.")
@@ -36,11 +37,11 @@ class ThreadFilter(FilterSet):
         users = MemoryUser.objects.filter(pk=value)
         if self.workspace is not None:
             users = users.filter(workspace=self.workspace)
-        user = users.select_related("merged_into").first()
+        user = users.first()
         if user is None:
             return queryset.none()
-        hops = 0
-        while user.merged_into_id and hops < 16:
-            user = user.merged_into
-            hops += 1
-        return queryset.filter(Q(memory_user=user) | Q(memory_user__merged_into=user))
+        # Older data holds chains (A merged into B, later B into C) whose threads were never
+        # re-pointed: the survivor's threads are those of every record merged into it, at any
+        # depth, not one hop.
+        survivor = memory_user_resolve_merged(memory_user=user)
+        return queryset.filter(memory_user_id__in=memory_user_merged_ids(memory_user=survivor))

@@ -11,6 +11,10 @@ from threads.models import MessageEmbedding
 
 EMBEDDABLE_ROLES = ("user", "assistant")
 
+# KEY SHARE conflicts only with FOR UPDATE (appends, compactions, thread deletion): embedding
+# batches and retention's message batches (KEY SHARE too) never wait for each other here.
+_THREADS_HOLD_SQL = "SELECT id FROM threads_thread WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE"
+
 
 def message_embedding_texts(message, previous) -> tuple[str, str]:
     """The text of a message as embedded alone (dated) and after its predecessor."""
@@ -63,13 +67,23 @@ def message_embed_batch(*, message_ids, provider=None) -> int:
             memory_users_hold(
                 ids={m.thread.memory_user_id for m in todo if m.thread.memory_user_id is not None}
             )
-            # Messages deleted while the vectors were computed are skipped: a vector of one
-            # would fail the whole batch at commit (deferred foreign key). The lock keeps the
-            # others until their vectors commit; pk order, so two batches never deadlock.
+            # The threads are held before any message: the vectors' foreign key to the thread
+            # is checked at commit (KEY SHARE), and taken only then it waited for a thread
+            # deletion (retention's, a user's) that was itself waiting for these messages: a
+            # deadlock. Held first, a deletion in progress is waited for (its messages are
+            # then gone) and one after waits for this batch, or, retention's, skips the thread.
+            with connection.cursor() as cursor:
+                cursor.execute(_THREADS_HOLD_SQL, [list(thread_ids)])
+            # One statement in pk order, SKIP LOCKED: this batch never waits for a message
+            # lock, so nothing that holds messages and then waits for these (retention's
+            # batch detaching children, a second batch) can close a cycle with it. Skipped
+            # messages are being deleted (a vector of one would fail the batch at commit,
+            # deferred foreign key) or written; any left without a vector is the sweep's
+            # (message_embed_sweep). The lock keeps the others until their vectors commit.
             alive = set(
                 Message.objects.filter(pk__in=[m.pk for m in todo])
                 .order_by("pk")
-                .select_for_update(no_key=True)
+                .select_for_update(no_key=True, skip_locked=True)
                 .values_list("pk", flat=True)
             )
             owners = {

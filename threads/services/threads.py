@@ -107,10 +107,12 @@ def thread_resolve_or_create(
         return thread, True
     lookup = Q(workspace=workspace, agent=agent)
     if memory_user is not None:
-        # Threads of identities merged into this user continue too.
-        lookup &= Q(channel_chat_id=channel_chat_id or "") & (
-            Q(memory_user=memory_user) | Q(memory_user__merged_into=memory_user)
-        )
+        # Threads of records merged into this user continue too, along a chain as well (older
+        # data: A into B, later B into C, A's threads never re-pointed).
+        from identities.selectors import memory_user_merged_ids
+
+        merged = memory_user_merged_ids(memory_user=memory_user)
+        lookup &= Q(channel_chat_id=channel_chat_id or "", memory_user_id__in=merged)
         identity = f"{agent.pk}:{memory_user.pk}:{channel_chat_id}"
     elif channel_chat_id:
         lookup &= Q(memory_user__isnull=True, channel_chat_id=channel_chat_id)
