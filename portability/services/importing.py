@@ -3,9 +3,9 @@
 Ids are remapped through ImportIdMap, in the database: the map of a huge file never sits in
 memory, and a second run of the same export finds the rows the first one made and skips
 them. Rows that already exist in the target under a natural key (an agent's slug, a
-person's canonical id, a channel identity, a procedure's name and version, a store item's
-namespace and key) are reused and reported; a current fact whose key and scope is already
-held becomes a version of it.
+person's canonical id, a channel identity, a procedure's name and version or its learned
+signature, a store item's namespace and key) are reused and reported; a current fact whose
+key and scope is already held becomes a version of it.
 """
 
 import base64
@@ -605,14 +605,27 @@ class _Importer:
             self._conflict(p.line, "fact", p.old_id, "fact_versioned", {"key": fact.key, "current": kept})
 
     def _procedure_lineages_lock(self, pendings) -> None:
-        """Hold the lineages (agent and name) of the batch's procedures until the import ends,
-        with the lock every write of a lineage takes (procedure_lineage_lock), before the
-        target's versions are read: a create, activation or rename into one of them that is
-        running meanwhile commits first, and is then reused or reported like any stored
-        version, instead of refusing the insert (a 400 for the whole file)."""
+        """Hold the lineages and learned signatures of the batch's procedures until the import
+        ends, with the locks every write of a lineage takes, before the target's versions are
+        read: a create, activation, rename or learned proposal into one of them that is running
+        meanwhile commits first, and is then reused or reported like any stored version,
+        instead of refusing the insert (a 400 for the whole file).
+
+        Each batch takes its own keys, sorted, in one call. Across batches they are not taken in
+        one order: two imports into one workspace that bring the same lineages in opposite
+        batch orders can each hold a key the other waits for, and PostgreSQL then aborts one
+        (all or nothing: it stores nothing, and runs again afterwards). Holding every key of
+        the workspace from the first batch instead would hold every procedure write of the
+        workspace (agents' creates, learning passes, review decisions) for the rest of the
+        import."""
         procedure_lineage_lock(
             workspace_id=self.workspace.pk,
             lineages=[(p.values.get("agent_id"), p.values["name"]) for p in pendings],
+            signatures=[
+                (p.values.get("agent_id"), p.values["learned_signature"])
+                for p in pendings
+                if p.values.get("learned_signature")
+            ],
         )
 
     def _procedure_actives_keep(self, pendings) -> None:

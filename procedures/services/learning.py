@@ -45,11 +45,12 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from core.errors import ConflictError
 from core.models import AuditEvent
 from core.services import audit_record
 from episodes.models import Episode
 from procedures.models import Procedure, ProcedureLearningState, ProcedureRun
-from procedures.services.procedures import procedure_create
+from procedures.services.procedures import procedure_create, procedure_lineage_lock
 
 logger = logging.getLogger(__name__)
 
@@ -250,7 +251,9 @@ def _runs_apply(procedure_id, tally: _Tally, *, workspace_id, now) -> None:
     Procedure.objects.filter(pk=procedure_id).update(**update)
 
 
-def _proposal_name(*, workspace, agent, signature: Signature) -> str | None:
+def _proposal_name(*, workspace, agent, signature: Signature, chosen=frozenset()) -> str | None:
+    """A free name for the proposal: neither stored for the agent nor in `chosen` (the names
+    this pass gives its other proposals of the agent)."""
     base = "Learned: " + (signature.key if signature.rule == "task" else " ".join(signature.words))
     if signature.trigger_type:
         base += f" [{signature.trigger_type}]"
@@ -260,13 +263,16 @@ def _proposal_name(*, workspace, agent, signature: Signature) -> str | None:
             "name", flat=True
         )
     )
+    taken |= set(chosen)
     for candidate in (base, *(f"{base} ({n})" for n in range(2, 10))):
         if candidate not in taken:
             return candidate
     return None
 
 
-def _propose(*, workspace, agent, signature: Signature, episodes: list, now) -> Procedure | None:
+def _propose(*, workspace, agent, signature: Signature, name: str, episodes: list, now) -> Procedure | None:
+    """Create the proposal `name` for `signature`, or None when the signature or the name was
+    stored meanwhile (an import, a create): the next pass counts the runs into that row."""
     successes = [e for e in episodes if e.outcome == Episode.Outcome.SUCCESS]
     details = {
         e.pk: e
@@ -293,29 +299,31 @@ def _propose(*, workspace, agent, signature: Signature, episodes: list, now) -> 
             "ended as in the examples. Work toward the same kind of result.",
             "examples": examples,
         }
-    name = _proposal_name(workspace=workspace, agent=agent, signature=signature)
-    if name is None:
-        return None
     trigger = f" on {signature.trigger_type}" if signature.trigger_type else ""
     description = (
         f"Proposed from {len(successes)} successful runs of {agent.slug}{trigger} "
         f"({signature.rule} '{signature.key}'), {rate:.0%} of {finished} in the last "
         f"{settings.PROCEDURE_LEARN_WINDOW_DAYS} days. Review it, then activate it."
     )
-    procedure = procedure_create(
-        workspace=workspace,
-        agent=agent,
-        name=name,
-        description=description,
-        # The goal words only: match callers send a goal, not the trigger type.
-        trigger_conditions={"goal_contains_all": list(signature.words)},
-        procedure_type=procedure_type,
-        content=content,
-        origin=Procedure.Origin.SELF_LEARNED,
-        source_episode_ids=[e.pk for e in successes][-EVIDENCE_MAX:],
-        learned_signature=str(signature),
-        actor=LEARNING_ACTOR,
-    )
+    try:
+        procedure = procedure_create(
+            workspace=workspace,
+            agent=agent,
+            name=name,
+            description=description,
+            # The goal words only: match callers send a goal, not the trigger type.
+            trigger_conditions={"goal_contains_all": list(signature.words)},
+            procedure_type=procedure_type,
+            content=content,
+            origin=Procedure.Origin.SELF_LEARNED,
+            source_episode_ids=[e.pk for e in successes][-EVIDENCE_MAX:],
+            learned_signature=str(signature),
+            actor=LEARNING_ACTOR,
+        )
+    except ConflictError as exc:
+        # procedure_create ran in a savepoint: the pass goes on without this proposal.
+        logger.info("Proposal %r of workspace %s not made: %s", name, workspace.pk, exc.message)
+        return None
     Procedure.objects.filter(pk=procedure.pk).update(is_active=False)
     procedure.is_active = False
     # Held for review: match never offers it until an operator activates it. The audit event
@@ -438,6 +446,36 @@ def procedures_learn(*, workspace, agent=None, now=None) -> LearningResult:
                 if episode.outcome == Episode.Outcome.SUCCESS and episode.pk not in evidence:
                     tallies[procedure.pk].evidence.append(episode.pk)
 
+        agents = {a.pk: a for a in workspace.agents.filter(pk__in={key[0] for key, _ in to_propose})}
+        proposals = []
+        chosen = defaultdict(set)
+        for (agent_id, _), members in to_propose:
+            # Episodes already counted for some procedure were a run of it, not new evidence.
+            fresh = [(s, e) for s, e in members if e.pk not in counted_episodes]
+            successes = sum(1 for _, e in fresh if e.outcome == Episode.Outcome.SUCCESS)
+            if successes < settings.PROCEDURE_LEARN_MIN_SUCCESSES:
+                continue
+            if successes / len(fresh) < settings.PROCEDURE_LEARN_MIN_SUCCESS_RATIO:
+                continue
+            signature = fresh[0][0]
+            name = _proposal_name(
+                workspace=workspace, agent=agents[agent_id], signature=signature, chosen=chosen[agent_id]
+            )
+            if name is None:
+                continue
+            chosen[agent_id].add(name)
+            proposals.append((agents[agent_id], signature, name, [e for _, e in fresh]))
+        if proposals:
+            # Every lineage and signature the pass creates, in one call and before it writes a
+            # procedure row: taken later, after the run counts below locked rows, an import
+            # holding one of these keys and then locking the versions it brings would wait for
+            # this pass while it waits for the import (PostgreSQL aborts one).
+            procedure_lineage_lock(
+                workspace_id=workspace.pk,
+                lineages=[(proposer.pk, name) for proposer, _, name, _ in proposals],
+                signatures=[(proposer.pk, str(signature)) for proposer, signature, _, _ in proposals],
+            )
+
         touched = [pk for pk, tally in tallies.items() if tally.runs]
         for procedure_id in touched:
             tally = tallies[procedure_id]
@@ -470,21 +508,9 @@ def procedures_learn(*, workspace, agent=None, now=None) -> LearningResult:
                 },
             )
 
-        agents = {a.pk: a for a in workspace.agents.filter(pk__in={key[0] for key, _ in to_propose})}
-        for (agent_id, _), members in to_propose:
-            # Episodes already counted for some procedure were a run of it, not new evidence.
-            fresh = [(s, e) for s, e in members if e.pk not in counted_episodes]
-            successes = sum(1 for _, e in fresh if e.outcome == Episode.Outcome.SUCCESS)
-            if successes < settings.PROCEDURE_LEARN_MIN_SUCCESSES:
-                continue
-            if successes / len(fresh) < settings.PROCEDURE_LEARN_MIN_SUCCESS_RATIO:
-                continue
+        for proposer, signature, name, fresh in proposals:
             procedure = _propose(
-                workspace=workspace,
-                agent=agents[agent_id],
-                signature=fresh[0][0],
-                episodes=[e for _, e in fresh],
-                now=now,
+                workspace=workspace, agent=proposer, signature=signature, name=name, episodes=fresh, now=now
             )
             if procedure is not None:
                 result.proposed.append(procedure)

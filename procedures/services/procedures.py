@@ -22,6 +22,8 @@ One version of a lineage (workspace, agent, name) is active: the partial unique 
 `procedures_active_version` holds it, and every write that activates a version locks the
 lineage first (`procedure_lineage_lock`, also taken by review decisions and imports), so two
 at the same instant end as if one ran after the other, even when the lineage has no row yet.
+A learned signature (agent, learned_signature: `procedures_learned_signature`) is held the same
+way by the learning pass and imports.
 """
 
 import hashlib
@@ -47,6 +49,7 @@ PROCEDURE_CONTENT_REQUIRED = "A procedure needs content."
 PROCEDURE_CONTENT_TOO_LARGE = f"Content is larger than the limit of {PROCEDURE_CONTENT_MAX_BYTES} bytes."
 PROCEDURE_ORIGIN_UNKNOWN = "Unknown origin."
 PROCEDURE_NAME_TAKEN = "A procedure with this name and version already exists for this agent."
+PROCEDURE_SIGNATURE_TAKEN = "A procedure learned from this trigger signature already exists for this agent."
 PROCEDURE_ACTIVE_TAKEN = (
     "Another version of this procedure is active for this agent; evolve it or activate this one instead."
 )
@@ -60,12 +63,13 @@ TRIGGER_UNKNOWN_KEY = "Unknown condition '{key}'."
 TRIGGER_PHRASES = "'{key}' is a list of non-empty strings."
 TRIGGER_CONTEXT = "'context' is an object of expected values."
 
-# The advisory locks of a workspace's lineages (procedure_lineage_lock): an import holds one
-# per lineage it brings, and PostgreSQL's shared lock table has max_locks_per_transaction x
-# max_connections slots (6,400 by default), which one lock per lineage would exhaust on an
-# import of a few thousand names. Two lineages of a workspace share a lock 1 time in 256: they
-# then wait for each other, nothing else changes.
+# The advisory locks of a workspace's lineages and learned signatures (procedure_lineage_lock):
+# an import holds one per lineage it brings, and PostgreSQL's shared lock table has
+# max_locks_per_transaction x max_connections slots (6,400 by default), which one lock per
+# lineage would exhaust on an import of a few thousand names. Two lineages (or signatures) of a
+# workspace share a lock 1 time in 256: they then wait for each other, nothing else changes.
 LINEAGE_LOCK_BUCKETS = 256
+SIGNATURE_CONSTRAINT = "procedures_learned_signature"
 
 PHRASE_KEYS = ("goal_contains", "goal_contains_all", "goal_excludes", "agents", "channels")
 TRIGGER_KEYS = (*PHRASE_KEYS, "context")
@@ -80,6 +84,8 @@ def _conflict(exc: IntegrityError) -> ConflictError:
     constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
     if constraint == ACTIVE_VERSION_CONSTRAINT:
         return ConflictError(PROCEDURE_ACTIVE_TAKEN, fields={"name": [PROCEDURE_ACTIVE_TAKEN]})
+    if constraint == SIGNATURE_CONSTRAINT:
+        return _signature_taken()
     return ConflictError(PROCEDURE_NAME_TAKEN, fields={"name": [PROCEDURE_NAME_TAKEN]})
 
 
@@ -92,17 +98,26 @@ def procedure_change_authorize(*, principal: Principal | None, procedure: Proced
         require_workspace_key(principal)
 
 
-def procedure_lineage_lock(*, workspace_id, lineages: Iterable[tuple], also=None) -> None:
-    """Hold the lineages `lineages` ((agent id or None, name) pairs of the workspace) and the
-    procedure `also` until the transaction ends. Every write that puts an active version into a
-    lineage takes it first: creates, evolutions, activations, renames of an active version,
-    review decisions and imports.
+def _signature_taken() -> ConflictError:
+    return ConflictError(PROCEDURE_SIGNATURE_TAKEN, fields={"learned_signature": [PROCEDURE_SIGNATURE_TAKEN]})
+
+
+def procedure_lineage_lock(
+    *, workspace_id, lineages: Iterable[tuple], signatures: Iterable[tuple] = (), also=None
+) -> None:
+    """Hold the lineages `lineages` ((agent id or None, name) pairs of the workspace), the learned
+    signatures `signatures` ((agent id or None, signature) pairs) and the procedure `also` until
+    the transaction ends. Every write that puts an active version into a lineage or a signature
+    into the workspace takes it first: creates, evolutions, activations, renames of an active
+    version, review decisions, learning passes and imports.
 
     A lineage is held twice over, always in this order, so two lockers never deadlock each
     other: first a transaction-scoped advisory lock of the lineage (LINEAGE_LOCK_BUCKETS, in
-    key order), which exists before the lineage has a row, so the first create of a name and an
-    import or a rename into it run one after the other too; then every stored version and
-    `also`, in key order.
+    key order, in one statement), which exists before the lineage has a row, so the first
+    create of a name and an import or a rename into it run one after the other too; then every
+    stored version, the procedures of `signatures` and `also`, in key order. A write takes all
+    its keys in one call; only an import, which learns its names batch by batch, takes a call
+    per batch (portability.services.importing).
 
     The writes of one lineage then run one after the other, and each reads (READ COMMITTED:
     every statement takes a new snapshot) the versions the one before it committed: two
@@ -111,17 +126,32 @@ def procedure_lineage_lock(*, workspace_id, lineages: Iterable[tuple], also=None
     meanwhile as it reports any stored one.
     """
     pairs = {(str(agent_id) if agent_id is not None else None, name) for agent_id, name in lineages}
-    keys = sorted({_lineage_key(workspace_id, agent_id, name) for agent_id, name in pairs})
+    keys = {_lineage_key(workspace_id, agent_id, name) for agent_id, name in pairs}
+    keys |= {_signature_key(workspace_id, agent_id, signature) for agent_id, signature in signatures}
     if keys:
         with connection.cursor() as cursor:
             # unnest returns the array in its order: the keys are taken sorted.
-            cursor.execute("SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k", [keys])
-    versions = Q()
+            cursor.execute("SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k", [sorted(keys)])
+    _versions_lock(workspace_id=workspace_id, lineages=pairs, signatures=signatures, also=also)
+
+
+def _versions_lock(*, workspace_id, lineages: Iterable[tuple], signatures: Iterable[tuple], also) -> None:
+    """Lock (FOR NO KEY UPDATE, in key order) every stored version of `lineages`, the procedures
+    of `signatures` ((agent id or None, learned signature) pairs) and the procedure `also`, once
+    their advisory keys are held (procedure_lineage_lock)."""
     names = defaultdict(set)
-    for agent_id, name in pairs:
-        names[agent_id].add(name)
+    for agent_id, name in lineages:
+        names[str(agent_id) if agent_id is not None else None].add(name)
+    learned = defaultdict(set)
+    for agent_id, signature in signatures:
+        learned[str(agent_id) if agent_id is not None else None].add(signature)
+    versions = Q()
     for agent_id, agent_names in names.items():
         versions |= Q(workspace_id=workspace_id, agent_id=agent_id, name__in=sorted(agent_names))
+    for agent_id, agent_signatures in learned.items():
+        versions |= Q(
+            workspace_id=workspace_id, agent_id=agent_id, learned_signature__in=sorted(agent_signatures)
+        )
     if also is not None:
         versions |= Q(pk=also)
     if not versions:
@@ -134,7 +164,19 @@ def _lineage_key(workspace_id, agent_id, name: str) -> int:
     """The advisory lock key of one lineage: one of LINEAGE_LOCK_BUCKETS keys of its workspace
     (the prefix keeps them apart from the other single-key advisory locks of the database)."""
     bucket = int.from_bytes(hashlib.blake2b(f"{agent_id or ''}:{name}".encode(), digest_size=8).digest())
-    text = f"procedures:lineage:{workspace_id}:{bucket % LINEAGE_LOCK_BUCKETS}"
+    return _bucket_key(workspace_id, bucket % LINEAGE_LOCK_BUCKETS)
+
+
+def _signature_key(workspace_id, agent_id, signature: str) -> int:
+    """The advisory lock key of one learned signature, among the same LINEAGE_LOCK_BUCKETS keys
+    of its workspace as the lineages."""
+    text = f"signature:{agent_id or ''}:{signature}"
+    bucket = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest())
+    return _bucket_key(workspace_id, bucket % LINEAGE_LOCK_BUCKETS)
+
+
+def _bucket_key(workspace_id, bucket: int) -> int:
+    text = f"procedures:lineage:{workspace_id}:{bucket}"
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True)
 
 
@@ -203,7 +245,8 @@ def procedure_create(
     With a `parent` it is an evolution: it takes the parent's name (unless given), the next
     version number of that name, origin "evolved", and the parent is deactivated so only the
     newest version fires in match. A self-learned procedure must name existing episodes;
-    `learned_signature` is set only by the learning pass (procedures.services.learning).
+    `learned_signature` is set only by the learning pass (procedures.services.learning); one
+    the agent already has is a 409 (PROCEDURE_SIGNATURE_TAKEN), decided under its lock.
     With a `principal`, an agent-bound key may neither evolve nor create a workspace-wide
     procedure (procedure_change_authorize).
     """
@@ -238,11 +281,22 @@ def procedure_create(
     try:
         with transaction.atomic():
             version = 1
+            agent_id = agent.pk if agent is not None else None
             procedure_lineage_lock(
                 workspace_id=workspace.pk,
-                lineages=[(agent.pk if agent is not None else None, name)],
+                lineages=[(agent_id, name)],
+                signatures=[(agent_id, learned_signature)] if learned_signature else (),
                 also=parent.pk if parent is not None else None,
             )
+            # Read under the lock: a signature stored meanwhile (an import, another pass) is
+            # a clear 409 here rather than the insert's unique violation.
+            if (
+                learned_signature
+                and Procedure.objects.filter(
+                    workspace=workspace, agent_id=agent_id, learned_signature=learned_signature
+                ).exists()
+            ):
+                raise _signature_taken()
             if parent is not None:
                 latest = Procedure.objects.filter(workspace=workspace, agent=agent, name=name).aggregate(
                     v=Max("version")
