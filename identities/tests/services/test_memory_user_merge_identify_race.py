@@ -7,7 +7,7 @@ from django.test import TransactionTestCase
 
 from core.services import workspace_create
 from core.testing import thread_started, until_a_backend_waits
-from identities import selectors
+from identities import services
 from identities.models import ChannelIdentity, MemoryUser
 from identities.services import memory_user_identify, memory_user_merge
 
@@ -16,9 +16,10 @@ WAIT_SECONDS = 30
 
 class MergeWhileIdentifyingTests(TransactionTestCase):
     def test_identify_and_merge_of_the_same_person_both_succeed(self):
-        """identify locks the channel identity with its person (select_related under FOR
-        UPDATE locks both rows), so a merge that locks the people first waits for it instead
-        of crossing it (the merge then moves the identity identify just used)."""
+        """identify locks the person (memory_users_lock) before the channel identity, as the
+        merge does, so a merge that comes second waits for it instead of crossing it (the merge
+        then moves the identity identify just used). The other order is
+        identities/tests/test_review_lock_order.py."""
         workspace = workspace_create(name="Acme")
         source = MemoryUser.objects.create(workspace=workspace, canonical_id="email:ann@example.com")
         target = MemoryUser.objects.create(workspace=workspace, canonical_id="telegram:42")
@@ -27,15 +28,16 @@ class MergeWhileIdentifyingTests(TransactionTestCase):
         )
         identity_locked, release = threading.Event(), threading.Event()
         errors: list[BaseException] = []
-        resolve = selectors.memory_user_resolve_merged
+        lock = services.memory_users_lock
 
-        def resolve_after_the_merge_started(*, memory_user):
-            # Called by identify with the identity row locked: hold it there until the merge waits.
+        def lock_then_wait_for_the_merge(**kwargs):
+            # identify holds its person from here: hold it until the merge waits.
+            locked = lock(**kwargs)
             identity_locked.set()
             release.wait(WAIT_SECONDS)
-            return resolve(memory_user=memory_user)
+            return locked
 
-        with mock.patch.object(selectors, "memory_user_resolve_merged", resolve_after_the_merge_started):
+        with mock.patch.object(services, "memory_users_lock", lock_then_wait_for_the_merge):
             identifying = thread_started(
                 lambda: memory_user_identify(
                     workspace=workspace, channel="email", external_id="ann@example.com"
