@@ -13,7 +13,7 @@ import threading
 import uuid
 from unittest import mock
 
-from django.db import connection
+from django.db import connection, transaction
 from django.test import TransactionTestCase
 from django.test.utils import CaptureQueriesContext
 
@@ -32,6 +32,7 @@ from identities.services import (
     memory_user_hold_release,
     memory_user_identify,
     memory_user_merge,
+    memory_users_hold,
 )
 from threads.models import Thread
 
@@ -270,3 +271,62 @@ class OneLockHelperTests(TransactionTestCase):
                 assert sql.lstrip().startswith("WITH RECURSIVE up"), sql
                 assert sql.rstrip().endswith(f'ORDER BY id FOR UPDATE OF "{table}"'), sql
             assert len(locks) == 1, locks
+
+
+# Keys chosen so the chain's end sorts before its start: C and D below A and B.
+CHAIN_C, CHAIN_D, CHAIN_A, CHAIN_B = (uuid.UUID(int=n) for n in (1, 2, 10, 11))
+
+
+class HoldChainRaceTests(TransactionTestCase):
+    def test_a_hold_on_a_two_hop_chain_and_a_merge_of_its_end_do_not_deadlock(self):
+        """memory_users_hold (facts, vectors) on A of an older chain A -> B -> C, while C is
+        merged into D. Taken hop by hop, the hold held A and B, and the merge, holding C, waited
+        for A (PostgreSQL aborted one). The whole chain in one key-ordered statement: the hold
+        and the merge run one after the other."""
+        ws = workspace_create(name="Acme")
+
+        def person(pk, name, into=None):
+            return MemoryUser.objects.create(
+                pk=pk, workspace=ws, canonical_id=f"web:{name}", display_name=name, merged_into_id=into
+            )
+
+        person(CHAIN_C, "c")
+        person(CHAIN_D, "d")
+        person(CHAIN_B, "b", into=CHAIN_C)
+        person(CHAIN_A, "a", into=CHAIN_B)
+        first_done, go = threading.Event(), threading.Event()
+        original = services._memory_users_held
+        calls = []
+
+        def paused(*, ids):
+            result = original(ids=ids)
+            if not calls:
+                calls.append(1)
+                first_done.set()
+                go.wait(30)
+            return result
+
+        errors: list = []
+        results = {}
+
+        def hold():
+            with transaction.atomic():
+                results["hold"] = memory_users_hold(ids=[CHAIN_A])
+
+        with mock.patch.object(services, "_memory_users_held", paused):
+            holder = thread_started(hold, errors)
+            assert first_done.wait(30)
+            merger = thread_started(
+                lambda: memory_user_merge(
+                    source=MemoryUser.objects.get(pk=CHAIN_C),
+                    target=MemoryUser.objects.get(pk=CHAIN_D),
+                    actor="t",
+                ),
+                errors,
+            )
+            until_a_backend_waits()
+            go.set()
+            holder.join(60)
+            merger.join(60)
+        assert [str(e) for e in errors] == []
+        assert results["hold"] in ({CHAIN_A: CHAIN_C}, {CHAIN_A: CHAIN_D})

@@ -162,16 +162,16 @@ def test_mcp_unknown_tool_answers_the_apis_unknown_tool_body(mcp_http):
 
 
 def test_only_tools_that_commit_in_steps_run_outside_a_call_transaction():
-    """context, record_turn and store_memory run their own transactions around a model call;
-    one transaction over the whole call would hold its locks through that call. Reading tools
-    need none and keep their side reads. Every other tool gets its own transaction."""
+    """context, record_turn, store_memory and remember run their own transactions around a
+    model call: one transaction over the whole call would hold its locks through that call.
+    Reading tools need none and keep their side reads. Every other tool gets its own."""
     from django.db.transaction import Atomic
 
     from runtime.tool_calls import _call_transaction
     from runtime.tools import TOOLS
 
     stepped = {spec.name for spec in TOOLS if spec.commits_in_steps}
-    assert stepped == {"context", "record_turn", "store_memory"}
+    assert stepped == {"context", "record_turn", "store_memory", "remember"}
     for spec in TOOLS:
         wrapper = _call_transaction(spec)
         unwrapped = spec.name in stepped or spec.read_only
