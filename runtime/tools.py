@@ -55,9 +55,10 @@ class ToolSpec:
     destructive: bool = False
     # The tool runs its own transactions with an embedding or chat model call between them
     # (context's query after its append, record_turn's extraction, store_memory's vectors and
-    # consolidation before its insert, remember's cross-key consolidation before its write). One transaction around the whole call
-    # (runtime.tool_calls) would hold its locks, or an idle transaction, through that model
-    # call, and turn off side reads (core.lib.side_reads), so such a tool is not wrapped.
+    # consolidation before its insert, remember's cross-key consolidation before its write).
+    # One transaction around the whole call (runtime.tool_calls) would hold its locks, or an
+    # idle transaction, through that model call, and turn off side reads
+    # (core.lib.side_reads), so such a tool is not wrapped.
     commits_in_steps: bool = False
 
 

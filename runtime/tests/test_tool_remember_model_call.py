@@ -7,9 +7,9 @@ from unittest import mock
 from django.db import connection
 from django.test import TransactionTestCase
 
+from core.access import principal_for_api_key
 from core.lib import consolidation
 from core.services import api_key_create, workspace_create
-from core.access import principal_for_api_key
 from runtime.tool_calls import tool_execute
 
 
