@@ -141,32 +141,67 @@ def review_merge(*, principal: Principal, tier: str, item_id, into) -> ReviewIte
 
 
 def _proposal_lock(*, procedure: Procedure, names) -> Procedure | None:
-    """Lock the lineage of the proposal and the lineage a new name moves it into, with the
-    proposal itself; return it if it is still inactive.
+    """Lock the lineages `names` of the proposal, its learned signature and the proposal itself;
+    return it if it is still inactive.
 
     procedure_lineage_lock is the one lock every write of a lineage takes, so a decision and
     an activation of the same lineage at once end one after the other. Locking the proposal row
     alone first, then the lineage, deadlocked with an activation of the same lineage that held a
     version with a lower key and waited for the proposal (PostgreSQL aborted one: a 503).
+    Every advisory key of the decision is taken here, in one call: a second call for a key lower
+    than one held would wait while holding it, and deadlock with a locker holding that key and
+    waiting for a held one. procedure_update, called under it, asks only keys held here.
     """
     procedure_lineage_lock(
         workspace_id=procedure.workspace_id,
-        lineages=[(procedure.agent_id, name) for name in names],
+        lineages=[(procedure.agent_id, name) for name in sorted(names)],
+        signatures=[(procedure.agent_id, procedure.learned_signature)] if procedure.learned_signature else (),
         also=procedure.pk,
     )
     return Procedure.objects.filter(pk=procedure.pk, is_active=False).first()
 
 
+class _ProposalMoved(Exception):
+    """The proposal was renamed between its read and its lock: decided again from `procedure`."""
+
+    def __init__(self, procedure: Procedure):
+        super().__init__()
+        self.procedure = procedure
+
+
+# A held proposal renamed between the decision's read and its lock is decided again on its new
+# name; one renamed on every attempt is a 409 (ITEM_CHANGED) rather than a wait without end.
+DECIDE_ATTEMPTS = 3
+ITEM_CHANGED = "This item was changed while it was being decided; read it again."
+
+
 def _procedure_decide(*, principal: Principal, procedure: Procedure, decision: str, edits=None, reason=""):
+    """Decide the held proposal. A rename that lands between the read and the lock rolls the
+    attempt back, which releases its locks, and the decision starts again on the new name: the
+    lineage it is in now is never locked by a second call (_proposal_lock)."""
+    for _ in range(DECIDE_ATTEMPTS):
+        try:
+            return _procedure_decide_once(
+                principal=principal, procedure=procedure, decision=decision, edits=edits, reason=reason
+            )
+        except _ProposalMoved as moved:
+            procedure = moved.procedure
+    raise ApplicationError(ITEM_CHANGED, code="conflict", status_code=409)
+
+
+def _procedure_decide_once(*, principal: Principal, procedure: Procedure, decision: str, edits, reason):
     fields = dict(edits or {})
+    # The names procedure_update ends with: the edited one as it strips it, else the current one.
     names = {procedure.name, (fields.get("name") or "").strip()} - {""}
     with transaction.atomic():
         # Also serializes two reviewers of one proposal: the second sees the first one's audit event.
         locked = _proposal_lock(procedure=procedure, names=names)
-        if locked is not None and locked.name not in names:
-            # Renamed since it was read: the lineage it is in now is locked too (after the
-            # rows above, as procedure_update would take it).
-            locked = _proposal_lock(procedure=locked, names={*names, locked.name})
+        if locked is not None and (
+            locked.name not in names or locked.learned_signature != procedure.learned_signature
+        ):
+            # Leaving the block rolls back to before the lock: its keys are released (even in a
+            # savepoint) before the keys of the new name are asked for.
+            raise _ProposalMoved(locked)
         decided = AuditEvent.objects.filter(
             workspace_id=procedure.workspace_id,
             entity_type="procedure",
