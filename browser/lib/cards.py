@@ -5,7 +5,8 @@ block of the detail page. The card `<item>-<card>` is an element with that id an
 of that name in the tab's template, and `<item>-<card>-edit` is its form. With HX-Target set
 to the card, GET answers the form and a valid POST the re-rendered card (plus a toast);
 anything else gets the `<item>-edit` page, and a save redirects to the detail page, so the
-edit works without JavaScript. Invalid input re-renders the form with its errors (200).
+edit works without JavaScript. Invalid input re-renders the form with its errors, refused
+(browser.lib.rendering): 200 for htmx, the refusal's status for a plain form post.
 """
 
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
 from browser.forms import form_add_service_errors
-from browser.lib.rendering import render_page, toast
+from browser.lib.rendering import refused, render_page, toast
 from browser.lib.tabs import TabSpec, base_context
 from core.errors import ApplicationError, NotFoundError
 
@@ -50,13 +51,16 @@ def card_edit(
     )
     extra = form_kwargs(obj) if form_kwargs else {}
     auto_id = f"{card}-{obj.pk.hex[:12]}-%s"
+    status = None
     if request.method == "POST":
         form = form_class(request.POST, auto_id=auto_id, **extra)
+        status = 400
         if form.is_valid():
             try:
                 updated = form.update(principal, obj)
             except ApplicationError as exc:
                 form_add_service_errors(form, exc)
+                status = exc.status_code
             else:
                 message = f"Saved {label}."
                 if not inline:
@@ -80,5 +84,7 @@ def card_edit(
         "edit_label": label,
     }
     if inline:
-        return render(request, f"{spec.template}#{target}-edit", context)
-    return render_page(request, spec.template, context, partials={"main": f"{spec.item}-edit"})
+        response = render(request, f"{spec.template}#{target}-edit", context)
+    else:
+        response = render_page(request, spec.template, context, partials={"main": f"{spec.item}-edit"})
+    return refused(request, response, status=status) if status else response

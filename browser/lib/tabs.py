@@ -17,10 +17,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from browser.forms import BatchDeleteForm
+from browser.forms import BatchDeleteForm, form_add_service_errors
 from browser.lib.listing import Sort, paginate_sorted
 from browser.lib.pickers import PICKERS, picker_hints, picker_url, pickers_resolve
-from browser.lib.rendering import render_page, toast
+from browser.lib.rendering import refused, render_page, toast
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
 
@@ -214,23 +214,23 @@ def tab_detail(request, spec: TabSpec, pk):
 
 
 def tab_edit(request, spec: TabSpec, pk):
-    """Inline edit: GET the edit row, POST it back. Errors re-render the edit row (200)."""
+    """Inline edit: GET the edit row, POST it back. Errors re-render the edit row (or the edit
+    page), refused: 200 for htmx, the refusal's status for a plain form post."""
     principal = request.operator.principal
     obj = _get_or_404(spec, principal, pk)
     Form = spec.edit_form
     # Ids unique per row, so two rows in edit mode never share a label target.
     auto_id = f"edit-{obj.pk.hex[:12]}-%s"
+    status = None
     if request.method == "POST":
         form = Form(request.POST, auto_id=auto_id)
+        status = 400
         if form.is_valid():
             try:
                 updated = form.update(principal, obj)
             except ApplicationError as exc:
-                for name, errors in exc.fields.items():
-                    for error in errors:
-                        form.add_error(name if name in form.fields else None, error)
-                if not exc.fields:
-                    form.add_error(None, exc.message)
+                form_add_service_errors(form, exc)
+                status = exc.status_code
             else:
                 updated = _get_or_404(spec, principal, updated.pk)
                 if spec.prepare_rows:
@@ -245,12 +245,13 @@ def tab_edit(request, spec: TabSpec, pk):
     else:
         form = Form(initial=Form.initial_for(obj), auto_id=auto_id)
     context = {**base_context(spec, request), spec.name: obj, "form": form, "page": "edit"}
-    return render_page(
+    response = render_page(
         request,
         spec.template,
         context,
         partials={f"row-{obj.pk}": f"{spec.item}-row-edit", "main": f"{spec.item}-edit"},
     )
+    return refused(request, response, status=status) if status else response
 
 
 def _detail_url(spec: TabSpec, request, obj) -> str:

@@ -12,9 +12,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import push_url
 
 from browser.access import EDIT, workspace_view
-from browser.forms import EntryEditForm
+from browser.forms import EntryEditForm, form_add_service_errors
 from browser.lib.listing import Sort
-from browser.lib.rendering import render_page, toast
+from browser.lib.rendering import refused, render_page, toast
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from browser.tabs import tab_urls
 from core.errors import ApplicationError
@@ -123,7 +123,7 @@ class EntryCreateForm(forms.Form):
         )
 
 
-def _create_page(request, form, *, status=200):
+def _create_page(request, form):
     context = {
         "spec": ENTRIES,
         "tab": ENTRIES.slug,
@@ -136,7 +136,7 @@ def _create_page(request, form, *, status=200):
         "form": form,
         "page": "create",
     }
-    return render_page(request, ENTRIES.template, context, partials={"main": "entry-create"}, status=status)
+    return render_page(request, ENTRIES.template, context, partials={"main": "entry-create"})
 
 
 @require_http_methods(["GET", "POST"])
@@ -154,31 +154,27 @@ def entry_new(request):
                 initial[name] = request.GET[name]
         return _create_page(request, EntryCreateForm(initial=initial, principal=principal))
     form = EntryCreateForm(request.POST, principal=principal)
-    if form.is_valid():
-        try:
-            result = form.create(principal)
-        except ApplicationError as exc:
-            for name, errors in exc.fields.items():
-                for error in errors:
-                    form.add_error(name if name in form.fields else None, error)
-            if not exc.fields:
-                form.add_error(None, exc.message)
-        else:
-            entry = result.entry
-            if result.created:
-                message = "Stored the episodic entry."
-            elif result.reason == "duplicate_similar":
-                message = f"Not stored: a nearly identical entry exists (similarity {result.similarity:.2f})."
-            else:
-                message = "Not stored: this entry already exists."
-            level = "success" if result.created else "error"
-            detail_url = reverse(
-                "memories:entry", kwargs={"workspace_id": request.operator.workspace.pk, "pk": entry.pk}
-            )
-            if not request.htmx:
-                toast(request, None, message, level=level)
-                return redirect(detail_url)
-            response = tab_detail(request, ENTRIES, entry.pk)
-            push_url(response, detail_url)
-            return toast(request, response, message, level=level)
-    return _create_page(request, form)
+    if not form.is_valid():
+        return refused(request, _create_page(request, form), status=400)
+    try:
+        result = form.create(principal)
+    except ApplicationError as exc:
+        form_add_service_errors(form, exc)
+        return refused(request, _create_page(request, form), status=exc.status_code)
+    entry = result.entry
+    if result.created:
+        message = "Stored the episodic entry."
+    elif result.reason == "duplicate_similar":
+        message = f"Not stored: a nearly identical entry exists (similarity {result.similarity:.2f})."
+    else:
+        message = "Not stored: this entry already exists."
+    level = "success" if result.created else "error"
+    detail_url = reverse(
+        "memories:entry", kwargs={"workspace_id": request.operator.workspace.pk, "pk": entry.pk}
+    )
+    if not request.htmx:
+        toast(request, None, message, level=level)
+        return redirect(detail_url)
+    response = tab_detail(request, ENTRIES, entry.pk)
+    push_url(response, detail_url)
+    return toast(request, response, message, level=level)

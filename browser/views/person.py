@@ -292,10 +292,10 @@ def _base_context(request, memory_user) -> dict:
     }
 
 
-def person_page(request, pk):
+def person_page(request, pk, *, merge_form=None):
     """The person page, or for htmx one section (HX-Target `person-<section>`) or the page's
     content (HX-Target `main`). Called by browser.views.users.user_detail, which keeps the
-    users tab's inline-edit row on the same URL."""
+    users tab's inline-edit row on the same URL, and by user_merge with its refused form."""
     memory_user = _person_or_404(request, pk)
     context = _base_context(request, memory_user)
     target = (request.htmx.target or "") if request.htmx else ""
@@ -309,7 +309,7 @@ def person_page(request, pk):
     sections = {key: _section(params, SECTION_KEYS[key], url, builders[key]) for key in keys}
     if "facts" in sections:
         sections["facts"].options["history"] = history
-    context.update(sections=sections, merge_form=MemoryUserMergeForm())
+    context.update(sections=sections, merge_form=merge_form or MemoryUserMergeForm())
     if not one:
         context["holds"] = selectors.person_legal_holds(memory_user=memory_user)
     partials = {

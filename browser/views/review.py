@@ -13,7 +13,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import reswap, retarget
 
 from browser.access import EDIT, workspace_view
-from browser.lib.rendering import render_page, toast
+from browser.forms import form_add_service_errors
+from browser.lib.rendering import refused, render_page, toast
 from browser.selectors.review import review_items_named, review_page, review_tab_count
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
@@ -60,13 +61,12 @@ def _context(request, params) -> dict:
     }
 
 
-def _results(request, params, *, status=200):
+def _results(request, params):
     return render_page(
         request,
         TEMPLATE,
         _context(request, params),
         partials={"main": "review-panel", "review-results": "review-results"},
-        status=status,
     )
 
 
@@ -178,9 +178,9 @@ class ReviewEditForm(forms.Form):
         return {k: v for k, v in data.items() if v not in (None, "")}
 
 
-def _edit_response(request, item, form, *, status=200):
+def _edit_response(request, item, form):
     context = {**_context(request, request.GET), "item": item, "form": form, "page": "edit"}
-    response = render_page(request, TEMPLATE, context, partials={"*": "review-row-edit"}, status=status)
+    response = render_page(request, TEMPLATE, context, partials={"*": "review-row-edit"})
     if request.htmx:
         retarget(response, f"#row-{item.tier}-{item.id}")
         reswap(response, "outerHTML")
@@ -210,19 +210,15 @@ def review_edit(request, tier, pk):
             request, item, ReviewEditForm(initial=ReviewEditForm.initial_for(item), tier=tier)
         )
     form = ReviewEditForm(request.POST, tier=tier)
-    if form.is_valid():
-        try:
-            review_approve(principal=principal, tier=tier, item_id=pk, edits=form.edits())
-        except ApplicationError as exc:
-            for name, errors in exc.fields.items():
-                for error in errors:
-                    form.add_error(name if name in form.fields else None, error)
-            if not exc.fields:
-                form.add_error(None, exc.message)
-        else:
-            message = "Edited and approved."
-            if not request.htmx:
-                toast(request, None, message)
-                return redirect(_urls(request)["list"])
-            return toast(request, _results(request, request.GET), message)
-    return _edit_response(request, item, form)
+    if not form.is_valid():
+        return refused(request, _edit_response(request, item, form), status=400)
+    try:
+        review_approve(principal=principal, tier=tier, item_id=pk, edits=form.edits())
+    except ApplicationError as exc:
+        form_add_service_errors(form, exc)
+        return refused(request, _edit_response(request, item, form), status=exc.status_code)
+    message = "Edited and approved."
+    if not request.htmx:
+        toast(request, None, message)
+        return redirect(_urls(request)["list"])
+    return toast(request, _results(request, request.GET), message)

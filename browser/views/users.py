@@ -9,9 +9,9 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from browser.access import ADMIN, EDIT, workspace_view
-from browser.forms import MemoryUserEditForm, MemoryUserMergeForm
+from browser.forms import MemoryUserEditForm, MemoryUserMergeForm, form_add_service_errors
 from browser.lib.listing import Sort
-from browser.lib.rendering import toast
+from browser.lib.rendering import refused, toast
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from browser.selectors.person import erase_refusal_people, people_survivors
 from browser.views.person import person_page
@@ -107,30 +107,29 @@ def _merge_target(principal, value: str):
 @require_POST
 @workspace_view(EDIT)
 def user_merge(request, pk):
-    """Merge this user into the one named in the form, then open the kept user."""
+    """Merge this user into the one named in the form, then open the kept user. A refusal is
+    the person page with the merge form's errors (and a toast for htmx)."""
     principal = request.operator.principal
     try:
         source = memory_user_get(principal=principal, memory_user_id=pk)
     except NotFoundError:
         raise Http404("No such user.")
     form = MemoryUserMergeForm(request.POST)
-    detail = reverse("memories:user", kwargs={"workspace_id": principal.workspace.pk, "pk": source.pk})
     if not form.is_valid():
-        message, level, url = " ".join(form.errors.get("target", ["Name a user."])), "error", detail
-    else:
-        try:
-            target = _merge_target(principal, form.cleaned_data["target"].strip())
-            memory_user_merge(source=source, target=target, actor=principal.actor)
-        except ApplicationError as exc:
-            message, level, url = exc.message, "error", detail
-        else:
-            message, level = f"Merged {source} into {target}.", "success"
-            url = reverse("memories:user", kwargs={"workspace_id": principal.workspace.pk, "pk": target.pk})
+        message = " ".join(form.errors.get("target", ["Name a user."]))
+        return refused(request, person_page(request, pk, merge_form=form), status=400, message=message)
+    try:
+        target = _merge_target(principal, form.cleaned_data["target"].strip())
+        memory_user_merge(source=source, target=target, actor=principal.actor)
+    except ApplicationError as exc:
+        form_add_service_errors(form, exc)
+        response = person_page(request, pk, merge_form=form)
+        return refused(request, response, status=exc.status_code, message=exc.message)
+    message = f"Merged {source} into {target}."
+    url = reverse("memories:user", kwargs={"workspace_id": principal.workspace.pk, "pk": target.pk})
     if request.htmx:
-        if level == "success":
-            # The kept user's page is a different URL: load it whole, with the flash message.
-            messages.success(request, message)
-            return HttpResponseClientRedirect(url)
-        return toast(request, person_page(request, pk), message, level=level)
-    toast(request, None, message, level=level)
+        # The kept user's page is a different URL: load it whole, with the flash message.
+        messages.success(request, message)
+        return HttpResponseClientRedirect(url)
+    toast(request, None, message)
     return redirect(url)

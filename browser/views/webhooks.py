@@ -75,7 +75,7 @@ def webhook_create(request):
         subscription, secret = webhook_subscription_create(principal=operator.principal, **form.cleaned_data)
     except ApplicationError as exc:
         form_add_service_errors(form, exc)
-        return refused(request, _list_page(request, form=form), status=400)
+        return refused(request, _list_page(request, form=form), status=exc.status_code)
     response = _list_page(request, created={"subscription": subscription, "secret": secret})
     return toast(request, response, "Webhook created. Copy its signing secret now.")
 

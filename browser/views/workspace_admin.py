@@ -8,7 +8,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from browser.access import ADMIN, workspace_view
 from browser.forms import ApiKeyCreateForm, MemberAddForm, MemberRoleForm, form_add_service_errors
-from browser.lib.rendering import render_page, toast
+from browser.lib.rendering import refused, render_page, toast
 from browser.selectors import api_key_get, member_get
 from browser.services import member_add, member_remove, member_role_change
 from core.errors import ApplicationError
@@ -19,7 +19,7 @@ MEMBERS_PARTIALS = {"main": "members-panel", "members-list": "members-list"}
 KEYS_PARTIALS = {"main": "keys-panel", "keys-list": "keys-list"}
 
 
-def _members_page(request, *, form=None, status=200):
+def _members_page(request, *, form=None):
     operator = request.operator
     context = {
         "tab": "members",
@@ -27,7 +27,7 @@ def _members_page(request, *, form=None, status=200):
         "form": form or MemberAddForm(),
         "roles": MemberRoleForm.base_fields["role"].choices,
     }
-    return render_page(request, "memories/members.html", context, partials=MEMBERS_PARTIALS, status=status)
+    return render_page(request, "memories/members.html", context, partials=MEMBERS_PARTIALS)
 
 
 @workspace_view(ADMIN)
@@ -40,20 +40,20 @@ def members(request):
 def member_create(request):
     operator = request.operator
     form = MemberAddForm(request.POST)
-    if form.is_valid():
-        try:
-            membership = member_add(
-                workspace=operator.workspace, actor=operator.principal.actor, **form.cleaned_data
-            )
-        except ApplicationError as exc:
-            form_add_service_errors(form, exc)
-        else:
-            message = f"{membership.user.get_username()} is now a {membership.get_role_display().lower()}."
-            if not request.htmx:
-                toast(request, None, message)
-                return redirect(reverse("memories:members", kwargs={"workspace_id": operator.workspace.pk}))
-            return toast(request, _members_page(request), message)
-    return _members_page(request, form=form)
+    if not form.is_valid():
+        return refused(request, _members_page(request, form=form), status=400)
+    try:
+        membership = member_add(
+            workspace=operator.workspace, actor=operator.principal.actor, **form.cleaned_data
+        )
+    except ApplicationError as exc:
+        form_add_service_errors(form, exc)
+        return refused(request, _members_page(request, form=form), status=exc.status_code)
+    message = f"{membership.user.get_username()} is now a {membership.get_role_display().lower()}."
+    if not request.htmx:
+        toast(request, None, message)
+        return redirect(reverse("memories:members", kwargs={"workspace_id": operator.workspace.pk}))
+    return toast(request, _members_page(request), message)
 
 
 @require_POST
@@ -102,7 +102,7 @@ def member_delete(request, membership_id):
     return toast(request, _members_page(request), message, level=level)
 
 
-def _keys_page(request, *, form=None, created=None, status=200):
+def _keys_page(request, *, form=None, created=None):
     operator = request.operator
     agents = agent_list(principal=operator.principal)
     context = {
@@ -111,7 +111,7 @@ def _keys_page(request, *, form=None, created=None, status=200):
         "form": form or ApiKeyCreateForm(agents=agents),
         "created": created,
     }
-    return render_page(request, "memories/api_keys.html", context, partials=KEYS_PARTIALS, status=status)
+    return render_page(request, "memories/api_keys.html", context, partials=KEYS_PARTIALS)
 
 
 @workspace_view(ADMIN)
@@ -126,7 +126,7 @@ def api_key_new(request):
     operator = request.operator
     form = ApiKeyCreateForm(request.POST, agents=agent_list(principal=operator.principal))
     if not form.is_valid():
-        return _keys_page(request, form=form)
+        return refused(request, _keys_page(request, form=form), status=400)
     try:
         api_key, secret = api_key_create(
             workspace=operator.workspace,
@@ -138,7 +138,7 @@ def api_key_new(request):
         )
     except ApplicationError as exc:
         form_add_service_errors(form, exc)
-        return _keys_page(request, form=form)
+        return refused(request, _keys_page(request, form=form), status=exc.status_code)
     response = _keys_page(request, created={"api_key": api_key, "secret": secret})
     # The secret must never sit in a shared or back/forward cache.
     response["Cache-Control"] = "no-store"

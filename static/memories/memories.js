@@ -27,9 +27,24 @@
     });
   });
 
+  // A body over DATA_UPLOAD_MAX_MEMORY_SIZE, or with more fields than
+  // DATA_UPLOAD_MAX_NUMBER_FIELDS, is refused by Django itself before any view runs
+  // (RequestDataTooBig, TooManyFieldsSent): its bare "Bad Request (400)" page, which names no
+  // reason. A proxy's body limit is a 413. A view's own refusal never lands here: it answers
+  // htmx with a 200 holding the form's errors (browser.lib.rendering.refused).
+  var BARE_BAD_REQUEST = "<h1>Bad Request (400)</h1>";
+  var TOO_LARGE = "The form is too large to send (too much text or too many fields), so nothing was saved.";
+
+  function tooLarge(xhr) {
+    return xhr.status === 413 ||
+      (xhr.status === 400 && (xhr.responseText || "").indexOf(BARE_BAD_REQUEST) !== -1);
+  }
+
   document.addEventListener("htmx:responseError", function (evt) {
-    var status = evt.detail.xhr.status;
-    var message = status === 403 ? "Your role does not allow this." :
+    var xhr = evt.detail.xhr;
+    var status = xhr.status;
+    var message = tooLarge(xhr) ? TOO_LARGE :
+      status === 403 ? "Your role does not allow this." :
       status === 404 ? "Not found: it may have been deleted." :
       status === 503 ? "The database is unavailable or busy; retry in a few seconds." :
       "Something went wrong (" + status + "). Please retry.";

@@ -47,7 +47,7 @@ class ApiKeysPageTests(BrowserTestCase):
         response = self.client.post(
             self.url("memories:api-key-create"), {"name": "x", "agent": "only-elsewhere"}
         )
-        assert response.status_code == 200
+        assert response.status_code == 400
         assert b"Select a valid choice" in response.content
         assert not ApiKey.objects.filter(name="x").exists()
 
