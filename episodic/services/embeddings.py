@@ -41,9 +41,9 @@ def entry_embed_batch(*, entry_ids, provider=None) -> int:
 def _entry_vectors_store(*, entries, vectors, model: str) -> int:
     """Store the vectors of entries still holding the text they were computed from.
 
-    An entry deleted while its vector was computed is skipped (a vector of it would fail
-    the batch at commit, through the deferred foreign key), and so is one whose content was
-    edited meanwhile: the edit dropped its vectors and queued its own embedding.
+    An entry deleted while its vector was computed is skipped, and so is one whose content
+    was edited meanwhile (the edit dropped its vectors and queued its own embedding) or that
+    another transaction holds now: a deletion, an edit, a second batch.
     """
     ids = [e.pk for e in entries]
     with transaction.atomic():
@@ -53,12 +53,17 @@ def _entry_vectors_store(*, entries, vectors, model: str) -> int:
         memory_users_hold(
             ids=set(EpisodicEntry.objects.filter(pk__in=ids).values_list("memory_user_id", flat=True))
         )
-        # Locked until the vectors commit, in pk order so that two batches never deadlock.
+        # One statement in pk order, SKIP LOCKED: this batch never waits for an entry, so
+        # nothing that holds entries and then waits for one of these can close a cycle with
+        # it (a deletion holding an entry unlinks the entries merged or superseded into it:
+        # retention's batch, an entry or batch delete). Skipped entries are being deleted or
+        # written (an edit queues its own embedding); any left without a vector is the
+        # sweep's (entry_embed_sweep). The lock keeps the others until their vectors commit.
         current = {
             pk: (content, person)
             for pk, content, person in EpisodicEntry.objects.filter(pk__in=ids)
             .order_by("pk")
-            .select_for_update(no_key=True)
+            .select_for_update(no_key=True, skip_locked=True)
             .values_list("pk", "content", "memory_user_id")
         }
         rows = []
