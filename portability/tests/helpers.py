@@ -1,8 +1,13 @@
-"""Reading exports in tests: records as dicts, and a form of them equal across workspaces."""
+"""Reading exports in tests: records as dicts, and a form of them equal across workspaces; an
+import racing another write."""
 
 import io
 import json
+import threading
 
+from django.db import transaction
+
+from core.testing import thread_started, until_a_backend_waits
 from portability.registry import AUDIT_ENTITY_TYPES, BY_NAME, record_key, ref_type
 from portability.services import export_lines, import_run, lines_read
 
@@ -64,3 +69,26 @@ def normalized(data: bytes) -> list:
             item[name] = value
         out.append(item)
     return out
+
+
+def while_held(first, second) -> list[BaseException]:
+    """Run `first` in a transaction on one connection and keep it open; run `second` on another
+    once `first` ran, let `first` commit once `second` waits for a lock, and return what either
+    raised. The two then run one after the other, `first` committing first."""
+    ran, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def hold():
+        with transaction.atomic():
+            first()
+            ran.set()
+            release.wait(30)
+
+    holder = thread_started(hold, errors)
+    assert ran.wait(30)
+    waiter = thread_started(second, errors)
+    until_a_backend_waits(timeout=10)
+    release.set()
+    holder.join(30)
+    waiter.join(30)
+    return errors

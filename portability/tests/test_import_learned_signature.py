@@ -2,16 +2,12 @@
 lineages, so a learning pass proposing the signature while the import runs is waited for and
 then reused, never a refused insert that fails the whole file."""
 
-import threading
-
-from django.db import transaction
 from django.test import TransactionTestCase
 
 from core.errors import ConflictError
 from core.services import agent_get_or_create, workspace_create
-from core.testing import thread_started, until_a_backend_waits
 from portability.registry import Scope
-from portability.tests.helpers import export_bytes, import_bytes
+from portability.tests.helpers import export_bytes, import_bytes, while_held
 from procedures.models import Procedure
 from procedures.services import PROCEDURE_SIGNATURE_TAKEN, procedure_create
 
@@ -44,23 +40,11 @@ class ImportLearnedSignatureRaceTests(TransactionTestCase):
         """A learning pass proposes the file's signature under another name in a transaction
         still open when the import starts: the import waits, then reuses the proposal as it
         reuses a stored procedure of the same name (no `row_refused` for the whole file)."""
-        created, release = threading.Event(), threading.Event()
-        errors: list[BaseException] = []
         reports: list[dict] = []
-
-        def propose():
-            with transaction.atomic():
-                create(self.target, self.agent, "Learned: order refund", learned_signature=SIGNATURE)
-                created.set()
-                release.wait(30)
-
-        propose_thread = thread_started(propose, errors)
-        assert created.wait(30)
-        import_thread = thread_started(lambda: reports.append(import_bytes(self.target, self.data)), errors)
-        until_a_backend_waits(timeout=10)
-        release.set()
-        propose_thread.join(30)
-        import_thread.join(30)
+        errors = while_held(
+            lambda: create(self.target, self.agent, "Learned: order refund", learned_signature=SIGNATURE),
+            lambda: reports.append(import_bytes(self.target, self.data)),
+        )
 
         assert errors == []
         (report,) = reports
@@ -75,25 +59,10 @@ class ImportLearnedSignatureRaceTests(TransactionTestCase):
         """The import holding the signature is still open when the proposal is made: the
         proposal waits, then answers the 409 of a signature already held, naming the signature
         (not a name and version), and the imported row stays."""
-        imported, release = threading.Event(), threading.Event()
-        errors: list[BaseException] = []
-
-        def run_import():
-            with transaction.atomic():
-                import_bytes(self.target, self.data)
-                imported.set()
-                release.wait(30)
-
-        import_thread = thread_started(run_import, errors)
-        assert imported.wait(30)
-        propose_thread = thread_started(
+        errors = while_held(
+            lambda: import_bytes(self.target, self.data),
             lambda: create(self.target, self.agent, "Learned: order refund", learned_signature=SIGNATURE),
-            errors,
         )
-        until_a_backend_waits(timeout=10)
-        release.set()
-        import_thread.join(30)
-        propose_thread.join(30)
 
         assert [type(e) for e in errors] == [ConflictError]
         assert errors[0].message == PROCEDURE_SIGNATURE_TAKEN

@@ -3,16 +3,12 @@ the other (the procedure lineage lock exists before the lineage has a row), so t
 reports the name as it reports any version the target already holds, instead of failing the
 whole run with a 400 at the insert."""
 
-import threading
-
-from django.db import transaction
 from django.test import TransactionTestCase
 
 from core.errors import ConflictError
 from core.services import agent_get_or_create, workspace_create
-from core.testing import thread_started, until_a_backend_waits
 from portability.registry import Scope
-from portability.tests.helpers import export_bytes, import_bytes
+from portability.tests.helpers import export_bytes, import_bytes, while_held
 from procedures.models import Procedure
 from procedures.services import procedure_create
 
@@ -51,23 +47,11 @@ class ImportRacingFirstCreateTests(TransactionTestCase):
         """The target's first Refund is created in a transaction still open when the import
         starts: the import waits for it, then reuses that v1 and keeps its own v2 inactive,
         exactly as if the create had committed before it began."""
-        created, release = threading.Event(), threading.Event()
-        errors: list[BaseException] = []
         reports: list[dict] = []
-
-        def create():
-            with transaction.atomic():
-                refund(self.target, self.target_agent, "Escalate to a human.")
-                created.set()
-                release.wait(30)
-
-        create_thread = thread_started(create, errors)
-        assert created.wait(30)
-        import_thread = thread_started(lambda: reports.append(import_bytes(self.target, self.data)), errors)
-        until_a_backend_waits(timeout=10)
-        release.set()
-        create_thread.join(30)
-        import_thread.join(30)
+        errors = while_held(
+            lambda: refund(self.target, self.target_agent, "Escalate to a human."),
+            lambda: reports.append(import_bytes(self.target, self.data)),
+        )
 
         assert errors == []
         (report,) = reports
@@ -84,24 +68,10 @@ class ImportRacingFirstCreateTests(TransactionTestCase):
         """The import of Refund v1 and v2 is still open when the target creates its first
         Refund: the create waits, then answers the 409 it gives once the import committed,
         and the imported versions stay as stored."""
-        imported, release = threading.Event(), threading.Event()
-        errors: list[BaseException] = []
-
-        def run_import():
-            with transaction.atomic():
-                import_bytes(self.target, self.data)
-                imported.set()
-                release.wait(30)
-
-        import_thread = thread_started(run_import, errors)
-        assert imported.wait(30)
-        create_thread = thread_started(
-            lambda: refund(self.target, self.target_agent, "Escalate to a human."), errors
+        errors = while_held(
+            lambda: import_bytes(self.target, self.data),
+            lambda: refund(self.target, self.target_agent, "Escalate to a human."),
         )
-        until_a_backend_waits(timeout=10)
-        release.set()
-        import_thread.join(30)
-        create_thread.join(30)
 
         assert [type(e) for e in errors] == [ConflictError]
         assert versions(self.target) == [
