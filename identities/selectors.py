@@ -106,15 +106,20 @@ def memory_user_merged_ids(*, memory_user: MemoryUser) -> list:
     return [memory_user.pk, *(pk for pk in ids if pk != memory_user.pk)]
 
 
+def memory_user_merged_subquery(*, memory_user: MemoryUser) -> RawSQL:
+    """memory_user_merged_ids as a subquery (`memory_user_id__in=`), so a lookup by person
+    costs no query of its own."""
+    return RawSQL(_TREE_DOWN.format(table=MemoryUser._meta.db_table), (memory_user.pk, MERGE_CHAIN_LIMIT))
+
+
 def memory_user_legal_holds(*, memory_user: MemoryUser) -> list[MemoryUser]:
     """The legal holds that cover the person's data, as the records they were placed on: the
     person's own first, then those of records merged into them, directly or along a chain
     (a merge moves the rows, and such a hold keeps covering them: retention and erasure read
     it), oldest first. The record's `pk` is the hold's `placed_on`."""
     own_first = Case(When(pk=memory_user.pk, then=Value(0)), default=Value(1), output_field=IntegerField())
-    tree = RawSQL(_TREE_DOWN.format(table=MemoryUser._meta.db_table), (memory_user.pk, MERGE_CHAIN_LIMIT))
     return list(
-        MemoryUser.objects.filter(pk__in=tree)
+        MemoryUser.objects.filter(pk__in=memory_user_merged_subquery(memory_user=memory_user))
         .filter(workspace_id=memory_user.workspace_id, legal_hold_at__isnull=False)
         .only("pk", "merged_into_id", "legal_hold_at", "legal_hold_reason", "legal_hold_by")
         .order_by(own_first, "legal_hold_at", "pk")

@@ -2,7 +2,7 @@ import django_filters
 
 from core.filters import FilterSet
 from identities.models import MemoryUser
-from identities.selectors import memory_user_merged_ids, memory_user_resolve_merged
+from identities.selectors import memory_user_merged_subquery, memory_user_resolve_merged
 from threads.models import Thread
 
 
@@ -44,4 +44,4 @@ class ThreadFilter(FilterSet):
         # re-pointed: the survivor's threads are those of every record merged into it, at any
         # depth, not one hop.
         survivor = memory_user_resolve_merged(memory_user=user)
-        return queryset.filter(memory_user_id__in=memory_user_merged_ids(memory_user=survivor))
+        return queryset.filter(memory_user_id__in=memory_user_merged_subquery(memory_user=survivor))

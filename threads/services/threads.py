@@ -109,9 +109,9 @@ def thread_resolve_or_create(
     if memory_user is not None:
         # Threads of records merged into this user continue too, along a chain as well (older
         # data: A into B, later B into C, A's threads never re-pointed).
-        from identities.selectors import memory_user_merged_ids
+        from identities.selectors import memory_user_merged_subquery
 
-        merged = memory_user_merged_ids(memory_user=memory_user)
+        merged = memory_user_merged_subquery(memory_user=memory_user)
         lookup &= Q(channel_chat_id=channel_chat_id or "", memory_user_id__in=merged)
         identity = f"{agent.pk}:{memory_user.pk}:{channel_chat_id}"
     elif channel_chat_id:
