@@ -55,10 +55,11 @@ def _entry_vectors_store(*, entries, vectors, model: str) -> int:
         )
         # One statement in pk order, SKIP LOCKED: this batch never waits for an entry, so
         # nothing that holds entries and then waits for one of these can close a cycle with
-        # it (a deletion holding an entry unlinks the entries merged or superseded into it:
-        # retention's batch, an entry or batch delete). Skipped entries are being deleted or
-        # written (an edit queues its own embedding); any left without a vector is the
-        # sweep's (entry_embed_sweep). The lock keeps the others until their vectors commit.
+        # it (a deletion unlinks the entries merged or superseded into the ones it deletes,
+        # then deletes them: retention's batch, an entry or batch delete, an erasure). Skipped
+        # entries are held by any write (a deletion, an edit, which queues its own embedding,
+        # a confirmation, a review decision); any left without a vector is the sweep's
+        # (entry_embed_sweep). The lock keeps the others until their vectors commit.
         current = {
             pk: (content, person)
             for pk, content, person in EpisodicEntry.objects.filter(pk__in=ids)

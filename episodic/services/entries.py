@@ -130,28 +130,8 @@ def _twin_refuse(entry: EpisodicEntry, *, field: str) -> None:
         raise ConflictError(message, code=REJECT_DUPLICATE_HASH, fields={field: [message]})
 
 
-def _entries_hold_for_delete(ids) -> list:
-    """Inside a transaction: lock the entries of `ids` that still exist FOR UPDATE, in one
-    statement in key order, and return their ids.
-
-    Taken before anything else of the deletion: the collector then deletes the entries'
-    vectors and unlinks the entries merged or superseded into them, rows a vector batch may
-    hold. Without it a deletion held those and then waited for its entries in the order the
-    DELETE met them, while a batch (key order) held an entry and waited for them: a deadlock.
-    Held first, a batch under way is waited for (it never waits for these: SKIP LOCKED), and
-    one after skips the entries.
-    """
-    return list(
-        EpisodicEntry.objects.filter(pk__in=list(ids))
-        .order_by("pk")
-        .select_for_update()
-        .values_list("pk", flat=True)
-    )
-
-
 def entry_delete(*, entry: EpisodicEntry, actor: str) -> None:
     with transaction.atomic():
-        _entries_hold_for_delete([entry.pk])
         audit_record(
             workspace=entry.workspace,
             actor=actor,
@@ -165,9 +145,7 @@ def entry_delete(*, entry: EpisodicEntry, actor: str) -> None:
 def entries_delete(*, queryset, workspace, actor: str) -> list[str]:
     """Delete the entries of `queryset` with one audit event each; returns their ids."""
     with transaction.atomic():
-        # Read again under the lock: an entry another deletion removed meanwhile is neither
-        # deleted nor audited twice.
-        found = [str(pk) for pk in _entries_hold_for_delete(queryset.values_list("pk", flat=True))]
+        found = [str(pk) for pk in queryset.values_list("pk", flat=True)]
         EpisodicEntry.objects.filter(pk__in=found).delete()
         for pk in found:
             audit_record(
