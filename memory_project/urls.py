@@ -1,14 +1,18 @@
 import sys
 
+from django.conf import settings
 from django.contrib import admin
-from django.http import JsonResponse
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
+from django.http import HttpResponse, JsonResponse
 from django.urls import include, path
 from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from core.apis import healthz, readyz
 from core.errors import (
+    BODY_TOO_LARGE,
     error_body,
+    json_error_response,
     server_error_response,
     unavailable_page,
     unexpected_error_response,
@@ -45,6 +49,28 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
     path("memories/", include("browser.urls")),
 ]
+
+
+# A form Django refuses before any view runs: what the /memories script shows for a 413.
+FORM_TOO_LARGE = (
+    "The form is too large to send (more than {limit} bytes, or more than {fields} fields); "
+    "nothing was saved."
+)
+
+
+def handler400(request, exception=None):
+    """Django's own refusals of a request. A body over DATA_UPLOAD_MAX_MEMORY_SIZE, or with more
+    fields than DATA_UPLOAD_MAX_NUMBER_FIELDS, is refused before any view runs (the CSRF check
+    reads it first): a 413 saying so, which htmx's error handler in /memories shows, rather
+    than the bare 400 page every other refusal (a disallowed host) gets. The API's bodies are
+    limited before that (core.middleware.ApiBodyLimitMiddleware, the same 413)."""
+    if isinstance(exception, (RequestDataTooBig, TooManyFieldsSent)):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if request.path.startswith("/api/"):
+            return json_error_response(413, "payload_too_large", BODY_TOO_LARGE.format(limit=limit))
+        message = FORM_TOO_LARGE.format(limit=limit, fields=settings.DATA_UPLOAD_MAX_NUMBER_FIELDS)
+        return HttpResponse(message, status=413, content_type="text/plain; charset=utf-8")
+    return defaults.bad_request(request, exception)
 
 
 def handler404(request, exception=None):

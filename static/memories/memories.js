@@ -28,16 +28,14 @@
   });
 
   // A body over DATA_UPLOAD_MAX_MEMORY_SIZE, or with more fields than
-  // DATA_UPLOAD_MAX_NUMBER_FIELDS, is refused by Django itself before any view runs
-  // (RequestDataTooBig, TooManyFieldsSent): its bare "Bad Request (400)" page, which names no
-  // reason. A proxy's body limit is a 413. A view's own refusal never lands here: it answers
-  // htmx with a 200 holding the form's errors (browser.lib.rendering.refused).
-  var BARE_BAD_REQUEST = "<h1>Bad Request (400)</h1>";
+  // DATA_UPLOAD_MAX_NUMBER_FIELDS, is refused by Django itself before any view runs: a 413
+  // whose text says so (memory_project.urls.handler400), as a proxy's body limit is a 413 too.
+  // A view's own refusal never lands here: it answers htmx with a 200 holding the form's
+  // errors (browser.lib.rendering.refused).
   var TOO_LARGE = "The form is too large to send (too much text or too many fields), so nothing was saved.";
 
   function tooLarge(xhr) {
-    return xhr.status === 413 ||
-      (xhr.status === 400 && (xhr.responseText || "").indexOf(BARE_BAD_REQUEST) !== -1);
+    return xhr.status === 413;
   }
 
   document.addEventListener("htmx:responseError", function (evt) {

@@ -126,11 +126,11 @@ class EpisodeRecordEditTests(BrowserTestCase):
         )
 
     @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=10_000)
-    def test_body_over_the_limit_is_a_400(self):
+    def test_body_over_the_limit_is_a_413(self):
         self.login(self.teammate)
         data = self.data(final_output=json.dumps({"text": "x" * 20_000}))
         response = self.htmx("post", self.edit_url(self.closed), data, target="episode-record")
-        assert response.status_code == 400
+        assert response.status_code == 413
         assert Episode.objects.get(pk=self.closed.pk).final_output is None
 
     def test_viewer_gets_403_and_outsider_404(self):

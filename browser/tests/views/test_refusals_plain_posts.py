@@ -178,9 +178,10 @@ class EmbeddedRefusalTests(RefusedFormCase):
 
 class OversizedBodyTests(BrowserTestCase):
     """A body Django refuses before any view runs (over DATA_UPLOAD_MAX_MEMORY_SIZE, or more
-    fields than DATA_UPLOAD_MAX_NUMBER_FIELDS) is its bare 400 page with no reason in it, so
-    htmx showed only "Something went wrong (400)". memories.js recognises that page and says the
-    form is too large; these tests hold the script's marker to the page Django really sends."""
+    fields than DATA_UPLOAD_MAX_NUMBER_FIELDS) was its bare 400 page with no reason in it, so
+    htmx showed only "Something went wrong (400)". It is now a 413 saying so
+    (memory_project.urls.handler400), which memories.js names; any other bare 400 (a
+    disallowed host) is not mistaken for it."""
 
     @classmethod
     def setUpTestData(cls):
@@ -198,26 +199,31 @@ class OversizedBodyTests(BrowserTestCase):
         data = {**data, "csrfmiddlewaretoken": self.token}
         return self.client.post(url, data, HTTP_HX_REQUEST="true", HTTP_X_CSRFTOKEN=self.token)
 
-    def test_a_body_over_the_limit_is_the_bare_400_the_script_names(self):
+    def test_a_body_over_the_limit_is_a_413_that_says_so(self):
         with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=2_000):
             response = self.post(
                 self.url("memories:webhook-create"), {"url": "https://x.example/" + "a" * 3_000}
             )
-        assert response.status_code == 400
-        assert script_constant("BARE_BAD_REQUEST") in response.content.decode()
+        assert response.status_code == 413
+        assert "too large" in response.content.decode() and "2000 bytes" in response.content.decode()
         assert "too large" in script_constant("TOO_LARGE")
         assert not WebhookSubscription.objects.exists()
 
-    def test_too_many_fields_is_the_same_bare_400(self):
+    def test_too_many_fields_is_the_same_413(self):
         ids = [str(self.fact.pk)] * 20
         with override_settings(DATA_UPLOAD_MAX_NUMBER_FIELDS=10):
             response = self.post(self.url("memories:facts-delete"), {"ids": ids})
-        assert response.status_code == 400
-        assert script_constant("BARE_BAD_REQUEST") in response.content.decode()
+        assert response.status_code == 413
+        assert "10 fields" in response.content.decode()
         assert Fact.objects.filter(pk=self.fact.pk).exists()
 
     def test_a_refused_form_within_the_limits_never_looks_like_one(self):
         """A view's own refusal answers htmx 200, so the script never mistakes it."""
         response = self.post(self.url("memories:webhook-create"), {"url": "ftp://x.example/h"})
         assert response.status_code == 200
-        assert script_constant("BARE_BAD_REQUEST") not in response.content.decode()
+
+    def test_a_disallowed_host_keeps_the_bare_400(self):
+        """Another refusal Django makes itself is not called too large."""
+        response = self.client.get(self.url("memories:webhooks"), HTTP_HOST="evil.example")
+        assert response.status_code == 400
+        assert "too large" not in response.content.decode()
