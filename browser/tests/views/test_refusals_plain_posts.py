@@ -27,7 +27,7 @@ from episodic.tests.factories import use_test_embeddings
 from facts.models import Fact
 from facts.services import fact_remember
 from identities.models import MemoryUser
-from identities.services import CANONICAL_ID_TAKEN
+from identities.services import CANONICAL_ID_TAKEN, MERGE_SOURCE_MERGED_ELSEWHERE, memory_user_merge
 from threads.tests.factories import make_thread
 from webhooks.models import WebhookSubscription
 
@@ -227,3 +227,17 @@ class OversizedBodyTests(BrowserTestCase):
         response = self.client.get(self.url("memories:webhooks"), HTTP_HOST="evil.example")
         assert response.status_code == 400
         assert "too large" not in response.content.decode()
+
+
+class MergeRefusalReasonTests(BrowserTestCase):
+    def test_a_plain_post_merging_a_record_merged_meanwhile_shows_the_reason(self):
+        """The merge form is hidden on a merged record's page; a refusal shows it with the
+        reason anyway, or a plain post got a 400 with the reason nowhere."""
+        ada = memory_user_make(self.workspace)
+        bob = memory_user_make(self.workspace, canonical_id="slack:U42", display_name="Bob")
+        cy = memory_user_make(self.workspace, canonical_id="slack:U43", display_name="Cy")
+        memory_user_merge(source=bob, target=ada, actor="t")  # another operator, meanwhile
+        self.login(self.teammate)
+        plain = self.client.post(self.url("memories:user-merge", pk=bob.pk), {"target": str(cy.pk)})
+        assert plain.status_code in (400, 409), plain.status_code
+        assert MERGE_SOURCE_MERGED_ELSEWHERE in plain.content.decode()
