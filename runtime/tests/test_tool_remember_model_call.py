@@ -1,6 +1,6 @@
 """The `remember` tool asks the model about a similar key (cross-key consolidation) outside any
-transaction, as fact_remember does for every caller: a per-call transaction around the tool
-held an open transaction, and a new agent's row, through the model call."""
+transaction, as fact_remember does when its caller holds none: a per-call transaction around
+the tool held an open transaction, and a new agent's row, through the model call."""
 
 from unittest import mock
 
