@@ -238,9 +238,9 @@ def fact_remember(
     held again is that held fact; a value rejected in review is not stored again ("rejected").
 
     A global fact is every agent's (facts.services.access): written for an agent-bound key
-    (`principal`) or by extraction for `agent`, a value that would
-    supersede its open version, directly or through cross-key consolidation, is held the same
-    way, for that agent; confirming it and creating a key with no open version still apply.
+    (`principal`) or by extraction for `agent`, a value that would supersede its open version,
+    directly or through cross-key consolidation, is held the same way, for that agent;
+    confirming it and creating a key with no open version still apply.
     """
     key = _key_validate(key)
     encoded = _value_validate(value)

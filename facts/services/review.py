@@ -77,8 +77,8 @@ def fact_review_approve(
     overwrite); when that version already holds the same value it is confirmed instead and the
     held fact is merged into it. The vector is computed after commit (a new value is embedded
     as approved, never the held text). Superseding a global version is a change for every
-    agent: an agent-bound key (`principal`) gets a 403 and the
-    fact stays held (facts.services.access).
+    agent: an agent-bound key (`principal`) gets a 403 and the fact stays held
+    (facts.services.access).
     """
     from facts.tasks import fact_embed_task
 
