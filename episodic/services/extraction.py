@@ -237,9 +237,13 @@ def entry_extract(
             model=model,
             reject=reject_dropped,
         )
-        result.facts = _facts_remember(
-            agent=agent, memory_user=memory_user, facts=proposed_facts, transcript=transcript, actor=actor
-        )
+    # After the entries' transaction, which holds the person's lock: remembering a profile fact
+    # may ask the chat model about a similar key (cross-key consolidation), and the person's
+    # other writes would wait for that call. Each fact is its own transaction; an extraction
+    # run again finds its entries stored (exact copies) and confirms its facts.
+    result.facts = _facts_remember(
+        agent=agent, memory_user=memory_user, facts=proposed_facts, transcript=transcript, actor=actor
+    )
     result.stored = entries
     rejections_count(workspace_id=workspace.pk, agent_id=agent.pk, rejected=result.rejected)
     return result

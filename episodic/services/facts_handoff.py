@@ -1,7 +1,6 @@
 """The facts an extraction proposes, handed to global memory when a user message backs them."""
 
 from django.conf import settings
-from django.db import transaction
 
 from core.errors import ApplicationError
 from core.lib.escaping import strip_invisible, strip_invisible_json
@@ -35,22 +34,23 @@ def _facts_remember(*, agent, memory_user, facts, transcript, actor) -> list[dic
             outcomes.append({"key": key, "outcome": "rejected", "reason": REJECT_EVIDENCE_TOO_WEAK})
             continue
         try:
-            with transaction.atomic():
-                remembered = fact_remember(
-                    workspace=agent.workspace,
-                    key=str(key),
-                    value=value,
-                    scope=Fact.Scope.USER,
-                    fact_type=Fact.FactType.USER_PREFERENCE,
-                    memory_user=memory_user,
-                    # Whose `review` setting holds it; a user fact stores no agent.
-                    agent=agent,
-                    confidence=settings.EPISODIC_EXTRACTION_FACT_CONFIDENCE,
-                    source=Fact.Source.EXTRACTION,
-                    evidence=evidence,
-                    overwrite=False,
-                    actor=actor,
-                )
+            # No transaction around it: fact_remember writes in its own, after it may have
+            # asked the chat model about a similar key.
+            remembered = fact_remember(
+                workspace=agent.workspace,
+                key=str(key),
+                value=value,
+                scope=Fact.Scope.USER,
+                fact_type=Fact.FactType.USER_PREFERENCE,
+                memory_user=memory_user,
+                # Whose `review` setting holds it; a user fact stores no agent.
+                agent=agent,
+                confidence=settings.EPISODIC_EXTRACTION_FACT_CONFIDENCE,
+                source=Fact.Source.EXTRACTION,
+                evidence=evidence,
+                overwrite=False,
+                actor=actor,
+            )
         except ApplicationError as exc:
             outcomes.append({"key": key, "outcome": "rejected", "reason": exc.message})
             continue
