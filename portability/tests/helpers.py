@@ -1,5 +1,5 @@
 """Reading exports in tests: records as dicts, and a form of them equal across workspaces; an
-import racing another write."""
+import racing another write, and the procedure those races bring."""
 
 import io
 import json
@@ -92,3 +92,17 @@ def while_held(first, second) -> list[BaseException]:
     holder.join(30)
     waiter.join(30)
     return errors
+
+
+def refund(workspace, agent, content, parent=None):
+    """A version of the procedure "Refund" (the next one, with `parent`)."""
+    from procedures.services import procedure_create
+
+    return procedure_create(
+        workspace=workspace,
+        agent=agent,
+        name="Refund",
+        procedure_type="prompt_template",
+        content=content,
+        parent=parent,
+    )

@@ -8,20 +8,8 @@ from django.test import TransactionTestCase
 from core.errors import ConflictError
 from core.services import agent_get_or_create, workspace_create
 from portability.registry import Scope
-from portability.tests.helpers import export_bytes, import_bytes, while_held
+from portability.tests.helpers import export_bytes, import_bytes, refund, while_held
 from procedures.models import Procedure
-from procedures.services import procedure_create
-
-
-def refund(workspace, agent, content, parent=None):
-    return procedure_create(
-        workspace=workspace,
-        agent=agent,
-        name="Refund",
-        procedure_type="prompt_template",
-        content=content,
-        parent=parent,
-    )
 
 
 def versions(workspace) -> list:

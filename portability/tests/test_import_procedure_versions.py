@@ -5,20 +5,9 @@ active version stays, and no row of either side is lost."""
 from core.services import agent_get_or_create, workspace_create
 from core.testing import MemoryTestCase
 from portability.registry import Scope
-from portability.tests.helpers import export_bytes, import_bytes
+from portability.tests.helpers import export_bytes, import_bytes, refund
 from procedures.models import Procedure
 from procedures.services import procedure_create
-
-
-def refund(workspace, agent, content, parent=None):
-    return procedure_create(
-        workspace=workspace,
-        agent=agent,
-        name="Refund",
-        procedure_type="prompt_template",
-        content=content,
-        parent=parent,
-    )
 
 
 def versions(workspace) -> list:
