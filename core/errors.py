@@ -137,6 +137,19 @@ def _driver_error(exc):
     return cause if isinstance(cause, psycopg.Error) else exc
 
 
+# Deadlock detected, serialization failure: the transaction lost to a concurrent one, not to
+# its data, and the same work may succeed when run again.
+_LOST_SQLSTATES = frozenset({"40P01", "40001"})
+
+
+def transaction_lost(exc) -> bool:
+    """Whether the database aborted `exc`'s transaction for a concurrent one's sake (a deadlock
+    victim, a serialization failure): nothing of it was stored, and running it again from the
+    start may succeed. Callers that can run their whole transaction again do so, a bounded
+    number of times (portability's import, review's decisions)."""
+    return getattr(_driver_error(exc), "sqlstate", None) in _LOST_SQLSTATES
+
+
 def _referenced_row_deleted(error) -> bool:
     """Whether a foreign key violation is a row deleted while rows still refer to it: the
     server's own delete (a deferred constraint a service left unmet at commit), never a

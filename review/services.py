@@ -5,15 +5,20 @@ learned procedure is approved by activating it and rejected by leaving it inacti
 audited with `review` (its queue state is read from that audit, review.selectors). Items
 named in a batch are decided one by one, each in its own transaction: one that is out of
 scope, already decided or invalid is reported and the others still go through.
+
+A decision the database aborted for a concurrent writer's sake (a deadlock, a serialization
+failure: its transaction rolled back whole) is read and decided again from the start, up to
+DECIDE_ATTEMPTS times, then answered 409 (ITEM_CHANGED): never a 503 for the whole request,
+and never, in a batch, one that hides which items were decided before it.
 """
 
 import uuid
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import OperationalError, transaction
 
 from core.access import Principal, scope_to_principal
-from core.errors import ApplicationError, NotFoundError
+from core.errors import ApplicationError, NotFoundError, transaction_lost
 from core.models import AuditEvent
 from core.services import audit_record
 from episodic.models import EpisodicEntry
@@ -81,9 +86,35 @@ def _decided(tier: str, row) -> ReviewItem:
     return BUILDERS[tier](row, row.review)
 
 
+# A decision aborted by the database, or a held proposal renamed between the decision's read
+# and its lock, is decided again; one that meets either on every attempt is a 409
+# (ITEM_CHANGED) rather than a wait without end.
+DECIDE_ATTEMPTS = 3
+ITEM_CHANGED = "This item was changed while it was being decided; read it again."
+
+
+def _retrying(decide):
+    """`decide()` again from its first read when the database aborted it for a concurrent
+    writer: every tier's decision is one transaction, so the aborted one left nothing, and the
+    item is read anew (the other writer may have decided it: then a 409 ITEM_NOT_HELD)."""
+    for _ in range(DECIDE_ATTEMPTS):
+        try:
+            return decide()
+        except OperationalError as exc:
+            if not transaction_lost(exc) or transaction.get_connection().in_atomic_block:
+                # Inside a caller's transaction the abort may have undone the caller's work
+                # too: only the caller can run it again.
+                raise
+    raise ApplicationError(ITEM_CHANGED, code="conflict", status_code=409)
+
+
 def review_approve(*, principal: Principal, tier: str, item_id, edits: dict | None = None) -> ReviewItem:
     """Approve the held item after `edits` (EDITABLE per tier); returns it as approved (or, for
     an entry or fact that turned out to restate a stored one, that stored item it merged into)."""
+    return _retrying(lambda: _review_approve(principal=principal, tier=tier, item_id=item_id, edits=edits))
+
+
+def _review_approve(*, principal: Principal, tier: str, item_id, edits: dict | None) -> ReviewItem:
     if tier not in TIERS:
         raise NotFoundError(REVIEW_ITEM_NOT_FOUND)
     edits = _edits_clean(tier, edits)
@@ -99,6 +130,10 @@ def review_approve(*, principal: Principal, tier: str, item_id, edits: dict | No
 
 def review_reject(*, principal: Principal, tier: str, item_id, reason: str = "") -> ReviewItem:
     """Reject the held item with `reason`: kept, never recalled, not proposed again."""
+    return _retrying(lambda: _review_reject(principal=principal, tier=tier, item_id=item_id, reason=reason))
+
+
+def _review_reject(*, principal: Principal, tier: str, item_id, reason: str) -> ReviewItem:
     if tier not in TIERS:
         raise NotFoundError(REVIEW_ITEM_NOT_FOUND)
     reason = review_reason_clean(reason)
@@ -115,6 +150,10 @@ def review_reject(*, principal: Principal, tier: str, item_id, reason: str = "")
 def review_merge(*, principal: Principal, tier: str, item_id, into) -> ReviewItem:
     """Merge the held entry or fact into `into`, a stored item of the same tier the principal
     may read; returns that item."""
+    return _retrying(lambda: _review_merge(principal=principal, tier=tier, item_id=item_id, into=into))
+
+
+def _review_merge(*, principal: Principal, tier: str, item_id, into) -> ReviewItem:
     if tier not in TIERS:
         raise NotFoundError(REVIEW_ITEM_NOT_FOUND)
     if tier == TIER_PROCEDURE:
@@ -150,7 +189,8 @@ def _proposal_lock(*, procedure: Procedure, names) -> Procedure | None:
     version with a lower key and waited for the proposal (PostgreSQL aborted one: a 503).
     Every advisory key of the decision is taken here, in one call: a second call for a key lower
     than one held would wait while holding it, and deadlock with a locker holding that key and
-    waiting for a held one. procedure_update, called under it, asks only keys held here.
+    waiting for a held one. procedure_update, called under it, is told so (`lineage_held`)
+    and asks for none.
     """
     procedure_lineage_lock(
         workspace_id=procedure.workspace_id,
@@ -167,12 +207,6 @@ class _ProposalMoved(Exception):
     def __init__(self, procedure: Procedure):
         super().__init__()
         self.procedure = procedure
-
-
-# A held proposal renamed between the decision's read and its lock is decided again on its new
-# name; one renamed on every attempt is a 409 (ITEM_CHANGED) rather than a wait without end.
-DECIDE_ATTEMPTS = 3
-ITEM_CHANGED = "This item was changed while it was being decided; read it again."
 
 
 def _procedure_decide(*, principal: Principal, procedure: Procedure, decision: str, edits=None, reason=""):
@@ -213,7 +247,8 @@ def _procedure_decide_once(*, principal: Principal, procedure: Procedure, decisi
         if decision == "approved":
             fields["is_active"] = True
         if fields:
-            procedure_update(procedure=locked, actor=principal.actor, **fields)
+            # `names` holds the name the update ends with, and `locked` is the proposal: held.
+            procedure_update(procedure=locked, actor=principal.actor, lineage_held=True, **fields)
         audit_record(
             workspace=locked.workspace,
             actor=principal.actor,

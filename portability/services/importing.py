@@ -1,5 +1,8 @@
 """The import reader: line by line, batch by batch, into one transaction (all or nothing).
 
+A run that a concurrent writer aborted (PostgreSQL's deadlock detection or a serialization
+failure: nothing of it stored) runs again from the first line, up to IMPORT_ATTEMPTS times.
+
 Ids are remapped through ImportIdMap, in the database: the map of a huge file never sits in
 memory, and a second run of the same export finds the rows the first one made and skips
 them. Rows that already exist in the target under a natural key (an agent's slug, a
@@ -12,19 +15,19 @@ import base64
 import binascii
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import DatabaseError, IntegrityError, connection, models, transaction
+from django.db import DatabaseError, IntegrityError, OperationalError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from pgvector.django import VectorField
 
 from core.embeddings import embedding_provider_for
-from core.errors import ApplicationError
+from core.errors import ApplicationError, transaction_lost
 from core.parsers import JSONRefused, json_loads_checked
 from core.services import audit_record
 from facts.models import Fact, FactKey
@@ -38,6 +41,11 @@ from threads.services.compaction import thread_summary_held_rebuild
 # Records written per INSERT: 500 messages (~25 columns) stay far under PostgreSQL's 65,535
 # parameters, and a batch's map lookups are one indexed query per type it names.
 IMPORT_BATCH = 500
+# Runs of one import in all when a concurrent writer aborts it: two imports bringing the same
+# procedure lineages in opposite batch orders, or one and a learning pass, can each hold a key
+# the other waits for (_Importer._procedure_lineages_lock), and PostgreSQL aborts one; the run
+# again waits for the other's commit, so a third abort needs a third writer.
+IMPORT_ATTEMPTS = 3
 HEADER_KEYS = {"format", "version", "embedding_model", "dimensions", "scope", "exported_at", "source"}
 MAX_CONFLICTS_LISTED = 200
 
@@ -57,34 +65,65 @@ REUSED_REFERENCED = (
     "before it appeared; put it before the rows that name it."
 )
 ROW_REFUSED = "The row cannot be stored: {detail}"
+IMPORT_CHANGED = (
+    "The import met concurrent changes to the same memories and was not stored; nothing of it "
+    "was kept. Run it again."
+)
 
 
 class ImportFailed(ApplicationError):
     """A line that stops the run; nothing of the run is stored."""
 
-    def __init__(self, message: str, *, line: int, code: str = "invalid_import", fields=None):
+    def __init__(
+        self, message: str, *, line: int, code: str = "invalid_import", fields=None, status_code: int = 400
+    ):
         text = f"Line {line}: {message}" if line else message
-        super().__init__(text, code=code, fields={"line": [str(line)], **(fields or {})}, status_code=400)
+        super().__init__(
+            text, code=code, fields={"line": [str(line)], **(fields or {})}, status_code=status_code
+        )
         self.line = line
 
 
-def lines_read(
-    stream, *, limit: int | None = None, code: str = "line_too_long"
-) -> Iterator[tuple[int, bytes, int]]:
-    """(line number, line, bytes read so far) of a binary stream, never holding more than one
-    line; a line longer than `limit` bytes stops the run (error `code`) instead of filling memory."""
-    limit = limit or settings.PORTABILITY_LINE_MAX_BYTES
-    number = 0
-    done = 0
-    while True:
-        raw = stream.readline(limit + 1)
+class _Lines:
+    """The lines of a binary stream (see lines_read); `restart` reads them again from where
+    the first reading began, for a run that is tried again."""
+
+    def __init__(self, stream, *, limit: int, code: str):
+        self.stream = stream
+        self.limit = limit
+        self.code = code
+        self.start = stream.tell() if stream.seekable() else None
+        self.number = 0
+        self.done = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> tuple[int, bytes, int]:
+        raw = self.stream.readline(self.limit + 1)
         if not raw:
-            return
-        number += 1
-        done += len(raw)
-        if len(raw) > limit:
-            raise ImportFailed(LINE_TOO_LONG.format(limit=limit), line=number, code=code)
-        yield number, raw, done
+            raise StopIteration
+        self.number += 1
+        self.done += len(raw)
+        if len(raw) > self.limit:
+            raise ImportFailed(LINE_TOO_LONG.format(limit=self.limit), line=self.number, code=self.code)
+        return self.number, raw, self.done
+
+    def restart(self) -> bool:
+        """Go back to the first line; False for a stream that cannot seek (a pipe)."""
+        if self.start is None:
+            return False
+        self.stream.seek(self.start)
+        self.number = 0
+        self.done = 0
+        return True
+
+
+def lines_read(stream, *, limit: int | None = None, code: str = "line_too_long") -> _Lines:
+    """(line number, line, bytes read so far) of a binary stream, never holding more than one
+    line; a line longer than `limit` bytes stops the run (error `code`) instead of filling memory.
+    A seekable stream can be read again from its first line (import_run's retry)."""
+    return _Lines(stream, limit=limit or settings.PORTABILITY_LINE_MAX_BYTES, code=code)
 
 
 def header_check(raw: bytes, line: int) -> dict:
@@ -613,11 +652,12 @@ class _Importer:
 
         Each batch takes its own keys, sorted, in one call. Across batches they are not taken in
         one order: two imports into one workspace that bring the same lineages in opposite
-        batch orders can each hold a key the other waits for, and PostgreSQL then aborts one
-        (all or nothing: it stores nothing, and runs again afterwards). Holding every key of
-        the workspace from the first batch instead would hold every procedure write of the
-        workspace (agents' creates, learning passes, review decisions) for the rest of the
-        import."""
+        batch orders can each hold a key the other waits for, and PostgreSQL then aborts one,
+        which import_run rolls back whole and runs again from the first line once the other
+        committed. Holding every key of the workspace from the first batch instead would hold
+        every procedure write of the workspace (agents' creates, learning passes, review
+        decisions) for the rest of the import; the file's own keys are not known before its
+        last procedure line is read."""
         procedure_lineage_lock(
             workspace_id=self.workspace.pk,
             lineages=[(p.values.get("agent_id"), p.values["name"]) for p in pendings],
@@ -738,12 +778,16 @@ class _Importer:
         try:
             with transaction.atomic():
                 model._base_manager._insert(objs, fields=fields, raw=True)
-        except (IntegrityError, DatabaseError):
+        except (IntegrityError, DatabaseError) as exc:
+            if transaction_lost(exc):
+                raise  # another transaction's doing, not a row's: import_run runs again
             for obj, p in zip(objs, pendings, strict=True):
                 try:
                     with transaction.atomic():
                         model._base_manager._insert([obj], fields=fields, raw=True)
                 except (IntegrityError, DatabaseError) as exc:
+                    if transaction_lost(exc):
+                        raise
                     detail = str(exc).splitlines()[0][:300]
                     raise ImportFailed(
                         ROW_REFUSED.format(detail=detail), line=p.line, code="row_refused"
@@ -771,6 +815,8 @@ class _Importer:
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
                 cursor.execute("SET CONSTRAINTS ALL DEFERRED")
         except (IntegrityError, DatabaseError) as exc:
+            if transaction_lost(exc):
+                raise
             detail = str(exc).splitlines()[0][:300]
             raise ImportFailed(
                 ROW_REFUSED.format(detail=detail), line=last_line, code="row_refused"
@@ -849,13 +895,29 @@ def import_run(
     message and `fields.line`) and nothing of the run remains. `dry_run` does all the work and
     rolls it back, so its report lists what would be created and every conflict. A second
     run of the same export creates nothing (its rows are `already_imported`).
+
+    A run the database aborted for a concurrent writer's sake (a deadlock, a serialization
+    failure) is rolled back whole, which releases its locks and forgets its map rows and
+    on-commit work, and runs again from the first line (`lines.restart()`, lines_read's) once
+    the other writer committed, up to IMPORT_ATTEMPTS runs; past them, or when the lines cannot
+    be read again, it is ImportFailed `changed` (409). Only this transaction is run again: a
+    caller's own transaction around it (an import job's) holds no lock the other writer needs.
     """
     run = run or uuid.uuid4()
-    with transaction.atomic():
-        report = _import(workspace=workspace, lines=lines, actor=actor, run=run, progress=progress)
-        report["dry_run"] = dry_run
-        if dry_run:
-            transaction.set_rollback(True)
+    for attempt in range(IMPORT_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                report = _import(workspace=workspace, lines=lines, actor=actor, run=run, progress=progress)
+                report["dry_run"] = dry_run
+                if dry_run:
+                    transaction.set_rollback(True)
+            break
+        except OperationalError as exc:
+            if not transaction_lost(exc):
+                raise
+            restart = getattr(lines, "restart", None)
+            if attempt == IMPORT_ATTEMPTS - 1 or restart is None or not restart():
+                raise ImportFailed(IMPORT_CHANGED, line=0, code="changed", status_code=409) from None
     if not dry_run and any(report["created"].get(t) for t in EMBEDDED_TYPES):
         from portability.tasks import import_embed_task
 

@@ -117,7 +117,8 @@ def procedure_lineage_lock(
     create of a name and an import or a rename into it run one after the other too; then every
     stored version, the procedures of `signatures` and `also`, in key order. A write takes all
     its keys in one call; only an import, which learns its names batch by batch, takes a call
-    per batch (portability.services.importing).
+    per batch (portability.services.importing), and runs again whole when PostgreSQL aborts it
+    as the victim of a deadlock between those calls.
 
     The writes of one lineage then run one after the other, and each reads (READ COMMITTED:
     every statement takes a new snapshot) the versions the one before it committed: two
@@ -360,11 +361,20 @@ PROCEDURE_EDITABLE = ("name", "description", "trigger_conditions", "procedure_ty
 
 
 def procedure_update(
-    *, procedure: Procedure, actor: str, principal: Principal | None = None, **fields
+    *,
+    procedure: Procedure,
+    actor: str,
+    principal: Principal | None = None,
+    lineage_held: bool = False,
+    **fields,
 ) -> Procedure:
     """Edit a procedure in place (audited). To keep the old version, evolve it instead
     (procedure_create with `parent`). Activating a version deactivates the others of its
-    lineage (a rollback); renaming an active version onto a lineage with an active one is a 409."""
+    lineage (a rollback); renaming an active version onto a lineage with an active one is a 409.
+
+    `lineage_held`: the caller's transaction already holds procedure_lineage_lock for the
+    lineage the procedure ends in (its new name, when renamed) and for the procedure itself, as
+    a review decision does; the lock is then not asked for a second time."""
     procedure_change_authorize(principal=principal, procedure=procedure)
     unknown = set(fields) - set(PROCEDURE_EDITABLE)
     if unknown:
@@ -397,7 +407,7 @@ def procedure_update(
     try:
         with transaction.atomic():
             deactivated = 0
-            if procedure.is_active and {"is_active", "name"} & set(changed):
+            if procedure.is_active and {"is_active", "name"} & set(changed) and not lineage_held:
                 procedure_lineage_lock(
                     workspace_id=procedure.workspace_id,
                     lineages=[(procedure.agent_id, procedure.name)],
