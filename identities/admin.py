@@ -61,6 +61,9 @@ class MemoryUserAdmin(WorkspaceScopedAdmin):
     readonly_fields = ["preferences", "merged_into", "first_seen_at", "last_seen_at", "audit_history"]
     inlines = [ChannelIdentityInline]
     actions = ["merge_into_first"]
+    # Run outside the changelist's transaction: each merge commits by itself, so it gives up its
+    # people's locks before the next one takes others, and a refused merge keeps those before it.
+    actions_committing_each_step = {"merge_into_first"}
 
     def get_queryset(self, request):
         return with_statistics(super().get_queryset(request))
@@ -111,7 +114,7 @@ class MemoryUserAdmin(WorkspaceScopedAdmin):
             return HttpResponseRedirect(reverse("admin:identities_memoryuser_change", args=[object_id]))
 
     def changelist_view(self, request, extra_context=None):
-        if request.method != "POST":
+        if request.method != "POST" or _action_chosen(request) in self.actions_committing_each_step:
             return super().changelist_view(request, extra_context)
         # Actions run here, the deletion included: atomic, so its deletion log goes with a refusal.
         try:
@@ -145,11 +148,29 @@ class MemoryUserAdmin(WorkspaceScopedAdmin):
             messages.info(request, "The selected users are already one person.")
             return
         target, *sources = sorted(people.values(), key=lambda u: (u.first_seen_at, str(u.pk)))
-        try:
-            with transaction.atomic():
-                for source in sources:
-                    memory_user_merge(source=source, target=target, actor=admin_actor(request))
-        except ApplicationError as exc:
-            messages.error(request, f"Nothing was merged: {exc.message}")
-            return
-        messages.success(request, f"Merged {len(sources)} user(s) into {target}.")
+        merged, refused = [], []
+        for source in sources:
+            # One transaction per merge (the service's own): see actions_committing_each_step.
+            try:
+                memory_user_merge(source=source, target=target, actor=admin_actor(request))
+            except ApplicationError as exc:
+                refused.append((source, exc.message))
+            else:
+                merged.append(source)
+        if merged:
+            names = ", ".join(str(u) for u in merged)
+            messages.success(request, f"Merged into {target}: {names}.")
+        for source, reason in refused:
+            messages.error(request, f"Not merged into {target}: {source}: {reason}")
+
+
+def _action_chosen(request) -> str | None:
+    """The action a changelist POST runs, read as ModelAdmin.response_action reads it."""
+    try:
+        index = int(request.POST.get("index", 0))
+    except ValueError:
+        index = 0
+    try:
+        return request.POST.getlist("action")[index]
+    except IndexError:
+        return None

@@ -42,3 +42,19 @@ def refused(request, response, *, status: int, message: str = ""):
         return response
     response.status_code = 200
     return toast(request, response, message, level="error") if message else response
+
+
+def action_refused(request, render, *, status: int, message: str):
+    """A refused row action: a button of a row or of the selection (batch delete, a review
+    decision, a member's role or removal, Erase, a hold's release). `render()` answers it as
+    the action does when it goes through, a fragment for htmx, and for a plain post the whole
+    page (browser.lib.rendering.render_page), with the reason in place where the page has one.
+
+    A plain post answers the refusal's status: a redirect with a flash message, as a write that
+    went through answers, told a client without htmx nothing. The reason is also added to the
+    page's messages before it renders, so that page shows it (base.html lists them) and the next
+    one does not. htmx gets 200 and a toast, as refused() says.
+    """
+    if not request.htmx:
+        messages.error(request, message)
+    return refused(request, render(), status=status, message=message)

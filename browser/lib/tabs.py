@@ -9,18 +9,17 @@ naming scheme in the tab's template: `<slug>-panel`, `<slug>-results`, `<item>-r
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from django import forms
-from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.html import format_html, format_html_join
 
 from browser.forms import BatchDeleteForm, form_add_service_errors
 from browser.lib.listing import Sort, paginate_sorted
 from browser.lib.pickers import PICKERS, picker_hints, picker_url, pickers_resolve
-from browser.lib.rendering import refused, render_page, toast
+from browser.lib.rendering import action_refused, refused, render_page, toast
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
 
@@ -182,7 +181,8 @@ def _results_context(spec: TabSpec, request) -> dict:
     return context
 
 
-def tab_list(request, spec: TabSpec):
+def tab_list(request, spec: TabSpec, **extra):
+    """The tab, filtered by the query string; `extra` adds to its context (a refusal)."""
     context = _results_context(spec, request)
     context["filters"] = filter_fields(spec, request, context["picker_hints"])
     # Filters other than the search box that the URL sets, so their panel opens itself.
@@ -191,7 +191,7 @@ def tab_list(request, spec: TabSpec):
     return render_page(
         request,
         spec.template,
-        {**context, "page": "list"},
+        {**context, "page": "list", **extra},
         partials={"main": f"{spec.slug}-panel", "results": f"{spec.slug}-results"},
     )
 
@@ -286,32 +286,30 @@ def tab_delete(request, spec: TabSpec):
     back = f"{list_url}?{query}" if query else list_url
     if not form.is_valid():
         message = " ".join(form.non_field_errors())
-        if not request.htmx:
-            toast(request, None, message, level="error")
-            return redirect(back)
-        return toast(request, _render_results(spec, request), message, level="error")
+        return action_refused(request, partial(_delete_answer, spec, request), status=400, message=message)
     ids = form.cleaned_data["ids"]
     if not request.htmx and not form.cleaned_data["confirmed"]:
         context = {**base_context(spec, request), "ids": ids, "back": back, "query": query}
         return render(request, "memories/confirm_delete.html", context)
-    refusal = None
     try:
         counts = spec.batch_delete(principal, ids)
     except ApplicationError as exc:
-        message, level = exc.message, "error"
         links = spec.refusal_links(request, exc) if spec.refusal_links else []
         refusal = {"message": exc.message, "code": exc.code, "links": links}
-    else:
-        message, level = _deleted_message(spec, len(ids), counts), "success"
+        answer = partial(_delete_answer, spec, request, refusal=refusal)
+        return action_refused(request, answer, status=exc.status_code, message=exc.message)
+    message = _deleted_message(spec, len(ids), counts)
     if not request.htmx:
-        toast(request, None, message, level=level)
-        if refusal and refusal["links"]:
-            # A flash message of its own: the refusal's text stays exactly the service's.
-            pairs = ((url, label) for label, url in refusal["links"])
-            links = format_html_join(", ", '<a href="{}">{}</a>', pairs)
-            messages.error(request, format_html("Resolve it here: {}", links))
+        toast(request, None, message)
         return redirect(back)
-    return toast(request, _render_results(spec, request, refusal=refusal), message, level=level)
+    return toast(request, _render_results(spec, request), message)
+
+
+def _delete_answer(spec: TabSpec, request, refusal=None):
+    """What a batch delete answers: htmx swaps the results, a plain post gets the whole tab."""
+    if request.htmx:
+        return _render_results(spec, request, refusal=refusal)
+    return tab_list(request, spec, delete_refusal=refusal)
 
 
 def _render_results(spec: TabSpec, request, refusal=None):

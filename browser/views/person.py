@@ -8,6 +8,7 @@ partial only, and only that section is queried.
 """
 
 from dataclasses import dataclass, field
+from functools import partial
 from urllib.parse import urlencode, urlsplit
 
 from django.contrib import messages
@@ -19,7 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from browser.access import ADMIN, workspace_view
 from browser.forms import LegalHoldReleaseForm, MemoryUserMergeForm
-from browser.lib.rendering import refused, render_page, toast
+from browser.lib.rendering import action_refused, render_page, toast
 from browser.selectors import person as selectors
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
@@ -292,10 +293,11 @@ def _base_context(request, memory_user) -> dict:
     }
 
 
-def person_page(request, pk, *, merge_form=None):
+def person_page(request, pk, *, merge_form=None, hold_refusal=None):
     """The person page, or for htmx one section (HX-Target `person-<section>`) or the page's
     content (HX-Target `main`). Called by browser.views.users.user_detail, which keeps the
-    users tab's inline-edit row on the same URL, and by user_merge with its refused form."""
+    users tab's inline-edit row on the same URL, by user_merge with its refused form, and by
+    person_hold_release with its refusal (`hold_refusal`, shown above the holds)."""
     memory_user = _person_or_404(request, pk)
     context = _base_context(request, memory_user)
     target = (request.htmx.target or "") if request.htmx else ""
@@ -309,7 +311,9 @@ def person_page(request, pk, *, merge_form=None):
     sections = {key: _section(params, SECTION_KEYS[key], url, builders[key]) for key in keys}
     if "facts" in sections:
         sections["facts"].options["history"] = history
-    context.update(sections=sections, merge_form=merge_form or MemoryUserMergeForm())
+    context.update(
+        sections=sections, merge_form=merge_form or MemoryUserMergeForm(), hold_refusal=hold_refusal
+    )
     if not one:
         context["holds"] = selectors.person_legal_holds(memory_user=memory_user)
     partials = {
@@ -332,14 +336,13 @@ def person_erase(request, pk):
     principal = request.operator.principal
     memory_user = _person_or_404(request, pk)
     context = _base_context(request, memory_user)
+    refusal = None
     if request.method == "POST":
         try:
             counts = memory_user_erase(memory_user=memory_user, actor=principal.actor)
         except ApplicationError as exc:
             # A refusal (a legal hold, for one) leaves the preview up with the reason.
-            if not request.htmx:
-                toast(request, None, exc.message, level="error")
-                return redirect(context["erase_url"])
+            refusal = exc
             context["erase_error"] = exc.message
             # The refusal's survivors as links: a merged record is erased through its
             # survivor, and every hold that blocks an erasure is released on one.
@@ -360,10 +363,12 @@ def person_erase(request, pk):
         preview_total=sum(preview.values()),
         page="erase",
     )
-    response = render_page(request, TEMPLATE, context, partials={"person-erase": "person-erase-preview"})
-    if context.get("erase_error"):
-        toast(request, response, context["erase_error"], level="error")
-    return response
+    answer = partial(
+        render_page, request, TEMPLATE, context, partials={"person-erase": "person-erase-preview"}
+    )
+    if refusal:
+        return action_refused(request, answer, status=refusal.status_code, message=refusal.message)
+    return answer()
 
 
 @require_POST
@@ -402,15 +407,20 @@ def person_hold_release(request, pk):
             else:
                 message = f"Legal hold on {holder} released ({holder.legal_hold_reason})."
     if refusal:
-        message = refusal["message"]
-    level = "error" if refusal else "success"
+
+        def answer():
+            # The refusal in place of the holds as they are now (another operator may have
+            # released or merged meanwhile): only a re-read replaces a list that may show a
+            # hold now gone. A plain post gets the whole person page around them.
+            if not request.htmx:
+                return person_page(request, pk, hold_refusal=refusal)
+            context.update(holds=selectors.person_legal_holds(memory_user=memory_user), hold_refusal=refusal)
+            return render_page(request, TEMPLATE, context, partials={"*": "person-holds"})
+
+        return action_refused(request, answer, status=refusal["status"], message=refusal["message"])
     if not request.htmx:
-        toast(request, None, message, level=level)
+        toast(request, None, message)
         return redirect(context["person_url"])
-    # A refusal is shown in place of the holds as they are now (another operator may have
-    # released or merged meanwhile): only the swap replaces a list that may show a hold now gone.
-    context.update(holds=selectors.person_legal_holds(memory_user=memory_user), hold_refusal=refusal)
+    context.update(holds=selectors.person_legal_holds(memory_user=memory_user))
     response = render_page(request, TEMPLATE, context, partials={"*": "person-holds"})
-    if refusal:
-        return refused(request, response, status=refusal["status"], message=message)
-    return toast(request, response, message, level=level)
+    return toast(request, response, message)

@@ -3,6 +3,7 @@ procedures; approve, edit then approve, reject with a reason, merge into the sto
 row or a selection at a time, from the keyboard too (static/memories/memories.js)."""
 
 import json
+from functools import partial
 from urllib.parse import urlencode
 
 from django import forms
@@ -14,7 +15,7 @@ from django_htmx.http import reswap, retarget
 
 from browser.access import EDIT, workspace_view
 from browser.forms import form_add_service_errors
-from browser.lib.rendering import refused, render_page, toast
+from browser.lib.rendering import action_refused, refused, render_page, toast
 from browser.selectors.review import review_items_named, review_page, review_tab_count
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
@@ -98,7 +99,11 @@ def review_decide(request):
     principal = request.operator.principal
     reason = (request.POST.get("reason") or "").strip()
     into = request.POST.get("into") or None
-    done, failed = 0, []
+    if not keys:
+        return action_refused(
+            request, partial(_results, request, request.GET), status=400, message=NOTHING_SELECTED
+        )
+    done, failed, refusals = 0, [], []
     items, missing = review_items_named(principal=principal, keys=keys)
     failed.extend(f"{key}: not waiting for review" for key in missing)
     for item in items:
@@ -107,12 +112,20 @@ def review_decide(request):
             _decide_one(principal, action, item, target)
         except (ApplicationError, NotFoundError) as exc:
             failed.append(f"{item.text[:40]}: {exc.message}")
+            refusals.append(exc)
             continue
         done += 1
-    if not keys:
-        message, level = NOTHING_SELECTED, "error"
-    elif failed:
-        message, level = f"{ACTIONS[action]} {done}; not done: " + "; ".join(failed[:3]), "error"
+    if failed:
+        message = f"{ACTIONS[action]} {done}; not done: " + "; ".join(failed[:3])
+        if refusals and not done:
+            # Nothing decided and the service refused: the refusal's status. Items decided
+            # already (another operator, a second click) refuse nothing: the queue, re-read,
+            # no longer lists them.
+            status = refusals[0].status_code
+            return action_refused(
+                request, partial(_results, request, request.GET), status=status, message=message
+            )
+        level = "error"
     else:
         message, level = f"{ACTIONS[action]} {done} item{'s' if done != 1 else ''}.", "success"
     if not request.htmx:

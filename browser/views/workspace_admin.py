@@ -1,5 +1,7 @@
 """Members and API keys of a workspace, for its admins."""
 
+from functools import partial
+
 from django.contrib import messages
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -8,7 +10,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from browser.access import ADMIN, workspace_view
 from browser.forms import ApiKeyCreateForm, MemberAddForm, MemberRoleForm, form_add_service_errors
-from browser.lib.rendering import refused, render_page, toast
+from browser.lib.rendering import action_refused, refused, render_page, toast
 from browser.selectors import api_key_get, member_get
 from browser.services import member_add, member_remove, member_role_change
 from core.errors import ApplicationError
@@ -17,6 +19,7 @@ from core.services import api_key_create, api_key_revoke
 
 MEMBERS_PARTIALS = {"main": "members-panel", "members-list": "members-list"}
 KEYS_PARTIALS = {"main": "keys-panel", "keys-list": "keys-list"}
+UNKNOWN_ROLE = "Unknown role."
 
 
 def _members_page(request, *, form=None):
@@ -62,21 +65,21 @@ def member_role(request, membership_id):
     operator = request.operator
     membership = member_get(workspace=operator.workspace, membership_id=membership_id)
     form = MemberRoleForm(request.POST)
-    message, level = "", "success"
     if not form.is_valid():
-        message, level = "Unknown role.", "error"
-    else:
-        try:
-            membership = member_role_change(
-                membership=membership, actor=operator.principal.actor, role=form.cleaned_data["role"]
-            )
-            message = f"{membership.user.get_username()} is now a {membership.get_role_display().lower()}."
-        except ApplicationError as exc:
-            message, level = exc.message, "error"
+        return action_refused(request, partial(_members_page, request), status=400, message=UNKNOWN_ROLE)
+    try:
+        membership = member_role_change(
+            membership=membership, actor=operator.principal.actor, role=form.cleaned_data["role"]
+        )
+    except ApplicationError as exc:
+        return action_refused(
+            request, partial(_members_page, request), status=exc.status_code, message=exc.message
+        )
+    message = f"{membership.user.get_username()} is now a {membership.get_role_display().lower()}."
     if not request.htmx:
-        toast(request, None, message, level=level)
+        toast(request, None, message)
         return redirect(reverse("memories:members", kwargs={"workspace_id": operator.workspace.pk}))
-    return toast(request, _members_page(request), message, level=level)
+    return toast(request, _members_page(request), message)
 
 
 @require_POST
@@ -87,19 +90,21 @@ def member_delete(request, membership_id):
     username = membership.user.get_username()
     try:
         member_remove(membership=membership, actor=operator.principal.actor)
-        message, level = f"{username} was removed from the workspace.", "success"
     except ApplicationError as exc:
-        message, level = exc.message, "error"
-    if membership.user_id == request.user.pk and level == "success":
+        return action_refused(
+            request, partial(_members_page, request), status=exc.status_code, message=exc.message
+        )
+    message = f"{username} was removed from the workspace."
+    if membership.user_id == request.user.pk:
         # Removing oneself leaves nothing to show here: the home page, whole.
         messages.success(request, message)
         if request.htmx:
             return HttpResponseClientRedirect(reverse("memories:home"))
         return redirect(reverse("memories:home"))
     if not request.htmx:
-        toast(request, None, message, level=level)
+        toast(request, None, message)
         return redirect(reverse("memories:members", kwargs={"workspace_id": operator.workspace.pk}))
-    return toast(request, _members_page(request), message, level=level)
+    return toast(request, _members_page(request), message)
 
 
 def _keys_page(request, *, form=None, created=None):

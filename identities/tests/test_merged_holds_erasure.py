@@ -231,7 +231,9 @@ class MergedRecordErasureScreensTests(MemoryTestCase):
 
         response = self.client.post(url)
 
-        assert response.status_code == 302
+        # The erase page again with the reason, at the refusal's status (409).
+        assert response.status_code == 409
+        assert services.MERGED_RECORD_ERASE in response.content.decode()
         assert services.MERGED_RECORD_ERASE in self.messages_of(response)
         assert MemoryUser.objects.filter(pk=self.bo.pk).exists()
 
@@ -241,7 +243,8 @@ class MergedRecordErasureScreensTests(MemoryTestCase):
 
         response = self.client.post(url, {"ids": [str(self.bo.pk)], "confirmed": "1"})
 
-        assert response.status_code == 302
+        assert response.status_code == 409
+        assert services.MERGED_RECORD_ERASE in response.content.decode()
         assert services.MERGED_RECORD_ERASE in self.messages_of(response)
         assert MemoryUser.objects.filter(pk=self.bo.pk).exists()
 

@@ -79,14 +79,13 @@ class HoldReleaseRefusalTests(BrowserTestCase):
         assert refusal_of(body) == "merge_running" and "A merge of this person is under way." in body
         assert "Case 1" in body and "Case 2" in body
 
-    def test_without_htmx_the_refusal_is_a_flash_on_the_person_page(self):
+    def test_without_htmx_the_refusal_is_a_404_on_the_person_page(self):
         url = self.url("memories:user-hold-release", pk=self.ada.pk)
         response = self.client.post(url, {"placed_on": str(self.other_workspace.pk)})
-        assert response.status_code == 302 and response["Location"] == self.url(
-            "memories:user", pk=self.ada.pk
-        )
-        page = self.client.get(response["Location"]).content.decode()
-        assert HOLD_NOT_LISTED in page
+        page = response.content.decode()
+        assert response.status_code == 404 and "<html" in page
+        assert refusal_of(page) == "not_found" and HOLD_NOT_LISTED in page
+        assert "Case 1" in page and "Case 2" in page
 
     def test_a_release_that_goes_through_has_no_inline_error(self):
         response = self.release({"placed_on": str(self.bo.pk)})

@@ -104,7 +104,7 @@ class PersonPageHoldsTests(MergedHoldsCase):
             assert response.status_code == 200
             assert 'data-refusal="not_found"' in response.content.decode()
             assert HOLD_NOT_LISTED in response["HX-Trigger"]
-            assert self.release(self.ada, {"placed_on": str(placed_on)}, htmx=False).status_code == 302
+            assert self.release(self.ada, {"placed_on": str(placed_on)}, htmx=False).status_code == 404
         # The merged record does not reach back to the survivor's own hold.
         back = self.release(self.bo, {"placed_on": str(self.ada.pk)})
         assert 'data-refusal="not_found"' in back.content.decode()
@@ -124,9 +124,8 @@ class PersonPageHoldsTests(MergedHoldsCase):
         for value in ("not-a-uuid", "\x00", f"{self.bo.pk}\x00", "9" * 5000, "' OR 1=1 --"):
             for htmx in (True, False):
                 response = self.release(self.ada, {"placed_on": value}, htmx=htmx)
-                assert response.status_code == (200 if htmx else 302), (value, response.status_code)
-                if htmx:
-                    assert 'data-refusal="invalid"' in response.content.decode()
+                assert response.status_code == (200 if htmx else 400), (value, response.status_code)
+                assert 'data-refusal="invalid"' in response.content.decode()
         assert self.held() == {self.ada.pk, self.bo.pk}
 
     def test_a_section_request_does_not_read_the_holds(self):
@@ -232,10 +231,12 @@ class ErasureRefusalTests(BrowserTestCase):
         assert f'<a href="{self.ada_url}">Erase Ada instead</a>' in body
         assert MERGED_RECORD_ERASE in response["HX-Trigger"]
 
+        # Without htmx: the refusal's 409 with the whole tab, the same links in place.
         plain = self.client.post(url, {"ids": [str(self.bo.pk)], "confirmed": "on"})
-        shown = [str(m) for m in get_messages(plain.wsgi_request)]
-        assert MERGED_RECORD_ERASE in shown
-        assert f'<a href="{self.ada_url}">Erase Ada instead</a>' in " ".join(shown)
+        page = plain.content.decode()
+        assert plain.status_code == 409 and "<html" in page and 'data-refusal="merged"' in page
+        assert f'<a href="{self.ada_url}">Erase Ada instead</a>' in page
+        assert MERGED_RECORD_ERASE in [str(m) for m in get_messages(plain.wsgi_request)]
         assert MemoryUser.objects.filter(pk=self.bo.pk, merged_into=self.ada).exists()
         assert not AuditEvent.objects.filter(action="erase").exists()
 
