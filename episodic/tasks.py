@@ -15,8 +15,8 @@ from episodic.services import entries_reembed, entry_embed_batch
 
 
 @shared_task(name="episodes.tasks.entry_embed_task", **EMBED_RETRY)
-def entry_embed_task(entry_ids: list[str]):
-    return entry_embed_batch(entry_ids=entry_ids)
+def entry_embed_task(entry_ids: list[str], attempt: int = 0):
+    return entry_embed_batch(entry_ids=entry_ids, attempt=attempt)
 
 
 @shared_task(name="episodes.tasks.entries_reembed_task")

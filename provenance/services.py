@@ -8,6 +8,7 @@ from core.models import AuditEvent
 from core.services import audit_record, audit_record_deletes
 from facts.models import Fact
 from facts.services import facts_rows_delete
+from identities.services import memory_users_hold
 from provenance.selectors import derived_from_source
 from threads.models import Message, Thread
 
@@ -29,8 +30,18 @@ def derived_purge(*, principal: Principal, thread: Thread, message: Message | No
     counts = {}
     with transaction.atomic():
         derived = derived_from_source(principal=principal, thread=thread, message=message)
+        # The people first, as an erasure or a merge locks them before their rows: the purge
+        # rebuilds their preferences (an UPDATE of the person) after it locked their entries
+        # and facts, and an erasure that locked the person meanwhile and then waited for those
+        # rows closed a cycle with it. Held, an erasure or merge under way is waited for
+        # (its rows are then gone or moved), and one after waits for this purge.
+        memory_users_hold(
+            ids=set(derived["entries"].values_list("memory_user_id", flat=True))
+            | set(derived["facts"].exclude(memory_user=None).values_list("memory_user_id", flat=True))
+        )
         for name, rows in derived.items():
-            ids = list(rows.select_for_update(of=("self",)).values_list("pk", flat=True))
+            # Key order: two purges of one source lock its rows in the same order.
+            ids = list(rows.order_by("pk").select_for_update(of=("self",)).values_list("pk", flat=True))
             if ids:
                 _delete(rows.model, ids)
                 audit_record_deletes(

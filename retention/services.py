@@ -188,8 +188,12 @@ def _compaction_may_help(*, now) -> Q:
     `compaction_checked_at`) would answer "up_to_date" again: messages read by two branches,
     those of an abandoned branch, or turns the recent window still shows wait until new
     messages move the window, not until the next run asks.
+
+    `compaction_checked_at` is the `last_activity_at` the compaction saw, so "since" is
+    equality: appends stamp with the web host's clock, and an order between two hosts' clocks
+    would keep a thread out after an append from a host whose clock runs behind.
     """
-    checked_since = Q(compaction_checked_at__isnull=False, compaction_checked_at__gte=F("last_activity_at"))
+    checked_since = Q(compaction_checked_at=F("last_activity_at"))
     not_pending = Q(compaction_requested_at__isnull=True) & ~checked_since
     return not_pending | Q(compaction_requested_at__lt=now - COMPACTION_REQUEST_TTL)
 
@@ -201,7 +205,7 @@ def _node_compaction_may_help(*, now) -> Q:
         Q(compaction_requested_at__gte=now - COMPACTION_REQUEST_TTL)
         | Q(
             compaction_requested_at__isnull=True,
-            compaction_checked_at__gte=OuterRef("thread__last_activity_at"),
+            compaction_checked_at=OuterRef("thread__last_activity_at"),
         )
     )
     return ~Exists(settled)

@@ -82,6 +82,25 @@ def _messages_detach(ids: list) -> list:
     return ids
 
 
+def _entries_detach(ids: list) -> list:
+    """The entries of `ids` (locked by the batch) that may go: those whose every dependant
+    outside the batch (an entry superseded by or merged into one of them) the batch could lock.
+
+    The collector unlinks the dependants (`superseded_by`, SET_NULL) before it deletes an
+    entry. Its UPDATE waiting for a dependant that another transaction holds (a purge by
+    source that holds it and waits for an entry of this batch) was a deadlock; locked here in
+    pk order, SKIP LOCKED, the batch never waits for one, and an entry with a dependant held
+    elsewhere stays for a later batch.
+    """
+    outside = EpisodicEntry.objects.filter(superseded_by_id__in=ids).exclude(pk__in=ids)
+    parents = dict(outside.values_list("pk", "superseded_by_id"))
+    locked = set(
+        outside.order_by("pk").select_for_update(no_key=True, skip_locked=True).values_list("pk", flat=True)
+    )
+    blocked = {parent for child, parent in parents.items() if child not in locked}
+    return [pk for pk in ids if pk not in blocked]
+
+
 # Current versions and closed ones (history, and facts held in review) are ranked apart: a
 # key updated often would otherwise push the current value of every other key out of "the
 # newest N" with versions that are no longer true.
@@ -162,6 +181,7 @@ TARGETS = {
         agent="agent_id",
         person="memory_user",
         audit_entity="episodic_entry",
+        before_delete=_entries_detach,
     ),
     Tier.EPISODES: Target(
         tier=Tier.EPISODES,

@@ -32,5 +32,5 @@ def thread_compact_task(self, thread_id: str, node: str = "", llm_job_id: int | 
 # Defined in episodes/tasks.py before message vectors moved to this tier; the name stays so
 # that messages queued by an earlier release still run after an upgrade.
 @shared_task(name="episodes.tasks.message_embed_task", **EMBED_RETRY)
-def message_embed_task(message_ids: list[str]):
-    return message_embed_batch(message_ids=message_ids)
+def message_embed_task(message_ids: list[str], attempt: int = 0):
+    return message_embed_batch(message_ids=message_ids, attempt=attempt)

@@ -4,7 +4,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 
 from core.embeddings import embedding_provider_for
-from core.lib.sweep import sweep_take
+from core.lib.sweep import embed_skipped_requeue, sweep_take
 from episodic.models import EntryEmbedding, EpisodicEntry
 from identities.services import memory_users_hold
 
@@ -13,11 +13,15 @@ def entry_embedding_text(entry: EpisodicEntry) -> str:
     return entry.content
 
 
-def entry_embed_batch(*, entry_ids, provider=None) -> int:
+def entry_embed_batch(*, entry_ids, provider=None, attempt: int = 0) -> int:
     """Store vectors for the entries of `entry_ids` that lack one under the current model.
 
     Idempotent: entries already embedded with the model are skipped, and a concurrent
     run's rows win through the unique (entry, model) constraint. Returns rows written.
+
+    Entries another transaction held are queued again after commit (`entry_embed_task`,
+    `attempt` + 1, at most core.lib.sweep.EMBED_SKIPPED_ATTEMPTS) when the workspace's own provider is
+    used: the sweep misses an entry that keeps a vector of the previous model.
     """
     entries = list(EpisodicEntry.objects.filter(pk__in=list(entry_ids)).select_related("workspace"))
     written = 0
@@ -34,12 +38,18 @@ def entry_embed_batch(*, entry_ids, provider=None) -> int:
         if not todo:
             continue
         vectors = group_provider.embed([entry_embedding_text(e) for e in todo])
-        written += _entry_vectors_store(entries=todo, vectors=vectors, model=model)
+        stored, held = _entry_vectors_store(entries=todo, vectors=vectors, model=model)
+        written += stored
+        if provider is None:
+            from episodic.tasks import entry_embed_task
+
+            embed_skipped_requeue(entry_embed_task, ids=held, attempt=attempt)
     return written
 
 
-def _entry_vectors_store(*, entries, vectors, model: str) -> int:
-    """Store the vectors of entries still holding the text they were computed from.
+def _entry_vectors_store(*, entries, vectors, model: str) -> tuple[int, list]:
+    """Store the vectors of entries still holding the text they were computed from; returns
+    (rows written, ids of the entries skipped because gone or held).
 
     An entry deleted while its vector was computed is skipped, and so is one whose content
     was edited meanwhile (the edit dropped its vectors and queued its own embedding) or that
@@ -58,8 +68,10 @@ def _entry_vectors_store(*, entries, vectors, model: str) -> int:
         # it (a deletion unlinks the entries merged or superseded into the ones it deletes,
         # then deletes them: retention's batch, an entry or batch delete, an erasure). Skipped
         # entries are held by any write (a deletion, an edit, which queues its own embedding,
-        # a confirmation, a review decision); any left without a vector is the sweep's
-        # (entry_embed_sweep). The lock keeps the others until their vectors commit.
+        # a confirmation, a review decision) and queued again by the caller: the sweep
+        # (entry_embed_sweep) sees only entries with no vector at all, not one that keeps a
+        # vector of the previous model during a re-embed. The lock keeps the others until
+        # their vectors commit.
         current = {
             pk: (content, person)
             for pk, content, person in EpisodicEntry.objects.filter(pk__in=ids)
@@ -79,7 +91,7 @@ def _entry_vectors_store(*, entries, vectors, model: str) -> int:
     for entry in entries:
         if entry.pk in stored:
             entry.embedding_model = model
-    return len(rows)
+    return len(rows), [pk for pk in ids if pk not in current]
 
 
 def entries_reembed(*, workspace=None, batch_size: int = 256) -> int:

@@ -1,9 +1,11 @@
 """Retention asks for a compaction of a thread whose expired messages no summary holds only when
 a compaction could hold more of them: not again after one that ran since the thread's last
 message (a fork's shared turns and an abandoned branch stay waiting for good), again once new
-messages arrive, and again when a request was lost."""
+messages arrive (whatever the clocks of the appending host and the worker), and again when a
+request was lost."""
 
 from datetime import timedelta
+from unittest import mock
 
 from django.test import override_settings
 from django.utils import timezone
@@ -21,6 +23,12 @@ from threads.tasks import thread_compact_task
 from threads.tests.factories import append, make_thread
 
 OLD = timezone.now() - timedelta(days=40)
+_real_now = timezone.now
+
+
+def clock_behind():
+    """A web host whose clock runs ten minutes behind the worker's."""
+    return mock.patch("django.utils.timezone.now", lambda: _real_now() - timedelta(minutes=10))
 
 
 def turns(label, count):
@@ -157,6 +165,45 @@ class CompactionRequestTests(MemoryTestCase):
         Message.objects.filter(thread=thread).update(created_at=OLD)
         self.retain()
         assert self.compactions(thread) == 1
+
+    def test_an_append_from_a_host_whose_clock_runs_behind_is_asked_about_again(self):
+        """Appends stamp `last_activity_at` with the web host's clock, compactions run on a
+        worker: an append stamped ten minutes "before" the last compaction still makes the
+        next run ask again."""
+        thread = self.thread()
+        append(thread, *turns("Short", 3))
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        self.retain()
+        assert self.compactions(thread) == 1
+        self.forget_finished_jobs()
+
+        with clock_behind():
+            append(thread, *turns("Later", 10))
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        self.retain()
+        assert self.compactions(thread) == 1
+
+    def test_a_nodes_append_from_a_host_whose_clock_runs_behind_is_asked_about_again(self):
+        """The same for a node's summary, compared with its thread's last activity."""
+        thread = self.thread()
+        (ask,) = append(thread, ("user", "Research Paris hotels for 12 March."))
+        append(
+            thread,
+            {"role": "assistant", "content": "Looking at hotels near the Louvre.", "parent": str(ask.pk)},
+            ("assistant", "Two hotels found."),
+            node_id="researcher",
+        )
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        node_jobs = LLMJob.objects.filter(task=thread_compact_task.name, kwargs__node="researcher")
+        self.retain()
+        assert node_jobs.count() == 1
+        self.forget_finished_jobs()
+
+        with clock_behind():
+            append(thread, *turns("Researcher", 10), node_id="researcher")
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        self.retain()
+        assert node_jobs.count() == 1
 
     def test_a_nodes_up_to_date_answer_outlives_its_finished_job(self):
         """The same for a node's summary: its up-to-date answer is recorded on its NodeSummary."""

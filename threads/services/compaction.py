@@ -217,20 +217,25 @@ def thread_summary_held_rebuild(*, thread_ids) -> None:
 
 
 # Waits for an append to the thread in progress (appends hold the row FOR UPDATE for their
-# whole transaction); KEY SHARE conflicts only with FOR UPDATE, and is released at once.
-_APPENDS_SETTLED_SQL = "SELECT 1 FROM threads_thread WHERE id = %s FOR KEY SHARE"
+# whole transaction) and reads the row as it left it; KEY SHARE conflicts only with FOR
+# UPDATE, and is released at once.
+_APPENDS_SETTLED_SQL = "SELECT last_activity_at FROM threads_thread WHERE id = %s FOR KEY SHARE"
 
 
 def _appends_settled(thread_id):
-    """A time by which every append to the thread that set its `last_activity_at` at or before
-    it has committed, so a window read after this call sees them all.
+    """The thread's `last_activity_at` once every append in progress has committed, so a
+    window read after this call sees every append that stamped it.
 
-    An append stamps `last_activity_at` after taking the row lock and commits before releasing
-    it: once the lock is had, the appends stamped before now are in, and later ones stamp later.
+    Recorded as `compaction_checked_at`, it is compared for equality with the thread's
+    `last_activity_at` (retention): any later append stamps another value. The value, not a
+    clock read here, because appends stamp it with the web host's clock and this runs on a
+    worker's: compared as times, an appending host whose clock runs behind stamped its next
+    append "before" the check, and retention did not ask again until an append passed it.
     """
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_APPENDS_SETTLED_SQL, [thread_id])
-        return timezone.now()
+        row = cursor.fetchone()
+        return row[0] if row else None
 
 
 @dataclass
@@ -320,8 +325,9 @@ def thread_compact(*, thread_id, node: str = "") -> str:
     When the summarizer fails, the previous summary stays and LLMError propagates so the
     task retries with backoff. Raw messages are never changed.
 
-    "compacted" and "up_to_date" record `compaction_checked_at` (a time before the window was
-    read): retention asks for another compaction only after a later append.
+    "compacted" and "up_to_date" record `compaction_checked_at` (the thread's
+    `last_activity_at` before the window was read): retention asks for another compaction
+    only after a later append changed it.
     """
     now = timezone.now()
     lease = now + COMPACTION_LEASE

@@ -4,7 +4,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 
 from core.embeddings import embedding_provider_for
-from core.lib.sweep import sweep_take
+from core.lib.sweep import embed_skipped_requeue, sweep_take
 from core.memory_settings import memory_settings_for
 from identities.services import memory_users_hold
 from threads.models import MessageEmbedding
@@ -14,7 +14,6 @@ EMBEDDABLE_ROLES = ("user", "assistant")
 # KEY SHARE conflicts only with FOR UPDATE (appends, compactions, thread deletion): embedding
 # batches and retention's message batches (KEY SHARE too) never wait for each other here.
 _THREADS_HOLD_SQL = "SELECT id FROM threads_thread WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE"
-
 
 def message_embedding_texts(message, previous) -> tuple[str, str]:
     """The text of a message as embedded alone (dated) and after its predecessor."""
@@ -26,11 +25,14 @@ def message_embedding_texts(message, previous) -> tuple[str, str]:
     return dated, f"{previous.name or previous.role}: {previous.content}\n{text}"
 
 
-def message_embed_batch(*, message_ids, provider=None) -> int:
+def message_embed_batch(*, message_ids, provider=None, attempt: int = 0) -> int:
     """Embed user and assistant messages of `message_ids` that have no vector under the model.
 
     Each message gets two vectors (alone, and read after the previous message of its
     thread); idempotent like `entry_embed_batch`. Returns rows written.
+
+    Messages another transaction held are queued again after commit (`message_embed_task`,
+    `attempt` + 1, at most core.lib.sweep.EMBED_SKIPPED_ATTEMPTS) when the workspace's own provider is used.
     """
     from threads.models import Message, Thread
 
@@ -78,8 +80,10 @@ def message_embed_batch(*, message_ids, provider=None) -> int:
             # lock, so nothing that holds messages and then waits for these (retention's
             # batch detaching children, a second batch) can close a cycle with it. Skipped
             # messages are being deleted (a vector of one would fail the batch at commit,
-            # deferred foreign key) or written; any left without a vector is the sweep's
-            # (message_embed_sweep). The lock keeps the others until their vectors commit.
+            # deferred foreign key) or written, and are queued again below: the sweep
+            # (message_embed_sweep) does not see every message (agents without semantic
+            # recall, threads without a person, vectors of a previous model). The lock keeps
+            # the others until their vectors commit.
             alive = set(
                 Message.objects.filter(pk__in=[m.pk for m in todo])
                 .order_by("pk")
@@ -109,6 +113,11 @@ def message_embed_batch(*, message_ids, provider=None) -> int:
             ]
             MessageEmbedding.objects.bulk_create(rows, ignore_conflicts=True)
         written += len(rows)
+        if provider is None:
+            from threads.tasks import message_embed_task
+
+            held = [m.pk for m in todo if m.pk not in alive]
+            embed_skipped_requeue(message_embed_task, ids=held, attempt=attempt)
     return written
 
 
