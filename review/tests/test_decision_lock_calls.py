@@ -2,8 +2,6 @@
 told the lineage is held and asks neither the advisory keys nor the versions' row locks again
 (it used to, for keys the decision held already: one advisory and one locking statement more)."""
 
-import uuid
-
 from django.db import connection
 from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
@@ -12,24 +10,9 @@ from core.access import Principal
 from core.services import agent_get_or_create, workspace_create
 from procedures.models import Procedure
 from procedures.services import procedure_create
+from procedures.tests.factories import proposal_create
 from review.selectors import TIER_PROCEDURE
 from review.services import review_approve
-
-
-def proposal_create(*, workspace, agent, name: str) -> Procedure:
-    """A procedure proposed by learning, waiting for review (inactive, never decided)."""
-    return Procedure.objects.create(
-        workspace=workspace,
-        agent=agent,
-        name=name,
-        version=2,
-        procedure_type="prompt_template",
-        content=f"learned {name}",
-        origin=Procedure.Origin.SELF_LEARNED,
-        source_episode_ids=[uuid.uuid4()],
-        learned_signature=f"task:{name}",
-        is_active=False,
-    )
 
 
 class OneLineageLockPerDecisionTests(TestCase):
@@ -53,7 +36,9 @@ class OneLineageLockPerDecisionTests(TestCase):
             procedure_type="prompt_template",
             content="v1",
         )
-        proposal = proposal_create(workspace=self.workspace, agent=self.agent, name="Deploy")
+        proposal = proposal_create(
+            workspace=self.workspace, agent=self.agent, name="Deploy", signature="task:Deploy"
+        )
 
         sent = self.decide(item_id=proposal.pk)
 
@@ -67,7 +52,9 @@ class OneLineageLockPerDecisionTests(TestCase):
 
     def test_an_approval_with_a_new_name_locks_both_lineages_in_one_call(self):
         """The rename and the activation are decided under the decision's one lock."""
-        proposal = proposal_create(workspace=self.workspace, agent=self.agent, name="Learned: ship")
+        proposal = proposal_create(
+            workspace=self.workspace, agent=self.agent, name="Learned: ship", signature="task:Learned: ship"
+        )
 
         sent = self.decide(item_id=proposal.pk, edits={"name": " Ship "})
 

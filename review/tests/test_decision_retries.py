@@ -4,7 +4,6 @@ decided again once the other committed: one approval, audited once, instead of t
 database error for the whole request."""
 
 import threading
-import uuid
 
 from django.db import connection, transaction
 from django.test import TransactionTestCase
@@ -16,6 +15,7 @@ from core.testing import thread_started, until_a_backend_waits
 from procedures.models import Procedure
 from procedures.services import procedure_create
 from procedures.services.procedures import _lineage_key
+from procedures.tests.factories import proposal_create
 from review.selectors import TIER_PROCEDURE
 from review.services import review_approve
 
@@ -32,16 +32,8 @@ class DecisionAbortedAsDeadlockVictimTests(TransactionTestCase):
             procedure_type="prompt_template",
             content="v1",
         )
-        self.proposal = Procedure.objects.create(
-            workspace=self.workspace,
-            agent=self.agent,
-            name="Deploy",
-            version=2,
-            procedure_type="prompt_template",
-            content="v2",
-            origin=Procedure.Origin.SELF_LEARNED,
-            source_episode_ids=[uuid.uuid4()],
-            is_active=False,
+        self.proposal = proposal_create(
+            workspace=self.workspace, agent=self.agent, name="Deploy", content="v2"
         )
 
     def test_an_approval_aborted_by_a_deadlock_is_decided_again(self):

@@ -8,7 +8,6 @@ A proposal renamed between the decision's read and its lock is decided again fro
 its new name, with its locks released in between, instead of locking the new lineage second."""
 
 import threading
-import uuid
 
 from django.db import connection, transaction
 from django.test import TestCase, TransactionTestCase
@@ -21,27 +20,12 @@ from core.testing import statements_sent, thread_started
 from procedures.models import Procedure
 from procedures.services import procedure_create, procedure_update
 from procedures.services.procedures import _lineage_key, _signature_key
+from procedures.tests.factories import proposal_create
 from review.selectors import TIER_PROCEDURE
 from review.services import DECIDE_ATTEMPTS, ITEM_CHANGED, review_approve, review_reject
 from review.tests.test_procedure_decision_locks import until_backends_wait
 
 ADVISORY = "pg_advisory_xact_lock"
-
-
-def proposal_create(*, workspace, agent, name: str, version: int = 2, signature: str = "") -> Procedure:
-    """A procedure proposed by learning, waiting for review (inactive, never decided)."""
-    return Procedure.objects.create(
-        workspace=workspace,
-        agent=agent,
-        name=name,
-        version=version,
-        procedure_type="prompt_template",
-        content=f"learned {name}",
-        origin=Procedure.Origin.SELF_LEARNED,
-        source_episode_ids=[uuid.uuid4()],
-        learned_signature=signature,
-        is_active=False,
-    )
 
 
 def decisions(procedure: Procedure) -> list:

@@ -4,7 +4,6 @@ which exists before the lineage has a row): it waits for the create, then is app
 it is once that version is stored (the stored version steps down), instead of a 409."""
 
 import threading
-import uuid
 
 from django.db import transaction
 from django.test import TransactionTestCase
@@ -15,6 +14,7 @@ from core.services import agent_get_or_create, workspace_create
 from core.testing import thread_started, until_a_backend_waits
 from procedures.models import Procedure
 from procedures.services import procedure_create
+from procedures.tests.factories import proposal_create
 from review.selectors import TIER_PROCEDURE
 from review.services import review_approve
 
@@ -24,16 +24,8 @@ class RenamedApprovalRacingFirstCreateTests(TransactionTestCase):
         self.workspace = workspace_create(name="Acme")
         self.agent = agent_get_or_create(workspace=self.workspace, slug="assistant")
         self.principal = Principal(workspace=self.workspace, role="editor")
-        self.proposal = Procedure.objects.create(
-            workspace=self.workspace,
-            agent=self.agent,
-            name="Deploy",
-            version=2,
-            procedure_type="prompt_template",
-            content="learned",
-            origin=Procedure.Origin.SELF_LEARNED,
-            source_episode_ids=[uuid.uuid4()],
-            is_active=False,
+        self.proposal = proposal_create(
+            workspace=self.workspace, agent=self.agent, name="Deploy", content="learned"
         )
 
     def test_the_approval_waits_for_the_first_create_of_the_new_name(self):
