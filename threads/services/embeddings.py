@@ -15,6 +15,7 @@ EMBEDDABLE_ROLES = ("user", "assistant")
 # batches and retention's message batches (KEY SHARE too) never wait for each other here.
 _THREADS_HOLD_SQL = "SELECT id FROM threads_thread WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE"
 
+
 def message_embedding_texts(message, previous) -> tuple[str, str]:
     """The text of a message as embedded alone (dated) and after its predecessor."""
     speaker = message.name or message.role
