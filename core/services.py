@@ -89,6 +89,21 @@ def agent_get_or_create(*, workspace: Workspace, slug: str, name: str = "") -> A
     return agent
 
 
+def agent_pending_store(agent: Agent | None) -> Agent | None:
+    """`agent` as a stored row: a pending agent (threads.selectors.memory_context_for_write,
+    unsaved, its id already set) is inserted. Call it inside the write's transaction, so a
+    refused write rolls it back and registers no agent; the pending object stays unsaved, so a
+    retried transaction inserts it again. When a concurrent request registered the same slug
+    first, its row is returned, with another id: references the write built from the pending
+    agent's id must move to it."""
+    if agent is None or not agent._state.adding:
+        return agent
+    stored, _ = Agent.objects.get_or_create(
+        workspace=agent.workspace, slug=agent.slug, defaults={"id": agent.pk, "name": agent.name}
+    )
+    return stored
+
+
 def agent_register(*, workspace: Workspace, slug: str, name: str = "", memory_settings=None) -> Agent:
     agent = Agent(
         workspace=workspace,

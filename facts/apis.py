@@ -14,8 +14,8 @@ from facts.filters import FactFilter
 from facts.models import Fact
 from facts.selectors import fact_get, fact_history, fact_list, fact_lookup, with_effective_confidence
 from facts.services import fact_batch_delete, fact_delete, fact_remember, fact_touch, fact_update
-from facts.services.access import fact_change_authorize
-from threads.selectors import memory_context_resolve
+from facts.services.access import fact_change_authorize, fact_delete_authorize
+from threads.selectors import memory_context_for_write, memory_context_resolve
 
 SOURCE_MESSAGE_NOT_FOUND = "Message not found."
 SOURCE_EPISODE_NOT_FOUND = "Episode not found."
@@ -172,12 +172,12 @@ def _remember(request, data) -> tuple[dict, int]:
 
     principal = request.user
     require_write(principal)
-    context = memory_context_resolve(
+    # An agent named for the first time is registered by fact_remember's write, not before.
+    context = memory_context_for_write(
         principal=principal,
         agent=data.get("agent") or None,
         memory_user=data.get("memory_user"),
         thread=data.get("thread"),
-        create_agent=True,
     )
     # Resolved in the key's read scope: another agent's row answers like an unknown id.
     source_message = reference_resolve(
@@ -319,6 +319,9 @@ class FactDetailApi(RetrieveDestroyApi):
     operator): with a key bound to an agent they are a 403 `workspace_key_required` and
     nothing changes. Facts of a user, an agent or a session are not concerned."""
 
+    # The exception (facts.services.access.fact_delete_authorize): an agent-bound key may
+    # DELETE, withdraw, its agent's own proposal while it is held for review.
+
     selector = fact_get
     delete_service = fact_delete
     OutputSerializer = FactOutputSerializer
@@ -327,10 +330,20 @@ class FactDetailApi(RetrieveDestroyApi):
     def get_object(self, request, **kwargs):
         fact = super().get_object(request, **kwargs)
         # An agent-bound key reads a global fact but may not change it: a 403 before any 400,
-        # as the row's 404 comes before it.
-        if request.method not in SAFE_METHODS:
+        # as the row's 404 comes before it. It may withdraw its own held proposal.
+        if request.method == "DELETE":
+            fact_delete_authorize(fact=fact, principal=request.user)
+        elif request.method not in SAFE_METHODS:
             fact_change_authorize(fact=fact, principal=request.user)
         return fact
+
+    # Documented as RetrieveDestroyApi documents its own delete, which this one replaces.
+    @extend_schema(responses={200: FactDeleteOutputSerializer})
+    def delete(self, request, fact_id):
+        fact = self.get_object(request, fact_id=fact_id)
+        # Checked again by the service on the locked row (an approval may come in between).
+        counts = fact_delete(fact=fact, actor=request.user.actor, principal=request.user)
+        return Response(FactDeleteOutputSerializer(counts).data)
 
     class InputSerializer(StrictSerializer):
         value = serializers.JSONField(required=False, help_text="A new value supersedes this version.")
@@ -397,6 +410,8 @@ class FactHistoryApi(APIView):
 class FactBatchDeleteApi(BatchDeleteApi):
     """Delete all the listed facts or none (404 when one is not visible to the key). A key
     bound to an agent that lists a global fact deletes nothing: 403 `workspace_key_required`."""
+
+    # Except the agent's own proposal still held for review (fact_delete_authorize).
 
     service = fact_batch_delete
     OutputSerializer = FactDeleteOutputSerializer

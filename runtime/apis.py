@@ -29,9 +29,9 @@ from runtime.tool_calls import (
     SHAPE_MCP,
     SHAPE_OPENAI,
     TOOL_CALLS_MAX,
-    tool_call_run,
     tool_call_shape,
     tool_calls_parse,
+    tool_calls_run,
 )
 from runtime.tool_schemas import OUTPUT_SCHEMA, SCHEMA_OPENAI, SCHEMAS, tool_schemas
 from threads.lib.parts import CONTENT_FORMATS
@@ -504,6 +504,11 @@ class ToolCallApi(APIView):
     a row not visible to the key, a read-only key writing) is a result marked as an error
     holding the API's error body; only a body that is not a tool call is a 400."""
 
+    # A call the database failed transiently (unreachable, a timeout, a deadlock) has
+    # `retryable` and `retry_after` in its body, and the response a Retry-After header
+    # (runtime.tool_calls.tool_backend_failure). Not in the docstring: that is the OpenAPI
+    # description, which clients/typescript/openapi.json holds.
+
     # Reading tools run for read-only keys; the writing ones refuse them in their result.
     read_only_safe = True
 
@@ -586,8 +591,10 @@ class ToolCallApi(APIView):
             if item_errors:
                 raise serializers.ValidationError(item_errors)
         calls, many = tool_calls_parse(body)
-        results = [tool_call_run(principal=request.user, call=call) for call in calls]
-        return Response(results if many else results[0])
+        results, retry_after = tool_calls_run(principal=request.user, calls=calls)
+        # A call the database failed transiently: the back-off the API's 503 would have asked for.
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+        return Response(results if many else results[0], headers=headers)
 
 
 def _tool_call_envelope_errors(item) -> dict | None:

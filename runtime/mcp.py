@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -32,20 +33,24 @@ from starlette.responses import JSONResponse
 
 from core.access import principal_for_api_key
 from core.authentication import INVALID_KEY
-from core.errors import backend_error, error_body
+from core.errors import BODY_TOO_LARGE, backend_error, error_body
 from core.memory_settings import memory_settings_for
 from core.selectors import api_key_authenticate
 from core.throttling import api_key_budget_wait
 from runtime import tools
-from runtime.tool_calls import ToolFailed, tool_execute, tool_unknown_body
+from runtime.tool_calls import ToolFailed, tool_backend_failure, tool_execute, tool_unknown_body
 from runtime.tool_schemas import OUTPUT_SCHEMA, SCHEMA_MCP, tool_render
 
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 PRINCIPAL_SCOPE_KEY = "memory.principal"
+RETRY_AFTER_SCOPE_KEY = "memory.retry_after"
 MISSING_KEY = "Send `Authorization: Bearer <api key>`."
 THROTTLED = "Request was throttled. Expected available in {seconds} seconds."
+# JSON-RPC 2.0's Invalid Request: the message is no valid request object.
+JSONRPC_INVALID_REQUEST = -32600
+REQUEST_ID_INVALID = "Invalid Request: a request's id is a string or an integer."
 
 INSTRUCTIONS = (
     "Durable memory for this agent. Call `context` at the start of every turn with the user's "
@@ -104,9 +109,22 @@ class ApiKeyMiddleware:
                 headers={"Retry-After": str(seconds)},
             )
             return await response(scope, receive, send)
+        if scope.get("method") == "POST":
+            receive = await _request_id_checked(scope, receive, send)
+            if receive is None:
+                return
         scope = dict(scope)
         scope[PRINCIPAL_SCOPE_KEY] = principal
-        return await self.app(scope, receive, send)
+        # A list, shared by any copy of the scope the SDK makes: _run_tool adds to it.
+        retry_after = scope[RETRY_AFTER_SCOPE_KEY] = []
+
+        async def send_with_retry_after(message):
+            if message["type"] == "http.response.start" and retry_after:
+                headers = [*message.get("headers", ()), (b"retry-after", str(max(retry_after)).encode())]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        return await self.app(scope, receive, send_with_retry_after)
 
     @staticmethod
     async def _refuse(scope, receive, send, message: str):
@@ -116,6 +134,70 @@ class ApiKeyMiddleware:
             headers={"WWW-Authenticate": 'Bearer realm="mcp"'},
         )
         await response(scope, receive, send)
+
+
+def _request_id_valid(value) -> bool:
+    """An id the server can answer: JSON-RPC 2.0 allows a string, a number or null, and MCP
+    narrows it to a string or an integer (`RequestId`, never null; the SDK reads 7.0 or null
+    as no id at all, that is as a notification)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+async def _request_id_checked(scope, receive, send):
+    """The request's `receive`, its body read once and replayed to the SDK; None when it has
+    been answered here instead:
+    - a body larger than API_MAX_BODY_BYTES: the REST API's 413, read no further (the SDK
+      read any body whole);
+    - a request whose id is none the server can answer (an object, an array, a bool, a
+      fraction, null): JSON-RPC's Invalid Request error (-32600, id null, HTTP 400, as the
+      SDK answers a message it cannot read). The SDK read such a message as a notification
+      and answered 202 with no body, so the client waited for an answer that never came."""
+    limit = settings.API_MAX_BODY_BYTES
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > limit:
+            body = error_body("payload_too_large", BODY_TOO_LARGE.format(limit=limit))
+            await JSONResponse(body, status_code=413)(scope, receive, send)
+            return None
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        parsed = None
+    # Without an id member the message is a notification, which gets no answer.
+    if (
+        isinstance(parsed, dict)
+        and "method" in parsed
+        and "id" in parsed
+        and not _request_id_valid(parsed["id"])
+    ):
+        response = JSONResponse(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": JSONRPC_INVALID_REQUEST, "message": REQUEST_ID_INVALID},
+            },
+            status_code=400,
+        )
+        await response(scope, receive, send)
+        return None
+    replayed = False
+
+    async def replay():
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 def _call(name: str, principal, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -136,16 +218,26 @@ async def _run_tool(ctx: Context, name: str, arguments: dict[str, Any]) -> dict[
         # as for POST /api/v1/tools/call/.
         return await sync_to_async(_call, thread_sensitive=False)(name, principal, arguments)
     except ToolFailed as failed:
+        _retry_after_note(request, failed)
         # The model reads the same error body the REST API returns.
         raise ToolError(json.dumps(failed.body)) from failed
     except Exception as exc:
         # A database that is down or out of time (the request limits, core.lib.postgresql):
         # the REST API's body, which tells the model to retry, not the SDK's bare
         # "Error executing tool".
-        failure = backend_error(exc)
-        if failure is None:
+        failed = tool_backend_failure(exc)
+        if failed is None:
             raise
-        raise ToolError(json.dumps(failure[1])) from exc
+        _retry_after_note(request, failed)
+        raise ToolError(json.dumps(failed.body)) from exc
+
+
+def _retry_after_note(request, failed: ToolFailed) -> None:
+    """Tell ApiKeyMiddleware to send Retry-After with this HTTP response: a call the database
+    failed transiently is an error result inside a 200, as on POST /api/v1/tools/call/."""
+    holder = request.scope.get(RETRY_AFTER_SCOPE_KEY) if request is not None else None
+    if failed.retry_after is not None and holder is not None:
+        holder.append(failed.retry_after)
 
 
 class MemoryMCPServer(MCPServer):

@@ -187,8 +187,8 @@ def context_assemble(*, principal: Principal, request: ContextRequest) -> Contex
     """Everything the agent sends to its model this turn, within `request.token_budget`.
 
     With `append`, the incoming message is stored first (a retried call with the same
-    `idempotency_key` stores it once) so the history window ends with it. Identification,
-    thread resolution and the append commit together or not at all.
+    `idempotency_key` stores it once) so the history window ends with it. Registering the
+    agent, identification, thread resolution and the append commit together or not at all.
     """
     if request.append:
         require_write(principal)
@@ -196,13 +196,14 @@ def context_assemble(*, principal: Principal, request: ContextRequest) -> Contex
             raise _invalid("message", APPEND_NEEDS_MESSAGE)
     appended = None
     thread = _turn_thread(principal, request)
-    if thread is not None:
-        agent, memory_user = thread.agent, thread.memory_user
-    else:
-        agent = agent_resolve(principal, request.agent, create=principal.can_write)
-    # The node a named node reads and appends to: none in `conversation` memory mode.
-    memory_mode, node = memory_scope(agent=agent, node=request.node, memory_mode=request.memory_mode)
     with transaction.atomic():
+        if thread is not None:
+            agent, memory_user = thread.agent, thread.memory_user
+        else:
+            # Registered in this transaction: a refused person, thread or append leaves no agent.
+            agent = agent_resolve(principal, request.agent, create=principal.can_write)
+        # The node a named node reads and appends to: none in `conversation` memory mode.
+        memory_mode, node = memory_scope(agent=agent, node=request.node, memory_mode=request.memory_mode)
         if thread is None:
             memory_user = _memory_user(principal, request)
             thread = _thread(principal, request, agent=agent, memory_user=memory_user)

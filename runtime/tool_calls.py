@@ -17,7 +17,9 @@ Shapes accepted by `tool_call_parse`, and the result each one gets back from `to
 A call whose envelope is valid always gets a result; a failing tool (bad arguments, a row
 that is not visible, a read-only key writing, a value the database refuses, the database
 down or out of time) is a result marked as an error whose text is the API's error body, so
-the model can read it and correct itself. Only an envelope that is none of these shapes is
+the model can read it and correct itself. A transient failure (the database unreachable, a
+timeout, a deadlock) also carries `retryable` and `retry_after` in that body, and the response
+a Retry-After header (`tool_backend_failure`). Only an envelope that is none of these shapes is
 refused (`ApplicationError`, a 400 with field errors), and an exception that is none of
 these (a bug) is left to the transport (a 500). Each call runs in its own transaction (a
 savepoint inside a caller's): a failed call leaves nothing of itself, and the calls after it
@@ -63,11 +65,33 @@ NAME_MAX_CHARS = 100
 
 
 class ToolFailed(Exception):
-    """A tool call that produced an error for the model; `body` is the API's error body."""
+    """A tool call that produced an error for the model; `body` is the API's error body.
+    `retry_after` (seconds) is set when the failure is transient (tool_backend_failure)."""
 
-    def __init__(self, body: dict):
+    def __init__(self, body: dict, *, retry_after: int | None = None):
         super().__init__(body["error"]["message"])
         self.body = body
+        self.retry_after = retry_after
+
+
+def tool_backend_failure(exc: Exception) -> ToolFailed | None:
+    """The call's failure when the database refused a value or a reference (core.errors.
+    backend_error's 400 and 404), or could not be reached or did not finish in time (its 503:
+    unreachable, a statement or lock timeout, a deadlock or serialization failure); None for
+    any other exception. A transient one, which the API answers with Retry-After, says so in
+    the body, `retryable` true and `retry_after` seconds, so a model or client backs off and
+    repeats only this call; the transport also sends Retry-After (runtime.apis.ToolCallApi,
+    runtime.mcp)."""
+    failure = backend_error(exc)
+    if failure is None:
+        return None
+    _, body, headers = failure
+    retry_after = headers.get("Retry-After")
+    if retry_after is None:
+        return ToolFailed(body)
+    seconds = int(retry_after)
+    body = {"error": {**body["error"], "retryable": True, "retry_after": seconds}}
+    return ToolFailed(body, retry_after=seconds)
 
 
 @dataclass(frozen=True)
@@ -225,10 +249,10 @@ def tool_execute(*, principal: Principal, name: str, arguments: dict[str, Any]) 
         # A value the database refuses, a reference deleted meanwhile, the database down or
         # out of time: the API's body for this call alone. The calls before it in a list
         # have committed, so failing the whole request would have the agent repeat them.
-        failure = backend_error(exc)
-        if failure is None:
+        failed = tool_backend_failure(exc)
+        if failed is None:
             raise
-        raise ToolFailed(failure[1]) from exc
+        raise failed from exc
 
 
 def _call_transaction(spec):
@@ -351,10 +375,26 @@ def tool_result(call: ToolCall, *, result: dict | None = None, error: dict | Non
 
 def tool_call_run(*, principal: Principal, call: ToolCall) -> dict:
     """Execute one parsed call and answer it in its shape."""
+    return _tool_call_answer(principal=principal, call=call)[0]
+
+
+def tool_calls_run(*, principal: Principal, calls: list[ToolCall]) -> tuple[list[dict], int | None]:
+    """Execute `calls` in order; their answers, and the longest `retry_after` of the calls
+    that failed transiently (None when none did), for the response's Retry-After."""
+    answers, waits = [], []
+    for call in calls:
+        answer, retry_after = _tool_call_answer(principal=principal, call=call)
+        answers.append(answer)
+        if retry_after is not None:
+            waits.append(retry_after)
+    return answers, max(waits, default=None)
+
+
+def _tool_call_answer(*, principal: Principal, call: ToolCall) -> tuple[dict, int | None]:
     if call.arguments_error is not None:
-        return tool_result(call, error=call.arguments_error)
+        return tool_result(call, error=call.arguments_error), None
     try:
         result = tool_execute(principal=principal, name=call.name, arguments=call.arguments)
     except ToolFailed as failed:
-        return tool_result(call, error=failed.body)
-    return tool_result(call, result=result)
+        return tool_result(call, error=failed.body), failed.retry_after
+    return tool_result(call, result=result), None

@@ -158,12 +158,12 @@ def procedure_json(procedure) -> dict:
     }
 
 
-def _context(principal: Principal, *, agent=None, memory_user=None, thread=None, create_agent=False):
+def _context(principal: Principal, *, agent=None, memory_user=None, thread=None):
+    """The context a tool reads in. A write that registers its agent resolves with
+    threads.selectors.memory_context_for_write instead, so a refused call leaves no agent."""
     from threads.selectors import memory_context_resolve
 
-    return memory_context_resolve(
-        principal=principal, agent=agent, memory_user=memory_user, thread=thread, create_agent=create_agent
-    )
+    return memory_context_resolve(principal=principal, agent=agent, memory_user=memory_user, thread=thread)
 
 
 @_for_model
@@ -226,9 +226,13 @@ def remember(
     global value every agent reads: its new value waits for an operator's review ("held")."""
     from facts.models import Fact
     from facts.services import OUTCOME_SKIPPED, fact_remember
+    from threads.selectors import memory_context_for_write
 
     require_write(principal)
-    context = _context(principal, agent=agent, memory_user=memory_user, thread=thread, create_agent=True)
+    # An agent named for the first time is registered by fact_remember's write, not before.
+    context = memory_context_for_write(
+        principal=principal, agent=agent, memory_user=memory_user, thread=thread
+    )
     result = fact_remember(
         workspace=principal.workspace,
         key=key,
@@ -673,9 +677,11 @@ def store_memory(
     `metadata`: labels stored with the note ({"project": "alpha"}), which recall_memory and
     search can filter by. Stable preferences belong in `remember` as facts."""
     from core.access import reference_resolve
+    from core.services import agent_pending_store
     from episodic.apis import EntryListApi
     from episodic.services import entry_create
     from threads.models import Message
+    from threads.selectors import memory_context_for_write
 
     require_write(principal)
     serializer = EntryListApi.InputSerializer(
@@ -696,12 +702,11 @@ def store_memory(
     )
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
-    context = _context(
-        principal,
+    context = memory_context_for_write(
+        principal=principal,
         agent=data.get("agent") or None,
         memory_user=data.get("memory_user"),
         thread=data.get("thread"),
-        create_agent=True,
     )
     if context.agent is None:
         from core.access import agent_resolve
@@ -719,8 +724,11 @@ def store_memory(
             STORE_MEMORY_MESSAGE_NOT_FOUND, fields={"source_message": [STORE_MEMORY_MESSAGE_NOT_FOUND]}
         ),
     )
+    # Registered only once every reference resolved. entry_create (episodic) embeds and
+    # consolidates before its transaction, which no model call may be held inside, so a
+    # refusal of its own still leaves the agent.
     result = entry_create(
-        agent=context.agent,
+        agent=agent_pending_store(context.agent),
         memory_user=context.memory_user,
         thread=context.thread,
         content=data["content"],

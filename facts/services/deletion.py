@@ -7,7 +7,7 @@ from django.utils import timezone
 from core.access import Principal, references_resolve
 from core.errors import NotFoundError
 from facts.models import Fact
-from facts.services.access import fact_change_authorize
+from facts.services.access import fact_delete_authorize
 from facts.services.memory_users import memory_user_preferences_sync
 
 _DELETE_SQL = """
@@ -82,14 +82,21 @@ def facts_rows_delete(*, ids: list) -> None:
 
 
 FACTS_NOT_FOUND = "Some of these facts do not exist."
+# What fact_delete_authorize reads.
+_AUTHORIZE_FIELDS = ("pk", "scope", "workspace_id", "agent_id", "review", "review_agent_id")
 
 
 def fact_delete(*, fact: Fact, actor: str, principal: Principal | None = None) -> dict:
     """Delete one version. Deleting the current version forgets the key in that scope; its
     history stays listable until deleted too. A global fact is not an agent-bound key's to
-    delete (`principal`): 403 (facts.services.access)."""
-    fact_change_authorize(fact=fact, principal=principal)
+    delete (`principal`): 403, except its own proposal still held for review
+    (facts.services.access.fact_delete_authorize)."""
     with transaction.atomic():
+        # Checked on the locked row: a proposal approved meanwhile is the current global value.
+        locked = Fact.objects.select_for_update().only(*_AUTHORIZE_FIELDS).filter(pk=fact.pk).first()
+        if locked is None:
+            raise NotFoundError(FACTS_NOT_FOUND, fields={"ids": ["Unknown id."]})
+        fact_delete_authorize(fact=locked, principal=principal)
         return _facts_delete(workspace=fact.workspace, ids=[fact.pk], actor=actor)
 
 
@@ -98,21 +105,23 @@ def fact_batch_delete(*, principal: Principal, ids, actor: str | None = None) ->
 
     The visibility rule is facts.selectors.fact_scope_for_principal's: the workspace, and for
     an agent-bound key, agent-less facts or the key's agent's. An agent-bound key that names
-    a global fact deletes nothing: 403 (facts.services.access), after the 404 of a missing id.
+    a global fact deletes nothing: 403 (facts.services.access), after the 404 of a missing id;
+    its own proposal still held for review is the exception.
     """
     ids = list(dict.fromkeys(ids))
     with transaction.atomic():
         if principal.agent is not None:
             # A fact never changes scope, so the scope read here is the one deleted below.
+            # Locked: a held proposal approved meanwhile is the current global value.
             found = references_resolve(
-                Fact.objects.only("pk", "scope", "workspace_id", "agent_id"),
+                Fact.objects.select_for_update().only(*_AUTHORIZE_FIELDS),
                 principal,
                 ids,
                 shared=True,
                 not_found=NotFoundError(FACTS_NOT_FOUND, fields={"ids": ["Unknown id."]}),
             )
             for fact in found:
-                fact_change_authorize(fact=fact, principal=principal)
+                fact_delete_authorize(fact=fact, principal=principal)
         return _facts_delete(
             workspace=principal.workspace, ids=ids, actor=actor or principal.actor, agent=principal.agent
         )

@@ -18,7 +18,7 @@ from core.errors import ApplicationError, NotFoundError
 from core.lib.consolidation import DECISION_NOOP, REPLACING
 from core.memory_settings import review_holds
 from core.models import AuditEvent
-from core.services import audit_record
+from core.services import agent_pending_store, audit_record
 from facts.models import Fact, FactKey, key_normalize
 from facts.services.access import fact_change_authorize, fact_global_writer_agent
 from facts.services.consolidation import (
@@ -241,6 +241,9 @@ def fact_remember(
     (`principal`) or by extraction for `agent`, a value that would supersede its open version,
     directly or through cross-key consolidation, is held the same way, for that agent;
     confirming it and creating a key with no open version still apply.
+
+    An `agent` not stored yet (threads.selectors.memory_context_for_write) is inserted in
+    the transaction that writes the fact, so a refused call registers no agent.
     """
     key = _key_validate(key)
     encoded = _value_validate(value)
@@ -271,13 +274,22 @@ def fact_remember(
     for attempt in range(2):
         try:
             with transaction.atomic():
+                # An agent named for the first time is stored with its fact, or not at all.
+                stored = agent_pending_store(agent)
+                write_reference, write_review_agent, write_guard = reference, review_agent, global_guard
+                if stored is not agent:
+                    write_reference, write_review_agent, write_guard = (
+                        {k: stored.pk if v == agent.pk else v for k, v in reference.items()},
+                        stored if review_agent is agent else review_agent,
+                        stored if global_guard is agent else global_guard,
+                    )
                 result = _fact_remember_locked(
                     workspace=workspace,
                     key=key,
                     value=value,
                     encoded=encoded,
                     scope=scope,
-                    reference=_reference_held(reference),
+                    reference=_reference_held(write_reference),
                     fact_type=fact_type,
                     confidence=confidence,
                     source=source,
@@ -287,8 +299,8 @@ def fact_remember(
                     overwrite=overwrite,
                     actor=actor,
                     cross_key=cross_key,
-                    review_agent=review_agent if held else None,
-                    global_guard=global_guard,
+                    review_agent=write_review_agent if held else None,
+                    global_guard=write_guard,
                 )
             return result
         except IntegrityError:

@@ -66,11 +66,19 @@ def _run(**patch):
 
 @pytest.mark.parametrize(("failure", "code", "message"), FAILURES)
 def test_a_tool_call_reports_the_apis_body_when_the_database_fails(failure, code, message):
-    """The model reads the same body a REST client gets, which says to retry, instead of the
-    SDK's "Error executing tool recall" with nothing to act on."""
+    """The model reads the same body a REST client gets, which says to retry and after how
+    long, instead of the SDK's "Error executing tool recall" with nothing to act on."""
     with pytest.raises(ToolError) as raised:
         _run(side_effect=failure())
-    assert json.loads(str(raised.value)) == {"error": {"code": code, "message": message, "fields": {}}}
+    assert json.loads(str(raised.value)) == {
+        "error": {
+            "code": code,
+            "message": message,
+            "fields": {},
+            "retryable": True,
+            "retry_after": RETRY_AFTER_SECONDS,
+        }
+    }
 
 
 def test_other_failures_of_a_tool_call_are_left_to_the_sdk():

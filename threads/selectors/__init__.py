@@ -3,7 +3,12 @@
 from threads.selectors.branch import WALK_MAX_STEPS, branch_walk
 from threads.selectors.branch import _window_sql as _window_sql  # bench/threads_window.py times it
 from threads.selectors.chat import SYSTEM_AS_MODES, chat_system_message, system_as_clean
-from threads.selectors.context import THREAD_OTHER_AGENT, MemoryContext, memory_context_resolve
+from threads.selectors.context import (
+    THREAD_OTHER_AGENT,
+    MemoryContext,
+    memory_context_for_write,
+    memory_context_resolve,
+)
 from threads.selectors.plans import (
     iteration_log_list,
     iteration_log_recent,
@@ -81,6 +86,7 @@ __all__ = [
     "chat_system_message",
     "iteration_log_list",
     "iteration_log_recent",
+    "memory_context_for_write",
     "memory_context_resolve",
     "memory_scope",
     "message_get",

@@ -1,7 +1,7 @@
 """The context of a tool call: the agent, the person and the thread its ids name, resolved
 in the caller's scope. Every tier's tool endpoints start here."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.access import Principal, agent_resolve, reference_resolve
 from core.errors import NotFoundError
@@ -55,3 +55,30 @@ def memory_context_resolve(
     elif thread_obj is not None and thread_obj.memory_user_id:
         user_obj = memory_user_resolve_merged(memory_user=thread_obj.memory_user)
     return MemoryContext(workspace=workspace, agent=agent_obj, memory_user=user_obj, thread=thread_obj)
+
+
+def memory_context_for_write(
+    *, principal: Principal, agent: str | None = None, memory_user=None, thread=None
+) -> MemoryContext:
+    """memory_context_resolve for a write that may register its agent. A writable
+    workspace-wide key registers an unknown agent slug on first use (core.access.agent_resolve);
+    created while the ids were resolved, that agent outlived every refusal after it (a field
+    error, a 404 for the person, a 403, a database failure). Here such a slug is an unsaved
+    `Agent` (its id set, so a reference can name it), which the write stores inside its own
+    transaction with core.services.agent_pending_store. Nothing is written here."""
+    if not agent or principal.agent is not None or not principal.can_write:
+        return memory_context_resolve(
+            principal=principal, agent=agent, memory_user=memory_user, thread=thread
+        )
+    if Agent.objects.filter(workspace=principal.workspace, slug=agent).exists():
+        return memory_context_resolve(
+            principal=principal, agent=agent, memory_user=memory_user, thread=thread
+        )
+    pending = Agent(workspace=principal.workspace, slug=agent, name=agent)
+    # The slug's checks of core.services.agent_get_or_create, before anything is stored.
+    pending.full_clean(validate_unique=False, validate_constraints=False)
+    context = memory_context_resolve(principal=principal, memory_user=memory_user, thread=thread)
+    if context.thread is not None:
+        # A visible thread is some other agent's: a new agent has none.
+        raise NotFoundError(THREAD_NOT_FOUND, fields={"thread": [THREAD_OTHER_AGENT]})
+    return replace(context, agent=pending)

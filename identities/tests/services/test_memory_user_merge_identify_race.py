@@ -19,7 +19,7 @@ class MergeWhileIdentifyingTests(TransactionTestCase):
         """identify locks the person (memory_users_lock) before the channel identity, as the
         merge does, so a merge that comes second waits for it instead of crossing it (the merge
         then moves the identity identify just used). The other order is
-        identities/tests/test_review_lock_order.py."""
+        identities/tests/test_lock_order.py."""
         workspace = workspace_create(name="Acme")
         source = MemoryUser.objects.create(workspace=workspace, canonical_id="email:ann@example.com")
         target = MemoryUser.objects.create(workspace=workspace, canonical_id="telegram:42")
