@@ -3,16 +3,19 @@ rows checked since their thread's last append keep counting as checked, rows wit
 since stay asked for, and no thread, node summary or message is lost either way."""
 
 import importlib
+import uuid
 from datetime import timedelta
 from unittest import mock
 
+import psycopg
 from django.db import connection
+from django.db.backends.utils import CursorWrapper
 from django.db.migrations.executor import MigrationExecutor
 from django.test import TransactionTestCase
 from django.utils import timezone
 
 from core.services import agent_register, workspace_create
-from core.testing import migrate_to
+from core.testing import database_url, migrate_to
 from threads.models import Message, NodeSummary, Thread
 from threads.tests.factories import append, make_thread
 
@@ -71,3 +74,44 @@ class CompactionCheckedAsActivityMigrationTests(TransactionTestCase):
         migrate_to()
         assert Thread.objects.count() == 5 and NodeSummary.objects.count() == 3
         assert Message.objects.count() == 10
+
+    def test_each_chunk_commits_before_the_next_one_runs(self):
+        """Not one transaction: a thread the first chunk turned is free for an append while the
+        migration walks the others."""
+        workspace = workspace_create(name="Many threads")
+        agent = agent_register(workspace=workspace, slug="support")
+        for index in range(3):
+            append(make_thread(workspace=workspace, agent=agent), ("user", f"Turn {index}."))
+        migrate_to(BEFORE)
+        state = MigrationExecutor(connection).loader.project_state(BEFORE).apps
+        old_thread = state.get_model("threads", "Thread")
+        activity = timezone.now() - timedelta(hours=2)
+        old_thread.objects.update(
+            last_activity_at=activity, compaction_checked_at=activity + timedelta(seconds=3)
+        )
+        first = old_thread.objects.order_by("pk").values_list("pk", flat=True).first()
+        seen = []
+        real_execute = CursorWrapper.execute
+
+        def execute(cursor, sql, params=None):
+            if sql == MIGRATION.THREADS and params and params[0] != uuid.UUID(int=0):
+                # The second chunk is about to run: is the first chunk's thread free?
+                seen.append((connection.in_atomic_block, _row_locked_elsewhere(Thread, first)))
+            return real_execute(cursor, sql, params)
+
+        with mock.patch.object(MIGRATION, "BATCH", 1), mock.patch.object(CursorWrapper, "execute", execute):
+            migrate_to()
+
+        assert seen and seen[0] == (False, False)
+        assert set(Thread.objects.values_list("compaction_checked_at", flat=True)) == {activity}
+
+
+def _row_locked_elsewhere(model, pk) -> bool:
+    """Whether another connection waiting at most 200 ms fails to lock the row."""
+    with psycopg.connect(database_url()) as other, other.cursor() as cursor:
+        cursor.execute("SET lock_timeout = '200ms'")
+        try:
+            cursor.execute(f"SELECT 1 FROM {model._meta.db_table} WHERE id = %s FOR UPDATE", [pk])
+        except psycopg.errors.LockNotAvailable:
+            return True
+        return False
