@@ -21,7 +21,7 @@ from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
 from facts.models import Fact
 from review.selectors import STATE_HELD, TIER_ENTRY, TIER_FACT, TIERS, review_item_get
-from review.services import review_approve, review_merge, review_reject
+from review.services import ITEM_NOT_HELD, review_approve, review_merge, review_reject
 
 TEMPLATE = "memories/review.html"
 ACTIONS = {"approve": "Approved", "reject": "Rejected", "merge": "Merged"}
@@ -112,7 +112,10 @@ def review_decide(request):
             _decide_one(principal, action, item, target)
         except (ApplicationError, NotFoundError) as exc:
             failed.append(f"{item.text[:40]}: {exc.message}")
-            refusals.append(exc)
+            if exc.message != ITEM_NOT_HELD:
+                # Decided by another operator between the read and the decision's lock: as
+                # for an item the read already found decided, nothing is refused.
+                refusals.append(exc)
             continue
         done += 1
     if failed:

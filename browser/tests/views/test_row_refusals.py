@@ -8,10 +8,13 @@ keeps its 200 with the reason toasted (htmx 2 swaps no 4xx), and a write that go
 still redirects after the post.
 """
 
+from unittest import mock
+
 from browser.forms import IDS_REQUIRED
 from browser.services import LAST_ADMIN
 from browser.tests.base import BrowserTestCase
 from browser.tests.factories import memory_user_make
+from browser.views import review as review_view
 from browser.views.person import HOLD_NOT_LISTED
 from browser.views.review import NO_MERGE_TARGET, NOTHING_SELECTED
 from core.models import Membership
@@ -23,6 +26,8 @@ from facts.models import Fact
 from facts.services import fact_remember
 from identities.models import MemoryUser
 from identities.services import UNDER_LEGAL_HOLD, memory_user_hold_place
+from review.selectors import TIER_ENTRY
+from review.services import review_approve
 
 
 class RowRefusalCase(BrowserTestCase):
@@ -118,6 +123,22 @@ class ReviewDecideRefusalTests(RowRefusalCase):
         response = self.client.post(self.decide, {"items": f"entry:{self.held.pk}", "action": "approve"})
         assert response.status_code == 302 and response["Location"] == self.url("memories:review")
         assert EpisodicEntry.objects.get(pk=self.held.pk).review != "held"
+
+    def test_an_item_decided_between_the_read_and_the_lock_refuses_nothing(self):
+        """Another operator's approval (or a second click) lands after the view read the queue
+        and before the decision locked the item: the service's 409 is no refusal of this post,
+        which redirects like one whose read found the item decided."""
+        read = review_view.review_items_named
+
+        def read_then_decided_elsewhere(**kwargs):
+            items = read(**kwargs)
+            review_approve(principal=kwargs["principal"], tier=TIER_ENTRY, item_id=self.held.pk)
+            return items
+
+        with mock.patch.object(review_view, "review_items_named", read_then_decided_elsewhere):
+            response = self.client.post(self.decide, {"items": f"entry:{self.held.pk}", "action": "approve"})
+
+        assert response.status_code == 302
 
 
 class MemberRefusalTests(RowRefusalCase):
