@@ -24,7 +24,7 @@ def entry_embed_batch(*, entry_ids, provider=None, attempt: int = 0) -> int:
     used: the sweep misses an entry that keeps a vector of the previous model.
     """
     entries = list(EpisodicEntry.objects.filter(pk__in=list(entry_ids)).select_related("workspace"))
-    written = 0
+    written, held = 0, []
     by_workspace: dict = {}
     for entry in entries:
         by_workspace.setdefault(entry.workspace_id, []).append(entry)
@@ -38,12 +38,15 @@ def entry_embed_batch(*, entry_ids, provider=None, attempt: int = 0) -> int:
         if not todo:
             continue
         vectors = group_provider.embed([entry_embedding_text(e) for e in todo])
-        stored, held = _entry_vectors_store(entries=todo, vectors=vectors, model=model)
+        stored, skipped = _entry_vectors_store(entries=todo, vectors=vectors, model=model)
         written += stored
-        if provider is None:
-            from episodic.tasks import entry_embed_task
+        held.extend(skipped)
+    if provider is None:
+        # Once every group is stored: a group whose model fails raises before this, and the
+        # task's retry runs the whole batch again, so no chain of retries is started twice.
+        from episodic.tasks import entry_embed_task
 
-            embed_skipped_requeue(entry_embed_task, ids=held, attempt=attempt)
+        embed_skipped_requeue(entry_embed_task, ids=held, attempt=attempt)
     return written
 
 

@@ -43,7 +43,7 @@ def message_embed_batch(*, message_ids, provider=None, attempt: int = 0) -> int:
         .select_related("thread", "thread__workspace")
         .order_by("thread_id", "seq")
     )
-    written = 0
+    written, held = 0, []
     by_workspace: dict = {}
     for message in messages:
         by_workspace.setdefault(message.workspace_id, []).append(message)
@@ -114,11 +114,13 @@ def message_embed_batch(*, message_ids, provider=None, attempt: int = 0) -> int:
             ]
             MessageEmbedding.objects.bulk_create(rows, ignore_conflicts=True)
         written += len(rows)
-        if provider is None:
-            from threads.tasks import message_embed_task
+        held.extend(m.pk for m in todo if m.pk not in alive)
+    if provider is None:
+        # Once every group is stored: a group whose model fails raises before this, and the
+        # task's retry runs the whole batch again, so no chain of retries is started twice.
+        from threads.tasks import message_embed_task
 
-            held = [m.pk for m in todo if m.pk not in alive]
-            embed_skipped_requeue(message_embed_task, ids=held, attempt=attempt)
+        embed_skipped_requeue(message_embed_task, ids=held, attempt=attempt)
     return written
 
 
