@@ -20,6 +20,7 @@ from episodes.models import Episode
 from episodic.models import EpisodicEntry
 from facts.models import Fact
 from facts.services import facts_rows_delete
+from identities.models import MemoryUser
 from retention.models import Tier
 from threads.models import Message, RunSnapshot, SummarizedMessage, Thread
 
@@ -57,6 +58,62 @@ def _messages_threads_locked(ids: list) -> Q:
         cursor.execute(_THREADS_LOCK_SQL, [list(ids)])
         threads = [row[0] for row in cursor.fetchall()]
     return Q(thread_id__in=threads)
+
+
+# KEY SHARE conflicts only with FOR UPDATE, which every write that locks a person takes
+# (identities.services.memory_users_lock: erasure, merge, legal holds). SKIP LOCKED: a batch
+# never waits for one. A person held (legal hold) since the batch's rows were chosen is left out.
+_PEOPLE_LOCK_SQL = """
+SELECT u.id FROM {table} u
+WHERE u.id = ANY(%s::uuid[]) AND u.legal_hold_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM {table} m WHERE m.merged_into_id = u.id AND m.legal_hold_at IS NOT NULL)
+ORDER BY u.id
+FOR KEY SHARE OF u SKIP LOCKED
+"""
+
+
+def _owned_by(model, owner: str, people: list) -> Q:
+    """Rows whose person through `owner` (a field, or one relation and its field) is none or
+    one of `people`. A relation is followed in a subquery: the batch's FOR UPDATE locks the
+    tables of its FROM list, and a join would lock the related rows (threads) too."""
+    if "__" not in owner:
+        return Q(**{f"{owner}__isnull": True}) | Q(**{f"{owner}__in": people})
+    relation, field = owner.split("__", 1)
+    related = model._meta.get_field(relation).related_model.objects.filter(
+        Q(**{f"{field}__isnull": True}) | Q(**{f"{field}__in": people})
+    )
+    return Q(**{f"{relation}__isnull": True}) | Q(**{f"{relation}__in": related.values("pk")})
+
+
+def _people_locked(model, owners: tuple[str, ...]) -> Callable[[list], Q]:
+    """An `owner_lock`: lock the people the rows `ids` of `model` belong to (through each of
+    `owners`) that nothing erases, merges or holds now; the rows of those people only, and
+    rows that belong to nobody.
+
+    An erasure or a merge locks the person first, then their rows. A batch that locked the
+    rows first and then waited for the person (the preferences a facts batch rebuilds, the
+    vectors an entries batch deletes, which an erasure deletes before their entries) closed
+    a cycle with it. With the person held here, an erasure or merge in progress keeps the batch
+    off that person's rows, and one that starts after waits for the batch.
+    """
+
+    def lock(ids: list) -> Q:
+        rows = model.objects.filter(pk__in=ids)
+        people = set()
+        for owner in owners:
+            people |= set(rows.exclude(**{owner: None}).values_list(owner, flat=True).distinct())
+        locked = []
+        if people:
+            table = connection.ops.quote_name(MemoryUser._meta.db_table)
+            with connection.cursor() as cursor:
+                cursor.execute(_PEOPLE_LOCK_SQL.format(table=table), [sorted(str(pk) for pk in people)])
+                locked = [row[0] for row in cursor.fetchall()]
+        allowed = Q()
+        for owner in owners:
+            allowed &= _owned_by(model, owner, locked)
+        return allowed
+
+    return lock
 
 
 def _messages_detach(ids: list) -> list:
@@ -181,6 +238,7 @@ TARGETS = {
         agent="agent_id",
         person="memory_user",
         audit_entity="episodic_entry",
+        owner_lock=_people_locked(EpisodicEntry, ("memory_user",)),
         before_delete=_entries_detach,
     ),
     Tier.EPISODES: Target(
@@ -202,6 +260,8 @@ TARGETS = {
         agent="agent_id",
         person="memory_user",
         audit_entity="fact",
+        # A session fact belongs to its thread's person too (facts' holding, core.holdings).
+        owner_lock=_people_locked(Fact, ("memory_user", "thread__memory_user")),
         # A person's preferences mirror their user_preference facts: rebuilt after.
         delete=lambda ids: facts_rows_delete(ids=ids),
     ),

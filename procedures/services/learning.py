@@ -39,13 +39,13 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from core.errors import ConflictError
+from core.errors import ConflictError, transaction_lost
 from core.models import AuditEvent
 from core.services import audit_record
 from episodes.models import Episode
@@ -70,6 +70,9 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NUDGE_KEY = "procedures:learn:nudged:{workspace_id}"
 # While a nudged pass is queued, further commits of the workspace queue none.
 NUDGE_DEBOUNCE_SECONDS = 60
+# Runs of a pass the database aborted as a deadlock victim: each aborted run lost to a
+# concurrent writer, so three in a row means a busy workspace, left to the next nudge or sweep.
+LEARN_ATTEMPTS = 3
 
 _STOP_WORDS_TEXT = """
     about above after again all also and any are because been before being below between both
@@ -362,8 +365,26 @@ def procedures_learn(*, workspace, agent=None, now=None) -> LearningResult:
     Idempotent: an episode counts once per procedure, a signature is proposed once per agent.
     Passes of one workspace are serialised on its ProcedureLearningState row; a
     workspace-wide pass moves the cursor the nudge and the sweep read.
+
+    The pass is one transaction: one the database aborts for a concurrent writer (a deadlock
+    victim) left nothing and runs again from its first read, LEARN_ATTEMPTS times in all.
     """
     now = now or timezone.now()
+    for attempt in range(LEARN_ATTEMPTS):
+        try:
+            return _procedures_learn(workspace=workspace, agent=agent, now=now)
+        except OperationalError as exc:
+            # Inside a caller's transaction the abort undid the caller's work too: only the
+            # caller can run it again.
+            if not transaction_lost(exc) or transaction.get_connection().in_atomic_block:
+                raise
+            if attempt == LEARN_ATTEMPTS - 1:
+                raise
+            logger.info("Learning pass of workspace %s aborted for a concurrent writer; again", workspace.pk)
+    raise AssertionError("unreachable")
+
+
+def _procedures_learn(*, workspace, agent, now) -> LearningResult:
     result = LearningResult()
     window_start = now - timedelta(days=settings.PROCEDURE_LEARN_WINDOW_DAYS)
     with transaction.atomic():
@@ -476,7 +497,17 @@ def procedures_learn(*, workspace, agent=None, now=None) -> LearningResult:
                 signatures=[(proposer.pk, str(signature)) for proposer, signature, _, _ in proposals],
             )
 
-        touched = [pk for pk, tally in tallies.items() if tally.runs]
+        # Key order, all in one statement before the first counter moves, as
+        # procedure_lineage_lock takes a lineage's versions: counted in the order the episodes
+        # came (newest first), a pass held a newer version while an activation of its lineage,
+        # holding the older one, waited for it, and then waited for the older one itself.
+        touched = sorted(pk for pk, tally in tallies.items() if tally.runs)
+        list(
+            Procedure.objects.filter(pk__in=touched)
+            .order_by("pk")
+            .select_for_update(no_key=True)
+            .values_list("pk")
+        )
         for procedure_id in touched:
             tally = tallies[procedure_id]
             _runs_apply(procedure_id, tally, workspace_id=workspace.pk, now=now)
