@@ -157,12 +157,19 @@ def agent_resolve_optional(principal: Principal, slug: str | None, *, create: bo
 _AGENT_BY_SLUG = ModelRows(Agent)
 
 
-def agent_resolve(principal: Principal, slug: str | None, *, create: bool = True) -> Agent:
+def agent_resolve(
+    principal: Principal, slug: str | None, *, create: bool = True, pending: bool = False
+) -> Agent:
     """The agent a request acts for.
 
     An agent-bound key always acts for its agent (naming another one is a 404). A
     workspace-wide key names the agent by slug; a writable key registers an unknown slug
     on first use, which is how agents appear without a separate registration step.
+
+    With `pending`, that unknown slug is not stored: the answer is an unsaved `Agent`, its
+    slug checked and its id set, for a write to store inside its own transaction
+    (core.services.agent_pending_store), so a refused write registers no agent. The slug
+    is looked up once either way.
     """
     from core.services import agent_get_or_create
 
@@ -177,6 +184,12 @@ def agent_resolve(principal: Principal, slug: str | None, *, create: bool = True
     rows = _AGENT_BY_SLUG.fetch("WHERE workspace_id = %s AND slug = %s", [principal.workspace.pk, slug])
     if rows:
         return rows[0]
-    if not create or not principal.can_write:
+    if not (create or pending) or not principal.can_write:
         raise NotFoundError(f"Agent '{slug}' not found.")
+    if pending:
+        agent = Agent(workspace=principal.workspace, slug=slug, name=slug)
+        # agent_get_or_create's checks of the slug, before anything is stored; the key's own
+        # workspace needs no query to say it exists.
+        agent.full_clean(exclude=["workspace"], validate_unique=False, validate_constraints=False)
+        return agent
     return agent_get_or_create(workspace=principal.workspace, slug=slug)

@@ -1,3 +1,6 @@
+from contextlib import nullcontext
+
+from django.db import transaction
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -6,6 +9,7 @@ from rest_framework.views import APIView
 from core.access import require_write
 from core.api_views import BatchDeleteApi, ListApi, RetrieveUpdateDestroyApi
 from core.serializers import StrictSerializer
+from core.services import agent_pending_store
 from episodes.filters import EpisodeFilter
 from episodes.models import Episode
 from episodes.selectors import episode_get, episode_list, episode_search_hybrid
@@ -17,7 +21,7 @@ from episodes.services import (
     episode_feedback,
     episode_update,
 )
-from threads.selectors import memory_context_resolve
+from threads.selectors import memory_context_for_write
 
 ADA_ID = "6c1e0f9a-3b7d-4d2e-9f5a-8b2c4d6e1a01"
 THREAD_ID = "4f2a9c1e-7b3d-4e5f-a6b7-c8d9e0f1a2b3"
@@ -123,21 +127,24 @@ class EpisodeListApi(ListApi):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        context = memory_context_resolve(
+        context = memory_context_for_write(
             principal=request.user,
             agent=data.pop("agent", None) or None,
             memory_user=data.pop("memory_user", None),
             thread=data.pop("thread", None),
-            create_agent=True,
         )
-        episode = episode_create(
-            workspace=request.user.workspace,
-            agent=context.agent,
-            memory_user=context.memory_user,
-            thread=context.thread,
-            actor=request.user.actor,
-            **data,
-        )
+        # An agent named for the first time is stored with its first episode, in one
+        # transaction (episode_create calls no model), so a refused episode registers none.
+        pending = context.agent is not None and context.agent._state.adding
+        with transaction.atomic() if pending else nullcontext():
+            episode = episode_create(
+                workspace=request.user.workspace,
+                agent=agent_pending_store(context.agent),
+                memory_user=context.memory_user,
+                thread=context.thread,
+                actor=request.user.actor,
+                **data,
+            )
         return Response(EpisodeOutputSerializer(episode).data, status=status.HTTP_201_CREATED)
 
 

@@ -1,4 +1,7 @@
+from contextlib import nullcontext
+
 from django.conf import settings
+from django.db import transaction
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -12,6 +15,7 @@ from core.errors import ApplicationError, NotFoundError
 from core.lib.consolidation import REJECT_CONFIRMED
 from core.lib.escaping import strip_invisible_json
 from core.serializers import ContextInputSerializer, StrictSerializer
+from core.services import agent_pending_store
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
 from episodic.selectors import (
@@ -118,15 +122,18 @@ def _entry_output(entry) -> dict:
     }
 
 
-def _context(principal, data, *, create_agent: bool):
-    from threads.selectors import memory_context_resolve
+def _context(principal, data, *, write: bool):
+    """The request's agent, person and thread. A write resolves an agent slug named for the
+    first time to an unsaved agent (threads.selectors.memory_context_for_write), which
+    `_agent_register` stores once the request's own checks passed."""
+    from threads.selectors import memory_context_for_write, memory_context_resolve
 
-    context = memory_context_resolve(
+    resolve = memory_context_for_write if write else memory_context_resolve
+    context = resolve(
         principal=principal,
         agent=data.get("agent") or None,
         memory_user=data.get("memory_user"),
         thread=data.get("thread"),
-        create_agent=create_agent,
     )
     if context.agent is None:
         from core.access import agent_resolve
@@ -138,6 +145,26 @@ def _context(principal, data, *, create_agent: bool):
         # Resolved in the key's workspace: the services read `agent.workspace` without a query.
         context.agent.workspace = principal.workspace
     return context
+
+
+def _agent_pending(agent) -> bool:
+    """Whether `agent` is one the request names for the first time, not stored yet."""
+    return agent._state.adding
+
+
+def _agent_register(agent):
+    """`agent` as a stored row: one named for the first time is registered here, after every
+    reference and check of the view, and after the 409 `episodic_disabled` the service would
+    answer. The services embed (and may ask a chat model) before their transaction, which no
+    model call may be held inside, so the agent is stored before the service runs: a refusal
+    of the service's own (an item's field error) still leaves it."""
+    if not _agent_pending(agent):
+        return agent
+    episodic_memory_required(agent)
+    stored = agent_pending_store(agent)
+    # A row a concurrent request registered first is read without its workspace.
+    stored.workspace = agent.workspace
+    return stored
 
 
 def _episodic_memory_required(agent) -> None:
@@ -349,10 +376,10 @@ class EntryListApi(ListApi):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        context = _context(principal, data, create_agent=True)
+        context = _context(principal, data, write=True)
         (source_message,) = _source_messages(principal, [data], indexed=False)
         result = entry_create(
-            agent=context.agent,
+            agent=_agent_register(context.agent),
             memory_user=context.memory_user,
             thread=context.thread,
             content=data["content"],
@@ -489,12 +516,12 @@ class EntryCreateBatchApi(APIView):
         if not serializer.is_valid():
             raise ValidationError(_items_indexed(serializer.errors))
         data = serializer.validated_data
-        context = _context(principal, data, create_agent=True)
+        context = _context(principal, data, write=True)
         items = [dict(item) for item in data["items"]]
         for item, message in zip(items, _source_messages(principal, items, indexed=True), strict=True):
             item["source_message"] = message
         results = entries_create(
-            agent=context.agent,
+            agent=_agent_register(context.agent),
             memory_user=context.memory_user,
             thread=context.thread,
             items=items,
@@ -711,7 +738,7 @@ class EntryExtractApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        context = _context(principal, data, create_agent=True)
+        context = _context(principal, data, write=True)
         _episodic_memory_required(context.agent)
         transcript = [dict(m) for m in data.get("transcript") or []]
         if not transcript and context.thread is not None:
@@ -737,18 +764,27 @@ class EntryExtractApi(APIView):
         if not data["sync"]:
             from episodic.services.extraction import entry_extract_enqueue
 
-            # Waits its workspace's turn in the fair queue; a `wait` budget defers it.
-            entry_extract_enqueue(
-                agent=context.agent, memory_user=context.memory_user, thread=context.thread, **kwargs
-            )
+            # The job loads its agent by id: one named for the first time is stored with the
+            # job, in one transaction, before the job is sent (after commit).
+            with transaction.atomic() if _agent_pending(context.agent) else nullcontext():
+                agent = _agent_register(context.agent)
+                # Waits its workspace's turn in the fair queue; a `wait` budget defers it.
+                entry_extract_enqueue(
+                    agent=agent, memory_user=context.memory_user, thread=context.thread, **kwargs
+                )
             counters_add(
-                workspace_id=context.agent.workspace_id,
-                agent_id=context.agent.pk,
+                workspace_id=agent.workspace_id,
+                agent_id=agent.pk,
                 counts={EXTRACTIONS_QUEUED: 1},
             )
             return Response({"status": "queued"}, status=status.HTTP_202_ACCEPTED)
+        # entry_extract asks the chat model before its transaction: a new agent is stored
+        # first, and a failure after the model call still leaves it.
         result = entry_extract(
-            agent=context.agent, memory_user=context.memory_user, thread=context.thread, **kwargs
+            agent=_agent_register(context.agent),
+            memory_user=context.memory_user,
+            thread=context.thread,
+            **kwargs,
         )
         body = self.OutputSerializer(
             {
@@ -868,7 +904,7 @@ class EntrySearchApi(APIView):
         query_vector, model = entry_query_vector(
             workspace=request.user.workspace, query=data["query"], mode=data["mode"]
         )
-        context = _context(request.user, data, create_agent=False)
+        context = _context(request.user, data, write=False)
         _episodic_memory_required(context.agent)
         top_k = data.get("top_k") or memory_settings_for(context.agent).auto_inject_top_k
         result = entry_search_hybrid(

@@ -93,6 +93,21 @@ def test_one_add_embeds_once_within_the_query_ceiling(setup, client, django_asse
     assert EntryEmbedding.objects.filter(entry=entry, model=entry.embedding_model).count() == 1
 
 
+def test_a_workspace_key_naming_its_agent_adds_one_lookup(setup, client, django_assert_max_num_queries):
+    """A workspace-wide key names an existing agent by slug: one statement more than an
+    agent-bound key (the slug's lookup, once, though the write could register a new agent)."""
+    _, key = api_key_create(workspace=setup["workspace"])
+    workspace_key = {**setup, "key": key}
+    # The key's first use records its last_used_at.
+    _post(client, workspace_key, LIST, {"agent": "assistant", "content": "Ada keeps 1 hens in the garden."})
+    with django_assert_max_num_queries(ADD_QUERIES + 1):
+        response = _post(
+            client, workspace_key, LIST, {"agent": "assistant", "content": "Ada flew to Lisbon."}
+        )
+    assert response.status_code == 201, response.json()
+    assert EpisodicEntry.objects.get(pk=response.json()["id"]).agent_id == setup["agent"].pk
+
+
 def test_an_exact_repeat_skips_the_embedding_and_the_vector_search(
     setup, client, django_assert_max_num_queries
 ):
