@@ -317,10 +317,8 @@ class FactLookupApi(APIView):
 class FactDetailApi(RetrieveDestroyApi):
     """One fact version. PATCH and DELETE of a global fact need a workspace-wide key (or an
     operator): with a key bound to an agent they are a 403 `workspace_key_required` and
-    nothing changes. Facts of a user, an agent or a session are not concerned."""
-
-    # The exception (facts.services.access.fact_delete_authorize): an agent-bound key may
-    # DELETE, withdraw, its agent's own proposal while it is held for review.
+    nothing changes, except that such a key may DELETE (withdraw) its agent's own proposal
+    while it is held for review. Facts of a user, an agent or a session are not concerned."""
 
     selector = fact_get
     delete_service = fact_delete
@@ -409,9 +407,8 @@ class FactHistoryApi(APIView):
 )
 class FactBatchDeleteApi(BatchDeleteApi):
     """Delete all the listed facts or none (404 when one is not visible to the key). A key
-    bound to an agent that lists a global fact deletes nothing: 403 `workspace_key_required`."""
-
-    # Except the agent's own proposal still held for review (fact_delete_authorize).
+    bound to an agent that lists a global fact deletes nothing: 403 `workspace_key_required`,
+    unless the fact is its agent's own proposal still held for review."""
 
     service = fact_batch_delete
     OutputSerializer = FactDeleteOutputSerializer

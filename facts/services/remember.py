@@ -276,20 +276,22 @@ def fact_remember(
             with transaction.atomic():
                 # An agent named for the first time is stored with its fact, or not at all.
                 stored = agent_pending_store(agent)
-                write_reference, write_review_agent, write_guard = reference, review_agent, global_guard
+                if stored is not None and stored.pk != agent.pk:
+                    # Registered by another request meanwhile, with its own settings (review)
+                    # and maybe facts: decided again for that row, outside this transaction,
+                    # which has written nothing.
+                    raise _AgentRegisteredMeanwhile(stored)
                 if stored is not agent:
-                    write_reference, write_review_agent, write_guard = (
-                        {k: stored.pk if v == agent.pk else v for k, v in reference.items()},
-                        stored if review_agent is agent else review_agent,
-                        stored if global_guard is agent else global_guard,
-                    )
+                    # The row just inserted: written facts name it, not the unsaved object.
+                    review_agent = stored if review_agent is agent else review_agent
+                    global_guard = stored if global_guard is agent else global_guard
                 result = _fact_remember_locked(
                     workspace=workspace,
                     key=key,
                     value=value,
                     encoded=encoded,
                     scope=scope,
-                    reference=_reference_held(write_reference),
+                    reference=_reference_held(reference),
                     fact_type=fact_type,
                     confidence=confidence,
                     source=source,
@@ -299,15 +301,42 @@ def fact_remember(
                     overwrite=overwrite,
                     actor=actor,
                     cross_key=cross_key,
-                    review_agent=write_review_agent if held else None,
-                    global_guard=write_guard,
+                    review_agent=review_agent if held else None,
+                    global_guard=global_guard,
                 )
             return result
+        except _AgentRegisteredMeanwhile as registered:
+            return fact_remember(
+                workspace=workspace,
+                key=key,
+                value=value,
+                scope=scope,
+                fact_type=fact_type,
+                agent=registered.agent,
+                memory_user=memory_user,
+                thread=thread,
+                confidence=confidence,
+                source=source,
+                source_message=source_message,
+                source_episode=source_episode,
+                evidence=evidence,
+                overwrite=overwrite,
+                actor=actor,
+                principal=principal,
+            )
         except IntegrityError:
             # A concurrent remember created the key first; the second attempt confirms it.
             if attempt:
                 raise
     raise AssertionError("unreachable")
+
+
+class _AgentRegisteredMeanwhile(Exception):
+    """The pending agent's slug was registered by another request: `agent` is its row."""
+
+    def __init__(self, agent):
+        super().__init__(agent.slug)
+        self.agent = agent
 
 
 def _reference_held(reference: dict) -> dict:

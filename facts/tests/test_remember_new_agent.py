@@ -4,7 +4,7 @@ import uuid
 
 from core.access import principal_for_api_key
 from core.models import Agent
-from core.services import agent_get_or_create
+from core.services import agent_get_or_create, agent_register
 from core.testing import MemoryTestCase
 from facts.models import Fact
 from facts.services import fact_remember
@@ -54,3 +54,21 @@ class RememberNewAgentTests(MemoryTestCase):
         )
         assert result.fact.agent_id == winner.pk
         assert Agent.objects.filter(workspace=self.workspace, slug="newbot").count() == 1
+
+    def test_an_agent_registered_meanwhile_with_review_holds_the_fact(self):
+        """The fact is decided for the row that won, with its settings: registered with review
+        "all", it holds the agent's fact (found by a fresh-eyes review: the pending agent's
+        default settings had decided it)."""
+        principal = principal_for_api_key(self.owner_api_key)
+        context = memory_context_for_write(principal=principal, agent="newbot")
+        winner = agent_register(workspace=self.workspace, slug="newbot", memory_settings={"review": "all"})
+        result = fact_remember(
+            workspace=self.workspace,
+            key="k",
+            value="v",
+            scope="agent",
+            agent=context.agent,
+            source=Fact.Source.AGENT_TOOL,
+            principal=principal,
+        )
+        assert (result.fact.agent_id, result.outcome) == (winner.pk, "held")

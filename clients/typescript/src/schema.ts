@@ -438,7 +438,8 @@ export interface paths {
          * Get a fact
          * @description One fact version. PATCH and DELETE of a global fact need a workspace-wide key (or an
          *     operator): with a key bound to an agent they are a 403 `workspace_key_required` and
-         *     nothing changes. Facts of a user, an agent or a session are not concerned.
+         *     nothing changes, except that such a key may DELETE (withdraw) its agent's own proposal
+         *     while it is held for review. Facts of a user, an agent or a session are not concerned.
          */
         get: operations["v1_facts_retrieve"];
         put?: never;
@@ -447,7 +448,8 @@ export interface paths {
          * Delete a fact
          * @description One fact version. PATCH and DELETE of a global fact need a workspace-wide key (or an
          *     operator): with a key bound to an agent they are a 403 `workspace_key_required` and
-         *     nothing changes. Facts of a user, an agent or a session are not concerned.
+         *     nothing changes, except that such a key may DELETE (withdraw) its agent's own proposal
+         *     while it is held for review. Facts of a user, an agent or a session are not concerned.
          */
         delete: operations["v1_facts_destroy"];
         options?: never;
@@ -456,7 +458,8 @@ export interface paths {
          * Correct a fact (a new value supersedes this version)
          * @description One fact version. PATCH and DELETE of a global fact need a workspace-wide key (or an
          *     operator): with a key bound to an agent they are a 403 `workspace_key_required` and
-         *     nothing changes. Facts of a user, an agent or a session are not concerned.
+         *     nothing changes, except that such a key may DELETE (withdraw) its agent's own proposal
+         *     while it is held for review. Facts of a user, an agent or a session are not concerned.
          */
         patch: operations["v1_facts_partial_update"];
         trace?: never;
@@ -493,7 +496,8 @@ export interface paths {
         /**
          * Delete several facts (all or none)
          * @description Delete all the listed facts or none (404 when one is not visible to the key). A key
-         *     bound to an agent that lists a global fact deletes nothing: 403 `workspace_key_required`.
+         *     bound to an agent that lists a global fact deletes nothing: 403 `workspace_key_required`,
+         *     unless the fact is its agent's own proposal still held for review.
          */
         post: operations["v1_facts_batch_delete_create"];
         delete?: never;
