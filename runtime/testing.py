@@ -112,3 +112,19 @@ def live_mcp_server(env: dict[str, str] | None = None) -> LiveProcess:
     port = free_port()
     command = [sys.executable, "manage.py", "mcp_server", "--host", "127.0.0.1", "--port", str(port)]
     return LiveProcess(command, port, "/healthz", env=env)
+
+
+def mcp_http_post(client, body, *, key: str = "mem_some_key"):
+    """POST a JSON-RPC `body` to the MCP app of `client` (the `mcp_http` fixture) as a client
+    of MCP's streamable HTTP sends it."""
+    from runtime import mcp
+
+    return client.post(
+        mcp.MCP_PATH,
+        json=body,
+        headers={
+            "Authorization": f"Bearer {key}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18",
+        },
+    )

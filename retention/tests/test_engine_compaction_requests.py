@@ -146,6 +146,23 @@ class CompactionRequestTests(MemoryTestCase):
         """What the fair queue does a day after a compaction finished: its job is gone."""
         LLMJob.objects.filter(task=thread_compact_task.name, state=LLMJob.State.DONE).delete()
 
+    def node_asked_once(self):
+        """A thread whose "researcher" node has old messages, asked to compact once; its jobs."""
+        thread = self.thread()
+        (ask,) = append(thread, ("user", "Research Paris hotels for 12 March."))
+        append(
+            thread,
+            {"role": "assistant", "content": "Looking at hotels near the Louvre.", "parent": str(ask.pk)},
+            ("assistant", "Two hotels found."),
+            node_id="researcher",
+        )
+        Message.objects.filter(thread=thread).update(created_at=OLD)
+        node_jobs = LLMJob.objects.filter(task=thread_compact_task.name, kwargs__node="researcher")
+        self.retain()
+        assert node_jobs.count() == 1
+        self.forget_finished_jobs()
+        return thread, node_jobs
+
     def test_an_up_to_date_answer_outlives_its_finished_job(self):
         """A compaction that found nothing to fold counts as the thread considered then: once
         its finished job is gone, the run still does not ask again until a message arrives."""
@@ -185,19 +202,7 @@ class CompactionRequestTests(MemoryTestCase):
 
     def test_a_nodes_append_from_a_host_whose_clock_runs_behind_is_asked_about_again(self):
         """The same for a node's summary, compared with its thread's last activity."""
-        thread = self.thread()
-        (ask,) = append(thread, ("user", "Research Paris hotels for 12 March."))
-        append(
-            thread,
-            {"role": "assistant", "content": "Looking at hotels near the Louvre.", "parent": str(ask.pk)},
-            ("assistant", "Two hotels found."),
-            node_id="researcher",
-        )
-        Message.objects.filter(thread=thread).update(created_at=OLD)
-        node_jobs = LLMJob.objects.filter(task=thread_compact_task.name, kwargs__node="researcher")
-        self.retain()
-        assert node_jobs.count() == 1
-        self.forget_finished_jobs()
+        thread, node_jobs = self.node_asked_once()
 
         with clock_behind():
             append(thread, *turns("Researcher", 10), node_id="researcher")
@@ -207,19 +212,7 @@ class CompactionRequestTests(MemoryTestCase):
 
     def test_a_nodes_up_to_date_answer_outlives_its_finished_job(self):
         """The same for a node's summary: its up-to-date answer is recorded on its NodeSummary."""
-        thread = self.thread()
-        (ask,) = append(thread, ("user", "Research Paris hotels for 12 March."))
-        append(
-            thread,
-            {"role": "assistant", "content": "Looking at hotels near the Louvre.", "parent": str(ask.pk)},
-            ("assistant", "Two hotels found."),
-            node_id="researcher",
-        )
-        Message.objects.filter(thread=thread).update(created_at=OLD)
-        node_jobs = LLMJob.objects.filter(task=thread_compact_task.name, kwargs__node="researcher")
-        self.retain()
-        assert node_jobs.count() == 1
-        self.forget_finished_jobs()
+        thread, node_jobs = self.node_asked_once()
 
         self.retain()
         self.retain()

@@ -1,6 +1,9 @@
-"""Live processes for the runtime's end-to-end tests (see runtime/testing.py)."""
+"""Live processes for the runtime's end-to-end tests (see runtime/testing.py), and the MCP
+app in this process."""
 
 import itertools
+from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 
@@ -43,3 +46,19 @@ def fresh_workspace(transactional_db):
         "read_only_key": read_only_key,
         "outsider_key": outsider_key,
     }
+
+
+@pytest.fixture
+def mcp_http():
+    """The MCP app in this process, its key check answered without the database; post to it
+    with runtime.testing.mcp_http_post."""
+    from starlette.testclient import TestClient
+
+    from runtime import mcp
+
+    with (
+        mock.patch.object(mcp, "_principal_for_secret", return_value=SimpleNamespace(api_key=None)),
+        mock.patch.object(mcp, "api_key_budget_wait", return_value=None),
+        TestClient(mcp.mcp_app(), base_url="http://127.0.0.1:8765") as client,
+    ):
+        yield client

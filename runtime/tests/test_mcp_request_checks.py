@@ -4,41 +4,16 @@ with Invalid Request (-32600, id null) over MCP's streamable HTTP; the SDK read 
 notification and answered 202 with no body, so the client waited for nothing. A body over the
 API's limit is its 413, before the SDK reads it whole."""
 
-from types import SimpleNamespace
-from unittest import mock
-
 import pytest
 from starlette.testclient import TestClient
 
 from runtime import mcp
-
-
-@pytest.fixture
-def mcp_http():
-    """The MCP app in this process, its key check answered without the database."""
-    with (
-        mock.patch.object(mcp, "_principal_for_secret", return_value=SimpleNamespace(api_key=None)),
-        mock.patch.object(mcp, "api_key_budget_wait", return_value=None),
-        TestClient(mcp.mcp_app(), base_url="http://127.0.0.1:8765") as client,
-    ):
-        yield client
-
-
-def _post(client, body, *, key="mem_some_key"):
-    return client.post(
-        mcp.MCP_PATH,
-        json=body,
-        headers={
-            "Authorization": f"Bearer {key}",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": "2025-06-18",
-        },
-    )
+from runtime.testing import mcp_http_post
 
 
 @pytest.mark.parametrize("request_id", [{"a": 1}, [1], True, False, 1.5, 7.0, None])
 def test_a_request_with_an_invalid_id_gets_invalid_request(mcp_http, request_id):
-    response = _post(mcp_http, {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"})
+    response = mcp_http_post(mcp_http, {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"})
     assert response.status_code == 400, response.text
     body = response.json()
     assert body["jsonrpc"] == "2.0"
@@ -49,7 +24,7 @@ def test_a_request_with_an_invalid_id_gets_invalid_request(mcp_http, request_id)
 
 @pytest.mark.parametrize("request_id", [7, "req-7"])
 def test_a_request_with_a_valid_id_is_answered_with_that_id(mcp_http, request_id):
-    response = _post(mcp_http, {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"})
+    response = mcp_http_post(mcp_http, {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"})
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["id"] == request_id
@@ -57,7 +32,7 @@ def test_a_request_with_a_valid_id_is_answered_with_that_id(mcp_http, request_id
 
 
 def test_a_notification_is_still_accepted_without_an_answer(mcp_http):
-    response = _post(mcp_http, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    response = mcp_http_post(mcp_http, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     assert response.status_code == 202, response.text
     assert response.content == b""
 
@@ -73,7 +48,7 @@ def test_the_key_is_checked_before_the_body():
 def test_a_body_over_the_limit_is_a_413_and_never_reaches_the_sdk(mcp_http, settings):
     settings.API_MAX_BODY_BYTES = 2_000
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "x" * 5_000}}
-    response = _post(mcp_http, body)
+    response = mcp_http_post(mcp_http, body)
     assert response.status_code == 413, response.text
     assert response.json()["error"]["code"] == "payload_too_large"
     assert "2000 bytes" in response.json()["error"]["message"]

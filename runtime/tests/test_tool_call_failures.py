@@ -9,13 +9,13 @@ import pytest
 from django.db import DataError, connection
 from mcp.server.mcpserver.exceptions import ToolError
 from rest_framework.test import APIClient
-from starlette.testclient import TestClient
 
 from core.errors import VALUE_REFUSED, error_body
 from core.testing import MemoryTestCase
 from facts import services as fact_services
 from facts.models import Fact
 from runtime import mcp
+from runtime.testing import mcp_http_post
 from runtime.tool_calls import TOOL_UNKNOWN
 
 URL = "/api/v1/tools/call/"
@@ -124,34 +124,11 @@ def test_mcp_reports_a_refused_value_with_the_same_body():
     assert json.loads(str(raised.value)) == error_body("invalid", VALUE_REFUSED)
 
 
-@pytest.fixture
-def mcp_http():
-    """The MCP app in this process, its key check answered without the database."""
-    with (
-        mock.patch.object(mcp, "_principal_for_secret", return_value=SimpleNamespace(api_key=None)),
-        mock.patch.object(mcp, "api_key_budget_wait", return_value=None),
-        TestClient(mcp.mcp_app(), base_url="http://127.0.0.1:8765") as client,
-    ):
-        yield client
-
-
-def _post(client, body):
-    return client.post(
-        mcp.MCP_PATH,
-        json=body,
-        headers={
-            "Authorization": "Bearer mem_some_key",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": "2025-06-18",
-        },
-    )
-
-
 def test_mcp_unknown_tool_answers_the_apis_unknown_tool_body(mcp_http):
     """REST answers an unknown tool with `unknown_tool`; MCP gave the SDK's plain text
     "Unknown tool: nope", which a client cannot tell apart from other failures."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "nope", "arguments": {}}}
-    response = _post(mcp_http, body)
+    response = mcp_http_post(mcp_http, body)
     assert response.status_code == 200, response.text
     result = response.json()["result"]
     assert result["isError"] is True

@@ -4,19 +4,17 @@ as a 200 holding that call's error, it had lost the back-off the API's 503 gives
 
 import dataclasses
 import json
-from types import SimpleNamespace
 from unittest import mock
 
 import psycopg
-import pytest
 from django.db import DataError, OperationalError
-from starlette.testclient import TestClient
 
 from core.errors import RETRY_AFTER_SECONDS, SERVICE_UNAVAILABLE, VALUE_REFUSED, error_body
 from core.testing import MemoryTestCase
 from facts import services as fact_services
 from facts.models import Fact
-from runtime import mcp, tools
+from runtime import tools
+from runtime.testing import mcp_http_post
 
 URL = "/api/v1/tools/call/"
 REAL_FACT_REMEMBER = fact_services.fact_remember
@@ -106,17 +104,6 @@ class ToolCallTransientFailureTests(MemoryTestCase):
         assert "Retry-After" not in response.headers
 
 
-@pytest.fixture
-def mcp_http():
-    """The MCP app in this process, its key check answered without the database."""
-    with (
-        mock.patch.object(mcp, "_principal_for_secret", return_value=SimpleNamespace(api_key=None)),
-        mock.patch.object(mcp, "api_key_budget_wait", return_value=None),
-        TestClient(mcp.mcp_app(), base_url="http://127.0.0.1:8765") as client,
-    ):
-        yield client
-
-
 def _call_recall_failing(client, exc):
     def recall(**kwargs):
         raise exc
@@ -124,15 +111,7 @@ def _call_recall_failing(client, exc):
     specs = [dataclasses.replace(spec, fn=recall) if spec.name == "recall" else spec for spec in tools.TOOLS]
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recall", "arguments": {}}}
     with mock.patch.object(tools, "TOOLS", specs):
-        return client.post(
-            mcp.MCP_PATH,
-            json=body,
-            headers={
-                "Authorization": "Bearer mem_some_key",
-                "Accept": "application/json, text/event-stream",
-                "MCP-Protocol-Version": "2025-06-18",
-            },
-        )
+        return mcp_http_post(client, body)
 
 
 def _text_body(result) -> dict:
