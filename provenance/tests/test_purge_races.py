@@ -13,7 +13,6 @@ import threading
 from datetime import timedelta
 from unittest import mock
 
-from django.db import connection
 from django.db.models.query import QuerySet
 from django.test import TransactionTestCase
 from django.utils import timezone
@@ -34,7 +33,7 @@ from retention.models import RetentionRule, RetentionRun, Tier
 from retention.selectors import retention_rules_effective
 from retention.services import _apply_rule
 from retention.targets import TARGETS
-from retention.tests.test_engine_append_race import Elsewhere
+from retention.tests.test_engine_append_race import Elsewhere, finished_cleanly
 from threads.tests.factories import append, make_thread
 
 
@@ -76,13 +75,6 @@ class PurgeRaceTestCase(TransactionTestCase):
         principal = Principal(workspace=self.workspace, role=Membership.Role.ADMIN)
         return Elsewhere(lambda: derived_purge(principal=principal, thread=self.thread))
 
-    def outcome(self, *works):
-        outcomes = [work.finish() for work in works]
-        for outcome in outcomes:
-            assert "error" not in outcome, outcome
-        connection.check_constraints()
-        return outcomes
-
 
 class PurgeAndVectorJobTests(PurgeRaceTestCase):
     def test_a_purge_during_a_vector_job_never_deadlocks(self):
@@ -110,7 +102,7 @@ class PurgeAndVectorJobTests(PurgeRaceTestCase):
 
         with mock.patch.object(QuerySet, "bulk_create", vectors_written):
             job.start()
-            self.outcome(job, purge)
+            finished_cleanly(job, purge)
         assert fired
         assert list(EpisodicEntry.objects.values_list("pk", flat=True)) == [merged.pk]
         assert EpisodicEntry.objects.get(pk=merged.pk).superseded_by_id is None
@@ -130,7 +122,7 @@ class PurgeAndVectorJobTests(PurgeRaceTestCase):
             )
             job.start()
             pause.go.set()
-            _, (embedded) = self.outcome(purge, job)
+            _, (embedded) = finished_cleanly(purge, job)
         assert embedded["value"] == 1
         assert list(EntryEmbedding.objects.values_list("entry_id", flat=True)) == [kept.pk]
 
@@ -191,7 +183,7 @@ class PurgeAndRetentionTests(PurgeRaceTestCase):
             purge = self.purge()
             purge.start()
             go.set()
-            _, deleted = self.outcome(retention, purge)
+            _, deleted = finished_cleanly(retention, purge)
         assert not EpisodicEntry.objects.filter(pk__in=[expired.pk, merged.pk]).exists()
         # The batch left `expired` to the purge: its dependant was held by it.
         assert deleted["value"]["entries"] == 2
@@ -206,7 +198,7 @@ class PurgeAndRetentionTests(PurgeRaceTestCase):
             retention = self.retention()
             retention.start()
             pause.go.set()
-            self.outcome(purge, retention)
+            finished_cleanly(purge, retention)
         assert not EpisodicEntry.objects.filter(pk__in=[expired.pk, merged.pk]).exists()
 
 
@@ -239,7 +231,7 @@ class PurgeAndErasureTests(PurgeRaceTestCase):
             erasure = self.erasure()
             erasure.start()
             pause.go.set()
-            self.outcome(purge, erasure)
+            finished_cleanly(purge, erasure)
         assert not EpisodicEntry.objects.exists() and not Fact.objects.exists()
 
     def test_a_purge_during_an_erasure_never_deadlocks(self):
@@ -253,5 +245,5 @@ class PurgeAndErasureTests(PurgeRaceTestCase):
             purge = self.purge()
             purge.start()
             pause.go.set()
-            self.outcome(erasure, purge)
+            finished_cleanly(erasure, purge)
         assert not EpisodicEntry.objects.exists() and not Fact.objects.exists()

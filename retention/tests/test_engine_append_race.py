@@ -9,7 +9,7 @@ import threading
 from datetime import timedelta
 from unittest import mock
 
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.db.models.query import QuerySet
 from django.test import TransactionTestCase
 from django.utils import timezone
@@ -65,6 +65,16 @@ class Elsewhere:
         self.worker.join(60)
         assert not self.worker.is_alive()
         return self.outcome
+
+
+def finished_cleanly(*works: Elsewhere) -> list:
+    """The outcomes of `works` once each has finished, none with an error (a deadlock victim,
+    a lock timeout), and every deferred foreign key still met."""
+    outcomes = [work.finish() for work in works]
+    for outcome in outcomes:
+        assert "error" not in outcome, outcome
+    connection.check_constraints()
+    return outcomes
 
 
 class ForkDuringRetentionTests(TransactionTestCase):

@@ -13,7 +13,7 @@ import dataclasses
 from datetime import timedelta
 from unittest import mock
 
-from django.db import OperationalError, connection
+from django.db import OperationalError
 from django.test import TestCase, TransactionTestCase
 from django.utils import timezone
 
@@ -32,7 +32,7 @@ from retention.selectors import retention_rules_effective
 from retention.services import _apply_rule
 from retention.targets import TARGETS
 from retention.tasks import retention_run_task
-from retention.tests.test_engine_append_race import Elsewhere
+from retention.tests.test_engine_append_race import Elsewhere, finished_cleanly
 
 EXPIRED = timedelta(days=40)
 
@@ -77,25 +77,22 @@ class PersonRaceTestCase(TransactionTestCase):
         assert fired
         return deleted
 
-    def batch_during_erasure(self) -> Elsewhere:
-        """The erasure holds the person and is about to delete their rows; the batch runs."""
-        erasure = self.erasure()
-        pause = Pause(identities_module, "holdings_erase", erasure)
+    def batch_during(self, work: Elsewhere, step: str) -> Elsewhere:
+        """`work` (an erasure or a merge) holds its people and is about to move or delete their
+        rows (identities' `step`); the batch runs meanwhile."""
+        pause = Pause(identities_module, step, work)
         with pause.patch:
-            erasure.worker.start()
+            work.worker.start()
             assert pause.paused.wait(30)
             batch = Elsewhere(self.retain)
             batch.start()
             pause.go.set()
-            self.outcome(erasure, batch)
+            finished_cleanly(work, batch)
         return batch
 
-    def outcome(self, *works):
-        outcomes = [work.finish() for work in works]
-        for outcome in outcomes:
-            assert "error" not in outcome, outcome
-        connection.check_constraints()
-        return outcomes
+    def batch_during_erasure(self) -> Elsewhere:
+        """The erasure holds the person and is about to delete their rows; the batch runs."""
+        return self.batch_during(self.erasure(), "holdings_erase")
 
 
 class FactsBatchTests(PersonRaceTestCase):
@@ -123,7 +120,7 @@ class FactsBatchTests(PersonRaceTestCase):
         the erasure of the person starts meanwhile and waits for the batch."""
         erasure = self.erasure()
         deleted = self.during_batch("delete", erasure)
-        self.outcome(erasure)
+        finished_cleanly(erasure)
         assert deleted == 1
         assert not Fact.objects.exists()
         assert not MemoryUser.objects.filter(pk=self.person.pk).exists()
@@ -139,22 +136,14 @@ class FactsBatchTests(PersonRaceTestCase):
         and waits for the batch, then moves what is left."""
         merge = self.merge()
         deleted = self.during_batch("delete", merge)
-        self.outcome(merge)
+        finished_cleanly(merge)
         assert deleted == 1
         assert list(Fact.objects.values_list("key", "memory_user_id")) == [("city", self.other.pk)]
         assert MemoryUser.objects.get(pk=self.other.pk).preferences == {"city": "Lisbon"}
 
     def test_a_facts_batch_during_a_merge_never_deadlocks(self):
         """The merge holds both people; the batch leaves their facts to a later batch."""
-        merge = self.merge()
-        pause = Pause(identities_module, "holdings_merge", merge)
-        with pause.patch:
-            merge.worker.start()
-            assert pause.paused.wait(30)
-            batch = Elsewhere(self.retain)
-            batch.start()
-            pause.go.set()
-            self.outcome(merge, batch)
+        batch = self.batch_during(self.merge(), "holdings_merge")
         assert batch.outcome["value"] == 0
         assert set(Fact.objects.values_list("key", "memory_user_id")) == {
             ("drink", self.other.pk),
@@ -220,7 +209,7 @@ class EntriesBatchTests(PersonRaceTestCase):
     def test_an_erasure_during_an_entries_batch_never_deadlocks(self):
         erasure = self.erasure()
         deleted = self.during_batch("before_delete", erasure)
-        self.outcome(erasure)
+        finished_cleanly(erasure)
         assert deleted == 1
         assert not EpisodicEntry.objects.exists() and not EntryEmbedding.objects.exists()
 
@@ -232,7 +221,7 @@ class EntriesBatchTests(PersonRaceTestCase):
     def test_a_merge_during_an_entries_batch_never_deadlocks(self):
         merge = self.merge()
         deleted = self.during_batch("before_delete", merge)
-        self.outcome(merge)
+        finished_cleanly(merge)
         assert deleted == 1
         assert list(EpisodicEntry.objects.values_list("pk", "memory_user_id")) == [
             (self.kept.pk, self.other.pk)
