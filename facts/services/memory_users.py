@@ -29,7 +29,8 @@ def memory_user_facts_merge(*, source, target, now) -> dict:
     Two current user-scope facts with the same key: the newer (valid_from) stays current,
     the older is closed and superseded by it, so it stays in the key's history. Closing
     happens before the move, or the partial unique index on current versions would reject
-    it. The preferences caches of both users are rebuilt afterwards.
+    it; the closed one ages from the merge, the moved ones keep their age (retention ages facts
+    by updated_at). The preferences caches of both users are rebuilt afterwards.
     """
     source_current = {
         f.key: f
@@ -45,9 +46,14 @@ def memory_user_facts_merge(*, source, target, now) -> dict:
             other = source_current[kept.key]
             newer, older = (other, kept) if other.valid_from > kept.valid_from else (kept, other)
             Fact.objects.filter(pk=older.pk).update(
-                valid_to=now, superseded_by=newer, times_contradicted=older.times_contradicted + 1
+                valid_to=now,
+                superseded_by=newer,
+                times_contradicted=older.times_contradicted + 1,
+                updated_at=now,
             )
             conflicts += 1
-    moved = Fact.objects.filter(memory_user=source).update(memory_user=target, updated_at=now)
+    # updated_at stays: retention ages facts by it, and moving a fact to the person it always
+    # belonged to neither confirms nor changes it.
+    moved = Fact.objects.filter(memory_user=source).update(memory_user=target)
     memory_user_preferences_sync(memory_user_ids=[target.pk, source.pk])
     return {"facts": moved, "fact_conflicts": conflicts}

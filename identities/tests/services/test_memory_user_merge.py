@@ -1,3 +1,7 @@
+from datetime import timedelta
+
+from django.utils import timezone
+
 from core.errors import ApplicationError, NotFoundError
 from core.models import AuditEvent
 from core.testing import MemoryTestCase
@@ -67,6 +71,26 @@ class MemoryUserMergeTests(MemoryTestCase):
         assert older.valid_to is not None
         assert older.superseded_by_id == newer.pk
         assert older.memory_user_id == self.target.pk
+
+    def test_moved_facts_keep_their_age_and_a_closed_conflict_ages_from_the_merge(self):
+        """Retention ages facts by updated_at: a merge moves them to another person but changes
+        none of them, so it must not make old facts look new; a fact the merge closes became
+        history then, as a close by remember does."""
+        long_ago = timezone.now() - timedelta(days=400)
+        only_source = self.user_fact(self.source, "pet", "cat")
+        older = self.user_fact(self.target, "timezone", "UTC")
+        newer = self.user_fact(self.source, "timezone", "CET")
+        Fact.objects.filter(pk__in=[only_source.pk, older.pk, newer.pk]).update(updated_at=long_ago)
+
+        memory_user_merge(source=self.source, target=self.target, actor="system")
+
+        for fact in (only_source, newer, older):
+            fact.refresh_from_db()
+            assert fact.memory_user_id == self.target.pk
+        assert only_source.updated_at == long_ago
+        assert newer.updated_at == long_ago
+        assert older.valid_to is not None
+        assert older.updated_at == older.valid_to
 
     def test_merging_again_is_a_no_op(self):
         memory_user_merge(source=self.source, target=self.target, actor="system")
