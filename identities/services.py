@@ -210,6 +210,17 @@ def locked_retrying(write):
     raise AssertionError("unreachable")
 
 
+def _identity_create(memory_user: MemoryUser, *, channel, external_id, profile) -> ChannelIdentity:
+    """A channel identity of `memory_user` (channel and external_id already validated)."""
+    return ChannelIdentity.objects.create(
+        workspace_id=memory_user.workspace_id,
+        memory_user=memory_user,
+        channel=channel,
+        external_id=external_id,
+        profile=profile,
+    )
+
+
 def memory_user_create(
     *, workspace, canonical_id: str, display_name: str = "", identities=(), actor: str = "system"
 ) -> MemoryUser:
@@ -227,13 +238,7 @@ def memory_user_create(
                 workspace=workspace, canonical_id=canonical_id, display_name=(display_name or "")[:200]
             )
             for channel, external_id, profile in cleaned:
-                ChannelIdentity.objects.create(
-                    workspace=workspace,
-                    memory_user=memory_user,
-                    channel=channel,
-                    external_id=external_id,
-                    profile=profile,
-                )
+                _identity_create(memory_user, channel=channel, external_id=external_id, profile=profile)
             audit_record(
                 workspace=workspace,
                 actor=actor,
@@ -310,13 +315,7 @@ def _memory_user_identify(*, workspace, channel, external_id, profile, actor) ->
             memory_user = MemoryUser.objects.create(
                 workspace=workspace, canonical_id=canonical_id, display_name=_profile_name(profile)
             )
-        identity = ChannelIdentity.objects.create(
-            workspace=workspace,
-            memory_user=memory_user,
-            channel=channel,
-            external_id=external_id,
-            profile=profile,
-        )
+        identity = _identity_create(memory_user, channel=channel, external_id=external_id, profile=profile)
         audit_record(
             workspace=workspace,
             actor=actor,
