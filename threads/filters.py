@@ -16,7 +16,8 @@ class ThreadFilter(FilterSet):
 
     agent = django_filters.CharFilter(field_name="agent__slug", help_text="Agent slug.")
     memory_user = django_filters.UUIDFilter(method="filter_memory_user")
-    channel = django_filters.CharFilter()
+    # Case-insensitive: channels are stored lowercase now, older threads may have kept "Slack".
+    channel = django_filters.CharFilter(lookup_expr="iexact")
     channel_chat_id = django_filters.CharFilter()
     client_key = django_filters.CharFilter()
     active_after = django_filters.IsoDateTimeFilter(field_name="last_activity_at", lookup_expr="gte")

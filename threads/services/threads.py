@@ -2,6 +2,7 @@
 
 from django.db import connection, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from core.errors import ApplicationError, NotFoundError
 from core.models import Agent
@@ -17,6 +18,35 @@ def memory_user_canonical(memory_user):
     from identities.selectors import memory_user_resolve_merged
 
     return None if memory_user is None else memory_user_resolve_merged(memory_user=memory_user)
+
+
+def channel_normalize(channel) -> str:
+    """A channel name as identities store it (identities.services: trimmed, lowercase), so a
+    thread's channel equals its person's identity and one `channel` filter finds both."""
+    return channel.strip().lower() if isinstance(channel, str) else ""
+
+
+def thread_channel(*, channel: str = "", memory_user=None) -> str:
+    """The channel a thread opened now records: the one the caller names, else the one channel
+    its person was identified through. A person known on several channels gives none: which of
+    them the conversation is on is not known. Every path that opens a thread (thread_create,
+    and thread_resolve through it: the thread API, the context call and tool) records it here."""
+    channel = channel_normalize(channel)
+    if channel or memory_user is None:
+        return channel
+    from identities.models import ChannelIdentity
+    from identities.selectors import memory_user_merged_subquery
+
+    # Identities of records merged into the person count too (older data was never re-pointed).
+    channels = list(
+        ChannelIdentity.objects.filter(
+            memory_user_id__in=memory_user_merged_subquery(memory_user=memory_user)
+        )
+        .order_by()
+        .values_list("channel", flat=True)
+        .distinct()[:2]
+    )
+    return channels[0] if len(channels) == 1 else ""
 
 
 def thread_create(
@@ -42,7 +72,7 @@ def thread_create(
         workspace=workspace,
         agent=agent,
         memory_user=memory_user,
-        channel=channel or "",
+        channel=thread_channel(channel=channel, memory_user=memory_user),
         channel_chat_id=channel_chat_id or "",
         client_key=client_key or "",
         title=title or "",
@@ -128,6 +158,7 @@ def thread_resolve_or_create(
             # The lookup matched `agent`: callers read the thread's agent (its memory settings)
             # without loading it again.
             thread.agent = agent
+            _thread_channel_fill(thread, channel)
             return thread, False
         thread = thread_create(
             workspace=workspace,
@@ -143,11 +174,25 @@ def thread_resolve_or_create(
         return thread, True
 
 
+def _thread_channel_fill(thread: Thread, channel) -> None:
+    """A thread opened with no channel known takes the first one a resolve names; a channel
+    once set stays (compare-and-set: a concurrent fill wins, this one changes nothing)."""
+    channel = channel_normalize(channel)
+    if thread.channel or not channel:
+        return
+    if Thread.objects.filter(pk=thread.pk, channel="").update(channel=channel, updated_at=timezone.now()):
+        thread.channel = channel
+    else:
+        thread.channel = Thread.objects.filter(pk=thread.pk).values_list("channel", flat=True).first() or ""
+
+
 def thread_update(*, thread: Thread, actor: str = "system", **changes) -> Thread:
     """Change title, metadata, model, channel or client key; audited."""
     allowed = {"title", "metadata", "model", "channel", "client_key"}
     if changes.get("metadata") is not None and not isinstance(changes["metadata"], dict):
         raise ApplicationError(METADATA_INVALID, fields={"metadata": [METADATA_INVALID]})
+    if changes.get("channel") is not None:
+        changes["channel"] = channel_normalize(changes["channel"])
     changed = {}
     for key, value in changes.items():
         if key not in allowed or value is None:
