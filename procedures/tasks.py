@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from core.tasks import EMBED_RETRY
+from core.tasks import DATABASE_UNAVAILABLE, EMBED_RETRY
 from procedures.services import procedure_embed_batch
 
 
@@ -12,8 +12,19 @@ def procedure_embed_task(procedure_ids: list[str]):
 
 
 # Idempotent (an episode counts once per procedure, a signature is proposed once): a pass
-# that runs twice or is retried after a lost worker changes nothing the second time.
-@shared_task
+# that runs twice or is retried after a lost worker changes nothing the second time. A
+# database that fails (an outage, or a deadlock or serialization failure that outlived the
+# service's own LEARN_ATTEMPTS) is retried with backoff like the compaction and embedding
+# tasks. The pass is one transaction, so a failed one leaves the cursor where it was and the
+# workspace due: the nudge cleared at the start lets the next commit queue a pass, and the
+# sweep finds it too, when the retries run out.
+@shared_task(
+    autoretry_for=DATABASE_UNAVAILABLE,
+    retry_backoff=10,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=6,
+)
 def procedures_learn_task(workspace_id: str):
     from core.models import Workspace
     from procedures.services.learning import procedures_learn, procedures_learn_nudge_clear

@@ -10,6 +10,7 @@ DISPATCH_RETRY = {
     "retry_backoff": 5,
     "retry_backoff_max": 120,
     "retry_jitter": True,
+    "max_retries": 5,
     "swept": True,
 }
 
@@ -25,7 +26,9 @@ def webhooks_dispatch_task(workspace_id: str):
 # a second copy, sent by the sweep; receivers deduplicate by X-Memory-Delivery
 # (docs/webhooks.md).
 # Swept: webhooks_sweep hands out deliveries whose task was lost.
-@shared_task(autoretry_for=DATABASE_UNAVAILABLE, retry_backoff=5, retry_backoff_max=120, swept=True)
+@shared_task(
+    autoretry_for=DATABASE_UNAVAILABLE, retry_backoff=5, retry_backoff_max=120, max_retries=5, swept=True
+)
 def webhook_deliver_task(delivery_id: str, attempt: int | None = None):
     delivery = webhook_deliver(delivery_id=delivery_id, attempt=attempt)
     return None if delivery is None else delivery.status

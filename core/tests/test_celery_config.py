@@ -48,6 +48,27 @@ class CeleryDeliveryConfigTests(SimpleTestCase):
             retried = tasks[name].autoretry_for
             assert OperationalError in retried and InterfaceError in retried, name
 
+    def test_every_retried_task_keeps_the_retry_limit_it_declares(self):
+        """A wildcard CELERY_TASK_ANNOTATIONS max_retries replaced every task's own: the
+        embedding and compaction tasks declared 6 and got 5, and the compaction's count of
+        retries left was wrong. Each retried task declares its limit, and that one holds."""
+        from core.tasks import EMBED_RETRY
+
+        tasks = self.project_tasks()
+        declared = {
+            "facts.tasks.fact_embed_task": EMBED_RETRY["max_retries"],
+            "threads.tasks.thread_compact_task": 6,
+            "procedures.tasks.procedures_learn_task": 6,
+            "core.tasks.vector_graph_extend_task": 6,
+            "retention.tasks.retention_run_task": 5,
+            "webhooks.tasks.webhook_deliver_task": 5,
+        }
+        for name, limit in declared.items():
+            assert tasks[name].max_retries == limit, name
+        for name, task in tasks.items():
+            if getattr(task, "autoretry_for", ()):
+                assert task.max_retries is not None, f"{name} would retry for ever"
+
     def test_the_sweep_repairs_every_tier_periodically(self):
         entries = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
         assert "runtime.tasks.embeddings_sweep_task" in entries

@@ -341,7 +341,6 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_TASK_DEFAULT_RETRY_DELAY = 5
-CELERY_TASK_ANNOTATIONS = {"*": {"max_retries": 5}}
 # Every task is idempotent (compare-and-set writes, skips of work already done) unless it
 # opts out with acks_late=False and says why (entry_extract_task pays an LLM call). A task
 # is acknowledged after it ran, and a task whose pool process died (kill -9, OOM) goes back
