@@ -89,18 +89,40 @@ def agent_get_or_create(*, workspace: Workspace, slug: str, name: str = "") -> A
     return agent
 
 
-def agent_pending_store(agent: Agent | None) -> Agent | None:
+class AgentRegisteredMeanwhile(Exception):
+    """A pending agent's slug was registered by another request first: `agent` is its row."""
+
+    def __init__(self, agent: Agent):
+        super().__init__(agent.slug)
+        self.agent = agent
+
+
+def agent_pending(agent: Agent | None) -> bool:
+    """Whether `agent` is one a request names for the first time, not stored yet
+    (threads.selectors.memory_context_for_write)."""
+    return agent is not None and agent._state.adding
+
+
+def agent_pending_store(agent: Agent | None, *, refuse_other: bool = False) -> Agent | None:
     """`agent` as a stored row: a pending agent (threads.selectors.memory_context_for_write,
     unsaved, its id already set) is inserted. Call it inside the write's transaction, so a
     refused write rolls it back and registers no agent; the pending object stays unsaved, so a
     retried transaction inserts it again. When a concurrent request registered the same slug
     first, its row is returned, with another id: references the write built from the pending
-    agent's id must move to it."""
-    if agent is None or not agent._state.adding:
+    agent's id must move to it.
+
+    `refuse_other`: raise AgentRegisteredMeanwhile instead, for a write whose checks read the
+    agent's settings (review, dedupe, a tier switched off) or its rows before this point: the
+    caller rolls back, having written nothing, and decides the write again for that row."""
+    if not agent_pending(agent):
         return agent
     stored, _ = Agent.objects.get_or_create(
         workspace=agent.workspace, slug=agent.slug, defaults={"id": agent.pk, "name": agent.name}
     )
+    # The request's workspace, so writes read `agent.workspace` without a query.
+    stored.workspace = agent.workspace
+    if refuse_other and stored.pk != agent.pk:
+        raise AgentRegisteredMeanwhile(stored)
     return stored
 
 

@@ -15,7 +15,7 @@ from core.errors import ApplicationError, NotFoundError
 from core.lib.consolidation import REJECT_CONFIRMED
 from core.lib.escaping import strip_invisible_json
 from core.serializers import ContextInputSerializer, StrictSerializer
-from core.services import agent_pending_store
+from core.services import agent_pending, agent_pending_store
 from episodic.filters import EpisodicEntryFilter
 from episodic.models import EpisodicEntry
 from episodic.selectors import (
@@ -124,8 +124,9 @@ def _entry_output(entry) -> dict:
 
 def _context(principal, data, *, write: bool):
     """The request's agent, person and thread. A write resolves an agent slug named for the
-    first time to an unsaved agent (threads.selectors.memory_context_for_write), which
-    `_agent_register` stores once the request's own checks passed."""
+    first time to an unsaved agent (threads.selectors.memory_context_for_write): the services
+    store it in the transaction that writes the entries, and a queued extraction with its job
+    (`_agent_register`)."""
     from threads.selectors import memory_context_for_write, memory_context_resolve
 
     resolve = memory_context_for_write if write else memory_context_resolve
@@ -147,24 +148,14 @@ def _context(principal, data, *, write: bool):
     return context
 
 
-def _agent_pending(agent) -> bool:
-    """Whether `agent` is one the request names for the first time, not stored yet."""
-    return agent._state.adding
-
-
 def _agent_register(agent):
-    """`agent` as a stored row: one named for the first time is registered here, after every
-    reference and check of the view, and after the 409 `episodic_disabled` the service would
-    answer. The services embed (and may ask a chat model) before their transaction, which no
-    model call may be held inside, so the agent is stored before the service runs: a refusal
-    of the service's own (an item's field error) still leaves it."""
-    if not _agent_pending(agent):
+    """`agent` as a stored row, for a queued extraction, whose job loads its agent by id: one
+    named for the first time is registered here, inside the job's transaction, after every
+    reference and check of the view and the 409 `episodic_disabled` the job would answer."""
+    if not agent_pending(agent):
         return agent
     episodic_memory_required(agent)
-    stored = agent_pending_store(agent)
-    # A row a concurrent request registered first is read without its workspace.
-    stored.workspace = agent.workspace
-    return stored
+    return agent_pending_store(agent)
 
 
 def _episodic_memory_required(agent) -> None:
@@ -378,8 +369,9 @@ class EntryListApi(ListApi):
         data = serializer.validated_data
         context = _context(principal, data, write=True)
         (source_message,) = _source_messages(principal, [data], indexed=False)
+        # A new agent is registered by entry_create, with the entry it stores.
         result = entry_create(
-            agent=_agent_register(context.agent),
+            agent=context.agent,
             memory_user=context.memory_user,
             thread=context.thread,
             content=data["content"],
@@ -521,7 +513,7 @@ class EntryCreateBatchApi(APIView):
         for item, message in zip(items, _source_messages(principal, items, indexed=True), strict=True):
             item["source_message"] = message
         results = entries_create(
-            agent=_agent_register(context.agent),
+            agent=context.agent,
             memory_user=context.memory_user,
             thread=context.thread,
             items=items,
@@ -766,7 +758,7 @@ class EntryExtractApi(APIView):
 
             # The job loads its agent by id: one named for the first time is stored with the
             # job, in one transaction, before the job is sent (after commit).
-            with transaction.atomic() if _agent_pending(context.agent) else nullcontext():
+            with transaction.atomic() if agent_pending(context.agent) else nullcontext():
                 agent = _agent_register(context.agent)
                 # Waits its workspace's turn in the fair queue; a `wait` budget defers it.
                 entry_extract_enqueue(
@@ -778,10 +770,10 @@ class EntryExtractApi(APIView):
                 counts={EXTRACTIONS_QUEUED: 1},
             )
             return Response({"status": "queued"}, status=status.HTTP_202_ACCEPTED)
-        # entry_extract asks the chat model before its transaction: a new agent is stored
-        # first, and a failure after the model call still leaves it.
+        # A new agent is registered by entry_extract, with the entries it stores; a failed
+        # model with nothing stored registers none.
         result = entry_extract(
-            agent=_agent_register(context.agent),
+            agent=context.agent,
             memory_user=context.memory_user,
             thread=context.thread,
             **kwargs,

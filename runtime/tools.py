@@ -677,7 +677,6 @@ def store_memory(
     `metadata`: labels stored with the note ({"project": "alpha"}), which recall_memory and
     search can filter by. Stable preferences belong in `remember` as facts."""
     from core.access import reference_resolve
-    from core.services import agent_pending_store
     from episodic.apis import EntryListApi
     from episodic.services import entry_create
     from threads.models import Message
@@ -724,11 +723,10 @@ def store_memory(
             STORE_MEMORY_MESSAGE_NOT_FOUND, fields={"source_message": [STORE_MEMORY_MESSAGE_NOT_FOUND]}
         ),
     )
-    # Registered only once every reference resolved. entry_create (episodic) embeds and
-    # consolidates before its transaction, which no model call may be held inside, so a
-    # refusal of its own still leaves the agent.
+    # A new agent is registered by entry_create, in the transaction that stores the note: a
+    # call refused anywhere (here or by the service) registers none.
     result = entry_create(
-        agent=agent_pending_store(context.agent),
+        agent=context.agent,
         memory_user=context.memory_user,
         thread=context.thread,
         content=data["content"],

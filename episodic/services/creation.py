@@ -18,6 +18,7 @@ from core.lib.consolidation import claim_decided_by_rule
 from core.lib.escaping import strip_invisible
 from core.memory_settings import memory_settings_for, review_holds
 from core.parsers import json_storable
+from core.services import AgentRegisteredMeanwhile, agent_pending, agent_pending_store
 from episodic.models import EpisodicEntry
 from episodic.services.candidates import USER_SOURCES, _evidence_messages
 from episodic.services.entries import CONTENT_REQUIRED, EVIDENCE_REQUIRED, SOURCE_UNKNOWN
@@ -112,7 +113,27 @@ def entries_create(
     (episodic.services.consolidation): a restatement is not stored either (`confirmed_existing`),
     and the result carries the decision as `consolidation`. The messages named are resolved
     (and scoped) by the caller.
+
+    An `agent` not stored yet (threads.selectors.memory_context_for_write) is inserted in the
+    transaction that writes the entries, so a refused call registers no agent; registered
+    meanwhile by another request, the call is decided again for that row.
     """
+    try:
+        return _entries_create(
+            agent=agent, memory_user=memory_user, items=items, actor=actor, thread=thread, provider=provider
+        )
+    except AgentRegisteredMeanwhile as registered:
+        return entries_create(
+            agent=registered.agent,
+            memory_user=memory_user,
+            items=items,
+            actor=actor,
+            thread=thread,
+            provider=provider,
+        )
+
+
+def _entries_create(*, agent, memory_user, items, actor, thread, provider) -> list[EntryCreateResult]:
     workspace = agent.workspace
     if memory_user.workspace_id != workspace.pk:
         raise ApplicationError(MEMORY_USER_OTHER_WORKSPACE, code="not_found", status_code=404)
@@ -160,6 +181,37 @@ def entry_create(
     provider=None,
 ) -> EntryCreateResult:
     """`entries_create` for one entry; invalid fields are named plainly (`content`)."""
+    try:
+        return _entry_create(
+            agent=agent,
+            memory_user=memory_user,
+            content=content,
+            actor=actor,
+            source=source,
+            evidence=evidence,
+            thread=thread,
+            source_message=source_message,
+            metadata=metadata,
+            provider=provider,
+        )
+    except AgentRegisteredMeanwhile as registered:
+        return entry_create(
+            agent=registered.agent,
+            memory_user=memory_user,
+            content=content,
+            actor=actor,
+            source=source,
+            evidence=evidence,
+            thread=thread,
+            source_message=source_message,
+            metadata=metadata,
+            provider=provider,
+        )
+
+
+def _entry_create(
+    *, agent, memory_user, content, actor, source, evidence, thread, source_message, metadata, provider
+) -> EntryCreateResult:
     workspace = agent.workspace
     if memory_user.workspace_id != workspace.pk:
         raise ApplicationError(MEMORY_USER_OTHER_WORKSPACE, code="not_found", status_code=404)
@@ -226,18 +278,21 @@ def _entries_store(items, *, agent, memory_user, actor, agent_settings, provider
         reject=reject,
         check_stored=not by_rule,
     )
-    if kept:
+    if kept or agent_pending(agent):
         with transaction.atomic():
-            _entries_insert(
-                kept,
-                agent=agent,
-                memory_user=memory_user,
-                thread=None,
-                actor=actor,
-                threshold=threshold,
-                model=model,
-                reject=reject,
-            )
+            # An agent named for the first time is stored with the entries, or not at all.
+            agent = agent_pending_store(agent, refuse_other=True)
+            if kept:
+                _entries_insert(
+                    kept,
+                    agent=agent,
+                    memory_user=memory_user,
+                    thread=None,
+                    actor=actor,
+                    threshold=threshold,
+                    model=model,
+                    reject=reject,
+                )
             # Read in the transaction, after the person's lock: an entry of the same person
             # deleted meanwhile cannot be answered as the one a duplicate stands for.
             stored = _duplicated_entries(dropped)

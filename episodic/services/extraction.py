@@ -29,6 +29,7 @@ from core.lib.fair_queue import llm_job_begin, llm_job_defer, llm_job_enqueue, l
 from core.llm import LLMBudgetWait, LLMError, LLMUnavailable, chat_complete_json
 from core.memory_settings import memory_settings_for, review_holds
 from core.models import Agent
+from core.services import AgentRegisteredMeanwhile, agent_pending, agent_pending_store
 from episodic.services.candidates import (
     EXTRACTED_SOURCES,
     REJECT_EMPTY,
@@ -165,6 +166,11 @@ def entry_extract(
 
     With `defer_on_wait`, a refusal by a `wait` budget raises LLMBudgetWait before anything
     is stored (the queued job is deferred); otherwise it is recorded as `llm_error`.
+
+    An `agent` not stored yet (threads.selectors.memory_context_for_write) is inserted in the
+    transaction that writes the entries, unless the model failed (`llm_error`) and nothing is
+    stored: a failed extraction registers no agent. Registered meanwhile by another request,
+    the candidates (the model is not asked again) are stored again for that row.
     """
     workspace = agent.workspace
     if memory_user.workspace_id != workspace.pk:
@@ -200,6 +206,61 @@ def entry_extract(
     valid, rejected, routed = _candidates_validate(proposed, transcript=transcript, known_lines=known_lines)
     result.rejected.extend(rejected)
     proposed_facts = proposed_facts + routed
+    checked = len(result.rejected)
+    try:
+        agent, entries = _extracted_store(
+            [dict(item) for item in valid],
+            agent=agent,
+            memory_user=memory_user,
+            thread=thread,
+            actor=actor,
+            provider=provider,
+            known_lines=known_lines,
+            agent_settings=agent_settings,
+            result=result,
+        )
+    except AgentRegisteredMeanwhile as registered:
+        # Rolled back with nothing written. The checks before that transaction read the
+        # pending agent's settings (the defaults) and its entries (none): run again for the row.
+        del result.rejected[checked:]
+        agent = registered.agent
+        agent_settings = memory_settings_for(agent)
+        if not agent_settings.episodic_memory:
+            raise ApplicationError(EPISODIC_DISABLED, code="episodic_disabled", status_code=409) from None
+        agent, entries = _extracted_store(
+            valid,
+            agent=agent,
+            memory_user=memory_user,
+            thread=thread,
+            actor=actor,
+            provider=provider,
+            known_lines=known_lines,
+            agent_settings=agent_settings,
+            result=result,
+        )
+    # After the entries' transaction, which holds the person's lock: remembering a profile fact
+    # may ask the chat model about a similar key (cross-key consolidation), and the person's
+    # other writes would wait for that call. Each fact is its own transaction; an extraction
+    # run again finds its entries stored (exact copies) and confirms its facts. An agent still
+    # not stored is stored by fact_remember with a fact it accepts.
+    result.facts = _facts_remember(
+        agent=agent, memory_user=memory_user, facts=proposed_facts, transcript=transcript, actor=actor
+    )
+    result.stored = entries
+    rejections_count(
+        workspace_id=workspace.pk,
+        agent_id=None if agent_pending(agent) else agent.pk,
+        rejected=result.rejected,
+    )
+    return result
+
+
+def _extracted_store(
+    valid, *, agent, memory_user, thread, actor, provider, known_lines, agent_settings, result
+) -> tuple:
+    """(agent, stored entries) of the `valid` candidates of an extraction, the dropped ones
+    added to `result.rejected`; the agent as stored, or still pending when nothing was stored
+    after the model failed. Raises AgentRegisteredMeanwhile (entry_extract)."""
     # Extracted entries wait for review when the agent's `review` setting says so (docs/review.md).
     held = review_holds(agent, extracted=True)
     for item in valid:
@@ -216,7 +277,7 @@ def entry_extract(
     # Similarity dedupe, then the per-turn cap (applied to what would really be stored).
     threshold = agent_settings.dedupe_threshold
     if unique:
-        provider = provider or embedding_provider_for(workspace)
+        provider = provider or embedding_provider_for(agent.workspace)
     kept, model = _dedupe_similar(
         unique,
         agent=agent,
@@ -227,6 +288,11 @@ def entry_extract(
         limit=settings.EPISODIC_MAX_ENTRIES_PER_TURN,
     )
     with transaction.atomic():
+        # An agent named for the first time is stored with the entries; a failed model with
+        # nothing to store leaves it unknown (a pending agent has no stored entries, so every
+        # item kept here is stored).
+        if kept or not result.llm_error:
+            agent = agent_pending_store(agent, refuse_other=True)
         entries = _entries_insert(
             kept,
             agent=agent,
@@ -237,16 +303,7 @@ def entry_extract(
             model=model,
             reject=reject_dropped,
         )
-    # After the entries' transaction, which holds the person's lock: remembering a profile fact
-    # may ask the chat model about a similar key (cross-key consolidation), and the person's
-    # other writes would wait for that call. Each fact is its own transaction; an extraction
-    # run again finds its entries stored (exact copies) and confirms its facts.
-    result.facts = _facts_remember(
-        agent=agent, memory_user=memory_user, facts=proposed_facts, transcript=transcript, actor=actor
-    )
-    result.stored = entries
-    rejections_count(workspace_id=workspace.pk, agent_id=agent.pk, rejected=result.rejected)
-    return result
+    return agent, entries
 
 
 def _extract_task_name() -> str:

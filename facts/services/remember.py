@@ -18,7 +18,7 @@ from core.errors import ApplicationError, NotFoundError
 from core.lib.consolidation import DECISION_NOOP, REPLACING
 from core.memory_settings import review_holds
 from core.models import AuditEvent
-from core.services import agent_pending_store, audit_record
+from core.services import AgentRegisteredMeanwhile, agent_pending_store, audit_record
 from facts.models import Fact, FactKey, key_normalize
 from facts.services.access import fact_change_authorize, fact_global_writer_agent
 from facts.services.consolidation import (
@@ -275,12 +275,9 @@ def fact_remember(
         try:
             with transaction.atomic():
                 # An agent named for the first time is stored with its fact, or not at all.
-                stored = agent_pending_store(agent)
-                if stored is not None and stored.pk != agent.pk:
-                    # Registered by another request meanwhile, with its own settings (review)
-                    # and maybe facts: decided again for that row, outside this transaction,
-                    # which has written nothing.
-                    raise _AgentRegisteredMeanwhile(stored)
+                # Registered by another request meanwhile, with its own settings (review) and
+                # maybe facts: decided again for that row, outside this transaction.
+                stored = agent_pending_store(agent, refuse_other=True)
                 if stored is not agent:
                     # The row just inserted: written facts name it, not the unsaved object.
                     review_agent = stored if review_agent is agent else review_agent
@@ -305,7 +302,7 @@ def fact_remember(
                     global_guard=global_guard,
                 )
             return result
-        except _AgentRegisteredMeanwhile as registered:
+        except AgentRegisteredMeanwhile as registered:
             return fact_remember(
                 workspace=workspace,
                 key=key,
@@ -329,14 +326,6 @@ def fact_remember(
             if attempt:
                 raise
     raise AssertionError("unreachable")
-
-
-class _AgentRegisteredMeanwhile(Exception):
-    """The pending agent's slug was registered by another request: `agent` is its row."""
-
-    def __init__(self, agent):
-        super().__init__(agent.slug)
-        self.agent = agent
 
 
 def _reference_held(reference: dict) -> dict:

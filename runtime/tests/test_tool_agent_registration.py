@@ -93,6 +93,30 @@ class RefusedToolCallAgentTests(TransactionTestCase):
         self.assert_refused_without_agent(answer, "not_found")
         assert not EpisodicEntry.objects.filter(workspace=self.workspace).exists()
 
+    def test_store_memory_refused_by_the_service_creates_no_agent(self):
+        """entry_create refuses a user's assertion without its evidence, after it embedded."""
+        person = MemoryUser.objects.create(workspace=self.workspace, canonical_id="ana")
+        answer = self.call(
+            "store_memory",
+            {
+                "agent": "newbot",
+                "content": "Ana moved to Porto.",
+                "memory_user": str(person.pk),
+                "source": "user_assertion",
+            },
+        )
+        self.assert_refused_without_agent(answer, "invalid")
+
+    def test_store_memory_accepted_creates_the_agent_with_its_note(self):
+        person = MemoryUser.objects.create(workspace=self.workspace, canonical_id="ana")
+        answer = self.call(
+            "store_memory",
+            {"agent": "newbot", "content": "Ana moved to Porto.", "memory_user": str(person.pk)},
+        )
+        assert "is_error" not in answer, answer
+        agent = Agent.objects.get(workspace=self.workspace, slug="newbot")
+        assert EpisodicEntry.objects.get(workspace=self.workspace).agent_id == agent.pk
+
     def test_context_refused_creates_no_agent(self):
         """An append with no thread to append to is a 400 that registers nothing."""
         answer = self.call("context", {"agent": "newbot", "message": "hi", "append": True})
