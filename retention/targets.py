@@ -90,11 +90,14 @@ def _people_locked(model, owners: tuple[str, ...]) -> Callable[[list], Q]:
     `owners`) that nothing erases, merges or holds now; the rows of those people only, and
     rows that belong to nobody.
 
-    An erasure or a merge locks the person first, then their rows. A batch that locked the
-    rows first and then waited for the person (the preferences a facts batch rebuilds, the
-    vectors an entries batch deletes, which an erasure deletes before their entries) closed
-    a cycle with it. With the person held here, an erasure or merge in progress keeps the batch
-    off that person's rows, and one that starts after waits for the batch.
+    Every batch takes it first. An erasure or a merge locks the person first, then their rows.
+    A batch that locked the rows first and then waited for rows the erasure or merge had
+    reached meanwhile (the preferences a facts batch rebuilds; the vectors of entries, the
+    writes of checkpoints, the facts citing episodes, which an erasure deletes or clears before
+    it waits for the rows the batch holds) closed a cycle with it. With the person held here,
+    an erasure or merge in progress keeps the batch off that person's rows, and one that
+    starts after waits for the batch. The person is read again here too: a row a merge moved
+    since it was chosen, to a person under a legal hold, stays.
     """
 
     def lock(ids: list) -> Q:
@@ -116,22 +119,60 @@ def _people_locked(model, owners: tuple[str, ...]) -> Callable[[list], Q]:
     return lock
 
 
+def _dependants_held(ids: list, *, model, field: str) -> set:
+    """The rows of `ids` (locked by the batch) that a row of `model` outside them points at
+    through `field` while another transaction holds that row.
+
+    Deleting a row updates or deletes what points at it (a child detached, a fact's source
+    cleared by SET_NULL). That UPDATE waiting for a row another transaction holds, while this
+    batch holds a row that transaction waits for, was a deadlock: a fact write holds the
+    version it closes and, at commit, checks the message its new version cites; an erasure
+    clears the facts citing a person's episodes, then deletes the episodes. Locked here in pk
+    order, SKIP LOCKED, the batch never waits for one; a row with a dependant held elsewhere
+    stays for a later batch, and the dependants of the rows that go are all held here.
+    """
+    outside = model.objects.filter(**{f"{field}__in": ids})
+    if "__" not in field and model._meta.get_field(field).related_model is model:
+        outside = outside.exclude(pk__in=ids)
+    parents = dict(outside.values_list("pk", field))
+    # OF self: a `field` through a relation joins rows the batch must not lock (messages).
+    locked = outside.order_by("pk").select_for_update(no_key=True, skip_locked=True, of=("self",))
+    locked = set(locked.values_list("pk", flat=True))
+    return {parent for child, parent in parents.items() if child not in locked}
+
+
+def _dependants_locked(*dependants: tuple[type, str]) -> Callable[[list], list]:
+    """A `before_delete`: the rows of `ids` whose every dependant (rows of each `(model,
+    field)` pointing at them) the batch could lock (`_dependants_held`)."""
+
+    def before_delete(ids: list) -> list:
+        blocked = set()
+        for model, field in dependants:
+            blocked |= _dependants_held(ids, model=model, field=field)
+        return [pk for pk in ids if pk not in blocked]
+
+    return before_delete
+
+
+# What deleting a thread, a message or an episode deletes or clears besides the rows under it:
+# the facts, episodes and entries of a thread or citing it; the facts citing a message or an
+# episode; a message's children, which are detached.
+_threads_dependants = _dependants_locked(
+    (Fact, "thread"), (Fact, "source_message__thread"), (Episode, "thread"), (EpisodicEntry, "source_thread")
+)
+_messages_dependants = _dependants_locked((Message, "parent"), (Fact, "source_message"))
+_episodes_dependants = _dependants_locked((Fact, "source_episode"))
+# An entry superseded by or merged into one of the batch's, which the collector unlinks (a purge
+# by source holding it waits for an entry of the batch).
+_entries_detach = _dependants_locked((EpisodicEntry, "superseded_by"))
+
+
 def _messages_detach(ids: list) -> list:
     """Detach the children of the messages `ids` (locked by the batch) that are not among
-    them; returns the messages that may go: those whose every child the batch could lock.
-
-    The children are locked in pk order, SKIP LOCKED, before the UPDATE: an UPDATE waiting for
-    a child that another transaction holds (the vector job, a second engine) while this batch
-    holds messages that transaction waits for was a deadlock. A message with a child held
-    elsewhere stays for a later batch; the children of those that go are all held here.
-    """
-    outside = Message.objects.filter(parent_id__in=ids).exclude(pk__in=ids)
-    parents = dict(outside.values_list("pk", "parent_id"))
-    locked = set(
-        outside.order_by("pk").select_for_update(no_key=True, skip_locked=True).values_list("pk", flat=True)
-    )
-    blocked = {parent for child, parent in parents.items() if child not in locked}
-    ids = [pk for pk in ids if pk not in blocked]
+    them; returns the messages that may go: those whose every child and every fact citing
+    them the batch could lock (`_dependants_held`). A child held elsewhere is the vector job's
+    or a second engine's."""
+    ids = _messages_dependants(ids)
     # The parent constraint is deferred: children of deleted messages become roots of what
     # is left, and the window's walk stops there. A message kept back above is among these
     # when its own parent goes (the batch holds it already).
@@ -139,23 +180,17 @@ def _messages_detach(ids: list) -> list:
     return ids
 
 
-def _entries_detach(ids: list) -> list:
-    """The entries of `ids` (locked by the batch) that may go: those whose every dependant
-    outside the batch (an entry superseded by or merged into one of them) the batch could lock.
+def _locks_all(*locks: Callable[[list], Q]) -> Callable[[list], Q]:
+    """An `owner_lock` taking each of `locks` in turn (people before threads, as an erasure
+    locks them); the rows every one of them allows."""
 
-    The collector unlinks the dependants (`superseded_by`, SET_NULL) before it deletes an
-    entry. Its UPDATE waiting for a dependant that another transaction holds (a purge by
-    source that holds it and waits for an entry of this batch) was a deadlock; locked here in
-    pk order, SKIP LOCKED, the batch never waits for one, and an entry with a dependant held
-    elsewhere stays for a later batch.
-    """
-    outside = EpisodicEntry.objects.filter(superseded_by_id__in=ids).exclude(pk__in=ids)
-    parents = dict(outside.values_list("pk", "superseded_by_id"))
-    locked = set(
-        outside.order_by("pk").select_for_update(no_key=True, skip_locked=True).values_list("pk", flat=True)
-    )
-    blocked = {parent for child, parent in parents.items() if child not in locked}
-    return [pk for pk in ids if pk not in blocked]
+    def lock(ids: list) -> Q:
+        allowed = Q()
+        for each in locks:
+            allowed &= each(ids)
+        return allowed
+
+    return lock
 
 
 # Current versions and closed ones (history, and facts held in review) are ranked apart: a
@@ -198,6 +233,8 @@ TARGETS = {
         agent="agent_id",
         person="memory_user",
         audit_entity="thread",
+        owner_lock=_people_locked(Thread, ("memory_user",)),
+        before_delete=_threads_dependants,
     ),
     Tier.MESSAGES: Target(
         tier=Tier.MESSAGES,
@@ -208,7 +245,7 @@ TARGETS = {
         agent="thread__agent_id",
         person="thread__memory_user",
         eligible=_messages_summarized,
-        owner_lock=_messages_threads_locked,
+        owner_lock=_locks_all(_people_locked(Message, ("thread__memory_user",)), _messages_threads_locked),
         before_delete=_messages_detach,
     ),
     Tier.CHECKPOINTS: Target(
@@ -219,6 +256,7 @@ TARGETS = {
         newest_first=("-checkpoint_id",),
         agent="thread__agent_id",
         person="thread__memory_user",
+        owner_lock=_people_locked(Checkpoint, ("thread__memory_user",)),
     ),
     Tier.RUN_SNAPSHOTS: Target(
         tier=Tier.RUN_SNAPSHOTS,
@@ -228,6 +266,7 @@ TARGETS = {
         newest_first=("-updated_at", "-id"),
         agent="thread__agent_id",
         person="thread__memory_user",
+        owner_lock=_people_locked(RunSnapshot, ("thread__memory_user",)),
     ),
     Tier.EPISODIC_ENTRIES: Target(
         tier=Tier.EPISODIC_ENTRIES,
@@ -250,6 +289,8 @@ TARGETS = {
         agent="agent_id",
         person="memory_user",
         audit_entity="episode",
+        owner_lock=_people_locked(Episode, ("memory_user",)),
+        before_delete=_episodes_dependants,
     ),
     Tier.FACTS: Target(
         tier=Tier.FACTS,
