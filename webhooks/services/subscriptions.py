@@ -8,13 +8,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.access import Principal, require_workspace_key, require_write
-from core.errors import ApplicationError
+from core.errors import ApplicationError, NotFoundError
 from core.lib.addresses import address_public, host_addresses
 from core.lib.crypto import encrypt
 from core.models import AuditEvent
 from core.services import audit_record
 from webhooks.events import EVENT_TYPES, PING, delivery_payload
 from webhooks.models import WebhookDelivery, WebhookSubscription
+from webhooks.selectors import SUBSCRIPTION_NOT_FOUND
 from webhooks.services.dispatch import (
     DELIVERY_LEASE,
     _deliveries_enqueue,
@@ -140,7 +141,7 @@ def webhook_subscription_update(
     if "events" in fields:
         fields["events"] = _events_validate(fields["events"])
     with transaction.atomic():
-        subscription = WebhookSubscription.objects.select_for_update().get(pk=subscription.pk)
+        subscription = _subscription_locked(subscription)
         for name in ("url", "events", "description", "is_active"):
             if name in fields and getattr(subscription, name) != fields[name]:
                 changes[name] = {"from": getattr(subscription, name), "to": fields[name]}
@@ -167,9 +168,11 @@ def webhook_secret_rotate(*, principal: Principal, subscription: WebhookSubscrip
     _require_admin(principal)
     secret = secret_generate()
     with transaction.atomic():
-        WebhookSubscription.objects.filter(pk=subscription.pk).update(
+        rotated = WebhookSubscription.objects.filter(pk=subscription.pk).update(
             secret_encrypted=encrypt(secret), updated_at=timezone.now()
         )
+        if not rotated:
+            raise NotFoundError(SUBSCRIPTION_NOT_FOUND)
         _audit(
             subscription,
             actor=principal.actor,
@@ -211,6 +214,18 @@ def webhook_ping(*, principal: Principal, subscription: WebhookSubscription) -> 
         },
         delivery_id=delivery.pk,
     )
-    delivery.save()
+    with transaction.atomic():
+        # Held until the delivery is stored: a delete meanwhile would leave it pointing nowhere.
+        _subscription_locked(subscription, no_key=True)
+        delivery.save()
     _deliveries_enqueue([delivery.pk])
     return delivery
+
+
+def _subscription_locked(subscription: WebhookSubscription, *, no_key: bool = False) -> WebhookSubscription:
+    """`subscription` read again under a row lock, in the caller's transaction; a 404 when it
+    was deleted since the caller read it."""
+    locked = WebhookSubscription.objects.select_for_update(no_key=no_key).filter(pk=subscription.pk).first()
+    if locked is None:
+        raise NotFoundError(SUBSCRIPTION_NOT_FOUND)
+    return locked
