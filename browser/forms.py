@@ -26,6 +26,15 @@ def form_add_service_errors(form: forms.Form, exc) -> None:
         form.add_error(None, exc.message)
 
 
+BATCH_ID_INVALID = "'{value}' is not a valid id; nothing was deleted."
+
+
+def _id_shown(value: str) -> str:
+    """A refused id as the refusal quotes it: printable, and short (a header carries it to htmx)."""
+    shown = "".join(ch if ch.isprintable() else "?" for ch in str(value)[:40])
+    return shown + ("…" if len(str(value)) > 40 else "")
+
+
 class BatchDeleteForm(forms.Form):
     """The ids ticked on a page. `confirmed` is set by the no-JavaScript confirmation page."""
 
@@ -38,7 +47,7 @@ class BatchDeleteForm(forms.Form):
             try:
                 ids.append(uuid.UUID(str(value)))
             except ValueError:
-                raise forms.ValidationError(f"'{value}' is not a valid id.")
+                raise forms.ValidationError(BATCH_ID_INVALID.format(value=_id_shown(value)))
         if not ids:
             raise forms.ValidationError(IDS_REQUIRED)
         if len(ids) > MAX_BATCH:

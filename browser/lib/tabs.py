@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from django import forms
+from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -20,8 +21,18 @@ from browser.forms import BatchDeleteForm, form_add_service_errors
 from browser.lib.listing import Sort, paginate_sorted
 from browser.lib.pickers import PICKERS, picker_hints, picker_url, pickers_resolve
 from browser.lib.rendering import action_refused, refused, render_page, toast
+from browser.selectors.batch import batch_rows_present
 from browser.tabs import tab_urls
 from core.errors import ApplicationError, NotFoundError
+
+BATCH_NOTHING_LEFT = "None of the selected {noun_plural} are here any more; nothing was deleted."
+# Reads and deletes tried before a selection that keeps shrinking under other operators'
+# deletes is refused: each retry follows a delete that another one beat by milliseconds.
+BATCH_DELETE_ATTEMPTS = 3
+
+
+class BatchNothingLeft(NotFoundError):
+    """A batch delete whose every id names nothing the operator may see (any more)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,11 @@ class TabSpec:
     sorts: list[Sort]
     default_sort: str
     batch_delete: Callable | None = None  # (principal, ids) -> dict of counts
+    # The rows a batch delete names, and their scope as the tier's batch delete reads it
+    # (core.access.scope_to_principal's arguments): what tab_delete checks is still there.
+    model: type | None = None
+    delete_agent_field: str | None = "agent"
+    delete_shared: bool = False
     edit_form: type | None = None  # a form with `initial_for(obj)` and `update(principal, obj)`
     detail_context: Callable | None = None  # (principal, obj) -> dict
     # Filters the page renders itself: sorting is a column header, not a form field.
@@ -53,6 +69,10 @@ class TabSpec:
     # (rows) -> None: sets what a row partial reads beyond the selector's row, for a page of
     # rows at once (the users tab's merge survivors); called wherever that partial renders.
     prepare_rows: Callable | None = None
+
+    def __post_init__(self):
+        if self.batch_delete is not None and self.model is None:
+            raise ImproperlyConfigured(f"Tab {self.slug}: a batch delete needs the model it reads first.")
 
     @property
     def name(self) -> str:
@@ -260,7 +280,7 @@ def _detail_url(spec: TabSpec, request, obj) -> str:
     )
 
 
-def _deleted_message(spec: TabSpec, requested: int, counts: dict) -> str:
+def _deleted_message(spec: TabSpec, requested: int, counts: dict, gone: int) -> str:
     # Services report either their own plural key or "deleted"; the rest are cascades.
     count = counts.get("deleted", counts.get(spec.slug, requested))
     message = f"Deleted {count} {spec.noun if count == 1 else spec.noun_plural}."
@@ -271,14 +291,48 @@ def _deleted_message(spec: TabSpec, requested: int, counts: dict) -> str:
     ]
     if extra:
         message += " Also: " + ", ".join(extra) + "."
-    if counts.get("not_found"):
-        message += f" {len(counts['not_found'])} were already gone."
+    if gone:
+        message += f" {gone} {'was' if gone == 1 else 'were'} already gone."
     return message
+
+
+def batch_delete_present(spec: TabSpec, principal, ids: list) -> tuple[dict, int]:
+    """Delete the rows of `ids` that are still there; returns the service's counts and how
+    many ids named nothing.
+
+    The one rule of every tab: a row another operator deleted since the page was drawn is not
+    an error, it is counted as already gone and the rest are deleted. An id of another
+    workspace, or one that never existed, reads exactly like it (one scoped read,
+    browser.selectors.batch), so the answer tells nothing about it, and only rows of the
+    operator's scope reach the tier's batch delete. A selection with nothing left is a 404.
+    The tiers' batch deletes are all or nothing: one that loses a row to a concurrent delete
+    between the read and its own lock refuses with nothing deleted, and is tried again.
+    """
+    attempt = 1
+    while True:
+        present = batch_rows_present(
+            model=spec.model,
+            principal=principal,
+            ids=ids,
+            agent_field=spec.delete_agent_field,
+            shared=spec.delete_shared,
+        )
+        if not present:
+            raise BatchNothingLeft(BATCH_NOTHING_LEFT.format(noun_plural=spec.noun_plural))
+        try:
+            counts = spec.batch_delete(principal, [pk for pk in ids if pk in present])
+        except NotFoundError:
+            if attempt == BATCH_DELETE_ATTEMPTS:
+                raise
+            attempt += 1
+            continue
+        return counts, len(ids) - len(present) + len(counts.get("not_found") or ())
 
 
 def tab_delete(request, spec: TabSpec):
     """Batch delete (POST). Without JavaScript a confirmation page comes first; with htmx the
-    client confirms with the count, and the response is the re-rendered results."""
+    client confirms with the count, and the response is the re-rendered results. What is
+    deleted is batch_delete_present's rule; a refusal is shown in place of the results."""
     principal = request.operator.principal
     form = BatchDeleteForm(request.POST)
     list_url = spec.url(request)
@@ -286,23 +340,32 @@ def tab_delete(request, spec: TabSpec):
     back = f"{list_url}?{query}" if query else list_url
     if not form.is_valid():
         message = " ".join(form.non_field_errors())
-        return action_refused(request, partial(_delete_answer, spec, request), status=400, message=message)
+        refusal = {"message": message, "code": "invalid", "links": []}
+        answer = partial(_delete_answer, spec, request, refusal=refusal)
+        return action_refused(request, answer, status=400, message=message)
     ids = form.cleaned_data["ids"]
     if not request.htmx and not form.cleaned_data["confirmed"]:
         context = {**base_context(spec, request), "ids": ids, "back": back, "query": query}
         return render(request, "memories/confirm_delete.html", context)
     try:
-        counts = spec.batch_delete(principal, ids)
+        counts, gone = batch_delete_present(spec, principal, ids)
     except ApplicationError as exc:
         links = spec.refusal_links(request, exc) if spec.refusal_links else []
-        refusal = {"message": exc.message, "code": exc.code, "links": links}
+        # The tier's own refusal is said to have left the selection whole; BatchNothingLeft
+        # says so itself.
+        lead = "" if isinstance(exc, BatchNothingLeft) else _nothing_done(spec)
+        refusal = {"message": exc.message, "code": exc.code, "links": links, "lead": lead}
         answer = partial(_delete_answer, spec, request, refusal=refusal)
         return action_refused(request, answer, status=exc.status_code, message=exc.message)
-    message = _deleted_message(spec, len(ids), counts)
+    message = _deleted_message(spec, len(ids), counts, gone)
     if not request.htmx:
         toast(request, None, message)
         return redirect(back)
     return toast(request, _render_results(spec, request), message)
+
+
+def _nothing_done(spec: TabSpec) -> str:
+    return "Nothing was erased." if spec.delete_admin_only else "Nothing was deleted."
 
 
 def _delete_answer(spec: TabSpec, request, refusal=None):

@@ -14,6 +14,7 @@ from browser.lib.rendering import render_page
 from browser.lib.tabs import TabSpec, base_context, tab_delete, tab_detail, tab_list
 from browser.selectors import checkpoint_get_by_id
 from checkpoints.filters import CheckpointFilter
+from checkpoints.models import Checkpoint
 from checkpoints.selectors import checkpoint_list
 from checkpoints.services import checkpoint_batch_delete
 from core.errors import NotFoundError
@@ -44,6 +45,8 @@ CHECKPOINTS = TabSpec(
     ],
     default_sort="-created",
     batch_delete=lambda principal, ids: checkpoint_batch_delete(principal=principal, ids=ids),
+    model=Checkpoint,
+    delete_agent_field="thread__agent",
     detail_context=lambda principal, checkpoint: {
         "payload": _payload(checkpoint, settings.CHECKPOINTS_BROWSER_PREVIEW_CHARS)
     },

@@ -41,6 +41,7 @@ ENTRIES = TabSpec(
     ],
     default_sort="-created",
     batch_delete=lambda principal, ids: entry_batch_delete(principal=principal, ids=ids),
+    model=EpisodicEntry,
     edit_form=EntryEditForm,
     # Supersedes / superseded by, and the consolidation decisions with their reasons.
     detail_context=lambda principal, entry: entry_lineage(entry=entry),

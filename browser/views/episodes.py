@@ -13,6 +13,7 @@ from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from core.lib.replica import read_replica
 from episodes.filters import EpisodeFilter
+from episodes.models import Episode
 from episodes.selectors import episode_get, episode_list, episode_search_hybrid
 from episodes.services import episode_batch_delete
 
@@ -61,6 +62,7 @@ EPISODES = TabSpec(
     ],
     default_sort="-started",
     batch_delete=lambda principal, ids: episode_batch_delete(principal=principal, ids=ids),
+    model=Episode,
     edit_form=EpisodeFeedbackForm,
 )
 

@@ -8,6 +8,7 @@ from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from core.lib.replica import read_replica
 from facts.filters import FactFilter
+from facts.models import Fact
 from facts.selectors import fact_get, fact_history, fact_lineage, fact_list
 from facts.services import fact_batch_delete
 
@@ -31,6 +32,8 @@ FACTS = TabSpec(
     # page never sorts the whole workspace; newest-first is one click on "Valid from".
     default_sort="key",
     batch_delete=lambda principal, ids: fact_batch_delete(principal=principal, ids=ids),
+    model=Fact,
+    delete_shared=True,
     edit_form=FactEditForm,
     detail_context=lambda principal, fact: {
         "history": list(fact_history(fact=fact)[:200]),

@@ -8,6 +8,7 @@ from browser.lib.listing import Sort
 from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from core.lib.replica import read_replica
 from procedures.filters import ProcedureFilter
+from procedures.models import Procedure
 from procedures.selectors import procedure_get, procedure_list
 from procedures.services import procedure_batch_delete
 
@@ -30,6 +31,8 @@ PROCEDURES = TabSpec(
     ],
     default_sort="-created",
     batch_delete=lambda principal, ids: procedure_batch_delete(principal=principal, ids=ids),
+    model=Procedure,
+    delete_shared=True,
     edit_form=ProcedureEditForm,
     detail_context=lambda principal, procedure: {
         "children": list(procedure.children.order_by("version")[:50])

@@ -12,6 +12,7 @@ from browser.lib.tabs import TabSpec, tab_delete, tab_detail, tab_edit, tab_list
 from core.lib.replica import read_replica
 from core.parsers import json_loads_checked
 from store.filters import StoreItemFilter
+from store.models import StoreItem
 from store.selectors import store_item_get_by_id, store_item_list
 from store.services import store_item_batch_delete, store_item_update_value
 
@@ -59,6 +60,7 @@ STORE = TabSpec(
     # store_item_recent (workspace, -updated_at) serves the first page.
     default_sort="-updated",
     batch_delete=lambda principal, ids: store_item_batch_delete(principal=principal, ids=ids),
+    model=StoreItem,
     edit_form=StoreItemEditForm,
     context_name="store_item",
 )

@@ -23,6 +23,7 @@ from browser.selectors.threads import (
 from core.errors import ApplicationError, NotFoundError
 from core.lib.replica import read_replica
 from threads.filters import ThreadFilter
+from threads.models import Thread
 from threads.selectors import message_history_window, thread_get, thread_list
 from threads.services import thread_batch_delete
 
@@ -101,6 +102,7 @@ THREADS = TabSpec(
     ],
     default_sort="-activity",
     batch_delete=lambda principal, ids: thread_batch_delete(principal=principal, ids=ids),
+    model=Thread,
     edit_form=ThreadEditForm,
 )
 

@@ -18,6 +18,7 @@ from browser.views.person import person_page
 from core.errors import ApplicationError, NotFoundError
 from core.lib.replica import read_replica
 from identities.filters import MemoryUserFilter
+from identities.models import MemoryUser
 from identities.selectors import memory_user_get, memory_user_list
 from identities.services import memory_user_batch_delete, memory_user_merge
 
@@ -55,6 +56,8 @@ USERS = TabSpec(
     ],
     default_sort="-last_seen",
     batch_delete=lambda principal, ids: memory_user_batch_delete(principal=principal, ids=ids),
+    model=MemoryUser,
+    delete_agent_field=None,
     delete_admin_only=True,
     edit_form=MemoryUserEditForm,
     context_name="memory_user",

@@ -1,18 +1,25 @@
 """Webhook subscriptions of a workspace and their delivery logs, for its admins."""
 
+from functools import partial
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from browser.access import ADMIN, workspace_view
 from browser.forms import DeliveryFilterForm, WebhookCreateForm, form_add_service_errors
-from browser.lib.rendering import refused, render_page, toast
+from browser.lib.rendering import action_refused, refused, render_page, toast
 from core.errors import ApplicationError, NotFoundError
-from webhooks.selectors import webhook_delivery_list, webhook_subscription_get, webhook_subscription_list
+from webhooks.selectors import (
+    SUBSCRIPTION_NOT_FOUND,
+    webhook_delivery_list,
+    webhook_subscription_get,
+    webhook_subscription_list,
+)
 from webhooks.services import (
     webhook_ping,
     webhook_secret_rotate,
@@ -44,13 +51,14 @@ def _subscription_or_404(operator, subscription_id):
         raise Http404("No such webhook.") from None
 
 
-def _list_page(request, *, form=None, created=None):
+def _list_page(request, *, form=None, created=None, refusal=None):
     operator = request.operator
     context = {
         "tab": "webhooks",
         "subscriptions": webhook_subscription_list(principal=operator.principal),
         "form": form or WebhookCreateForm(),
         "created": created,
+        "refusal": refusal,
     }
     response = render_page(request, "memories/webhooks.html", context, partials=LIST_PARTIALS)
     if created:
@@ -86,7 +94,7 @@ def webhook_detail(request, subscription_id):
     return _detail_page(request, subscription)
 
 
-def _detail_page(request, subscription, *, secret=None):
+def _detail_page(request, subscription, *, secret=None, refusal=None):
     operator = request.operator
     filters = DeliveryFilterForm(request.GET)
     status_filter = filters.cleaned_data["status"] if filters.is_valid() else ""
@@ -102,6 +110,7 @@ def _detail_page(request, subscription, *, secret=None):
         "filters": filters,
         "page": page,
         "secret": secret,
+        "refusal": refusal,
     }
     response = render_page(request, "memories/webhook.html", context, partials=DETAIL_PARTIALS)
     if secret:
@@ -110,18 +119,50 @@ def _detail_page(request, subscription, *, secret=None):
 
 
 def _act(request, subscription_id, action):
-    """Run `action(principal, subscription) -> message` and show the page again."""
+    """Run `action(principal, subscription) -> message` and show the page again.
+
+    A refusal is answered as every refused row button is (action_refused): a plain post gets
+    its status and the page with the reason in place, htmx a 200 and the same. A subscription
+    that is gone (deleted meanwhile, even while the action ran, or of another workspace: the
+    same answer) leaves the list of the workspace's webhooks to show it on."""
     operator = request.operator
-    subscription = _subscription_or_404(operator, subscription_id)
     try:
-        message, level = action(operator.principal, subscription), "success"
+        subscription = webhook_subscription_get(principal=operator.principal, subscription_id=subscription_id)
+        message = action(operator.principal, subscription)
+    except NotFoundError:
+        # Also the service's locked re-read, finding it deleted since the read above.
+        return _gone(request)
     except ApplicationError as exc:
-        message, level = exc.message, "error"
+        refusal = {"message": exc.message, "code": exc.code}
+        answer = partial(_refused_page, request, subscription_id, refusal)
+        return action_refused(request, answer, status=exc.status_code, message=exc.message)
     if not request.htmx:
-        toast(request, None, message, level=level)
+        toast(request, None, message)
         return redirect(_detail_url(operator, subscription))
     subscription.refresh_from_db()
-    return toast(request, _detail_page(request, subscription), message, level=level)
+    return toast(request, _detail_page(request, subscription), message)
+
+
+def _gone(request):
+    refusal = {"message": SUBSCRIPTION_NOT_FOUND, "code": "not_found"}
+
+    def answer():
+        response = _list_page(request, refusal=refusal)
+        # The address bar leaves the page of a subscription that is not there.
+        return push_url(response, _list_url(request.operator)) if request.htmx else response
+
+    return action_refused(request, answer, status=404, message=SUBSCRIPTION_NOT_FOUND)
+
+
+def _refused_page(request, subscription_id, refusal):
+    """The subscription's page as it is now, with the refusal; the list if it went meanwhile."""
+    try:
+        subscription = webhook_subscription_get(
+            principal=request.operator.principal, subscription_id=subscription_id
+        )
+    except NotFoundError:
+        return _list_page(request, refusal=refusal)
+    return _detail_page(request, subscription, refusal=refusal)
 
 
 @require_POST
