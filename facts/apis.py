@@ -15,10 +15,9 @@ from facts.models import Fact
 from facts.selectors import fact_get, fact_history, fact_list, fact_lookup, with_effective_confidence
 from facts.services import fact_batch_delete, fact_delete, fact_remember, fact_touch, fact_update
 from facts.services.access import fact_change_authorize, fact_delete_authorize
+from facts.services.remember import SOURCE_EPISODE_NOT_FOUND, SOURCE_MESSAGE_NOT_FOUND
 from threads.selectors import memory_context_for_write, memory_context_resolve
 
-SOURCE_MESSAGE_NOT_FOUND = "Message not found."
-SOURCE_EPISODE_NOT_FOUND = "Episode not found."
 FACT_NOT_FOUND_FOR_KEY = "No fact with this key is visible in this context."
 
 ADA_ID = "6c1e0f9a-3b7d-4d2e-9f5a-8b2c4d6e1a01"

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.access import Principal
@@ -48,6 +48,9 @@ FACT_KEY_TOO_LONG = "A fact key is at most 255 characters."
 FACT_SCOPE_UNKNOWN = "Unknown scope: use session, user, agent or global."
 FACT_TYPE_UNKNOWN = "Unknown fact_type."
 FACT_SOURCE_UNKNOWN = "Unknown source."
+SOURCE_MESSAGE_NOT_FOUND = "Message not found."
+SOURCE_EPISODE_NOT_FOUND = "Episode not found."
+SOURCE_THREAD_NOT_FOUND = "Thread not found."
 FACT_CONFIDENCE_RANGE = "Confidence must be between 0 and 1."
 FACT_VALUE_TOO_LARGE = "The value is larger than the limit of {limit} bytes."
 FACT_VALUE_NOT_JSON = "The value must be JSON."
@@ -282,13 +285,17 @@ def fact_remember(
                     # The row just inserted: written facts name it, not the unsaved object.
                     review_agent = stored if review_agent is agent else review_agent
                     global_guard = stored if global_guard is agent else global_guard
+                reference_now = _reference_held(reference)
+                _sources_held(
+                    thread_id=reference_now["thread_id"], message=source_message, episode=source_episode
+                )
                 result = _fact_remember_locked(
                     workspace=workspace,
                     key=key,
                     value=value,
                     encoded=encoded,
                     scope=scope,
-                    reference=_reference_held(reference),
+                    reference=reference_now,
                     fact_type=fact_type,
                     confidence=confidence,
                     source=source,
@@ -344,6 +351,27 @@ def _reference_held(reference: dict) -> dict:
         )
         now = memory_users_hold(ids=[now])[now] if now is not None else person
     return reference if now == person else {**reference, "memory_user_id": now}
+
+
+def _sources_held(*, thread_id, message, episode) -> None:
+    """Hold what the fact will point at (its session thread, source message and episode) FOR
+    KEY SHARE until it commits. Each was read before this transaction; one deleted meanwhile
+    (retention, an operator, an erasure) failed the fact's foreign key at commit, a 500. Gone
+    now, it is a 404 naming the field, with nothing written. Taken after the person
+    (_reference_held): every writer that deletes these rows locks their person or thread
+    first, and waits for this transaction rather than crossing it."""
+    sources = (
+        ("thread", Thread, thread_id, SOURCE_THREAD_NOT_FOUND),
+        ("source_message", type(message), message and message.pk, SOURCE_MESSAGE_NOT_FOUND),
+        ("source_episode", type(episode), episode and episode.pk, SOURCE_EPISODE_NOT_FOUND),
+    )
+    with connection.cursor() as cursor:
+        for field, model, pk, gone in sources:
+            if pk is None:
+                continue
+            cursor.execute(f"SELECT 1 FROM {model._meta.db_table} WHERE id = %s FOR KEY SHARE", [pk])
+            if cursor.fetchone() is None:
+                raise NotFoundError(gone, fields={field: [gone]})
 
 
 def _fact_remember_locked(

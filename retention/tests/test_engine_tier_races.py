@@ -18,6 +18,7 @@ from django.utils import timezone
 from checkpoints.models import Checkpoint, CheckpointWrite
 from checkpoints.services import checkpoint_writes_put
 from checkpoints.tests.factories import make_checkpoint
+from core.errors import NotFoundError
 from core.services import agent_register, workspace_create
 from episodes.models import Episode
 from episodic.tests.factories import memory_user_factory
@@ -291,16 +292,17 @@ class ThreadsBatchTests(PersonRaceTestCase):
         ).fact
 
     def test_a_session_fact_write_during_a_threads_batch_never_deadlocks(self):
-        """The batch holds the idle thread; the write closes the thread's fact and commits a new
-        version whose thread is checked at commit, while the batch would delete the closed one."""
+        """The batch holds the idle thread; the write, which would close the thread's fact and
+        store a new version on that thread, waits for the thread before it takes the fact
+        (facts' _sources_held). The batch deletes the thread with its facts; the write is then
+        a 404 for the thread, not a deadlock, and stores nothing."""
         write = Elsewhere(lambda: self.remember("coffee"))
         deleted = self.during_batch("before_delete", write)
-        finished_cleanly(write)
-        assert deleted == 0
-        assert set(Fact.objects.filter(thread=self.thread).values_list("value", flat=True)) == {
-            "tea",
-            "coffee",
-        }
+        outcome = write.finish()
+        assert isinstance(outcome.get("error"), NotFoundError), outcome
+        assert "thread" in outcome["error"].fields
+        assert deleted == 1
+        assert not Thread.objects.exists() and not Fact.objects.exists()
 
     def test_a_merge_during_a_threads_batch_never_deadlocks(self):
         merge = self.merge()
