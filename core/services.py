@@ -126,6 +126,16 @@ def agent_pending_store(agent: Agent | None, *, refuse_other: bool = False) -> A
     return stored
 
 
+def agent_pending_written(write, *, agent: Agent, **kwargs):
+    """`write(agent=agent, **kwargs)`, a write that stores a pending `agent` with
+    `agent_pending_store(refuse_other=True)`; when another request registered the slug first,
+    the write again, whole, for that request's row (stored now, so this happens once)."""
+    try:
+        return write(agent=agent, **kwargs)
+    except AgentRegisteredMeanwhile as registered:
+        return write(agent=registered.agent, **kwargs)
+
+
 def agent_register(*, workspace: Workspace, slug: str, name: str = "", memory_settings=None) -> Agent:
     agent = Agent(
         workspace=workspace,

@@ -18,7 +18,7 @@ from core.lib.consolidation import claim_decided_by_rule
 from core.lib.escaping import strip_invisible
 from core.memory_settings import memory_settings_for, review_holds
 from core.parsers import json_storable
-from core.services import AgentRegisteredMeanwhile, agent_pending, agent_pending_store
+from core.services import agent_pending, agent_pending_store, agent_pending_written
 from episodic.models import EpisodicEntry
 from episodic.services.candidates import USER_SOURCES, _evidence_messages
 from episodic.services.entries import CONTENT_REQUIRED, EVIDENCE_REQUIRED, SOURCE_UNKNOWN
@@ -118,19 +118,15 @@ def entries_create(
     transaction that writes the entries, so a refused call registers no agent; registered
     meanwhile by another request, the call is decided again for that row.
     """
-    try:
-        return _entries_create(
-            agent=agent, memory_user=memory_user, items=items, actor=actor, thread=thread, provider=provider
-        )
-    except AgentRegisteredMeanwhile as registered:
-        return entries_create(
-            agent=registered.agent,
-            memory_user=memory_user,
-            items=items,
-            actor=actor,
-            thread=thread,
-            provider=provider,
-        )
+    return agent_pending_written(
+        _entries_create,
+        agent=agent,
+        memory_user=memory_user,
+        items=items,
+        actor=actor,
+        thread=thread,
+        provider=provider,
+    )
 
 
 def _entries_create(*, agent, memory_user, items, actor, thread, provider) -> list[EntryCreateResult]:
@@ -181,32 +177,19 @@ def entry_create(
     provider=None,
 ) -> EntryCreateResult:
     """`entries_create` for one entry; invalid fields are named plainly (`content`)."""
-    try:
-        return _entry_create(
-            agent=agent,
-            memory_user=memory_user,
-            content=content,
-            actor=actor,
-            source=source,
-            evidence=evidence,
-            thread=thread,
-            source_message=source_message,
-            metadata=metadata,
-            provider=provider,
-        )
-    except AgentRegisteredMeanwhile as registered:
-        return entry_create(
-            agent=registered.agent,
-            memory_user=memory_user,
-            content=content,
-            actor=actor,
-            source=source,
-            evidence=evidence,
-            thread=thread,
-            source_message=source_message,
-            metadata=metadata,
-            provider=provider,
-        )
+    return agent_pending_written(
+        _entry_create,
+        agent=agent,
+        memory_user=memory_user,
+        content=content,
+        actor=actor,
+        source=source,
+        evidence=evidence,
+        thread=thread,
+        source_message=source_message,
+        metadata=metadata,
+        provider=provider,
+    )
 
 
 def _entry_create(

@@ -29,7 +29,7 @@ from core.lib.fair_queue import llm_job_begin, llm_job_defer, llm_job_enqueue, l
 from core.llm import LLMBudgetWait, LLMError, LLMUnavailable, chat_complete_json
 from core.memory_settings import memory_settings_for, review_holds
 from core.models import Agent
-from core.services import AgentRegisteredMeanwhile, agent_pending, agent_pending_store
+from core.services import agent_pending, agent_pending_store, agent_pending_written
 from episodic.services.candidates import (
     EXTRACTED_SOURCES,
     REJECT_EMPTY,
@@ -207,8 +207,16 @@ def entry_extract(
     result.rejected.extend(rejected)
     proposed_facts = proposed_facts + routed
     checked = len(result.rejected)
-    try:
-        agent, entries = _extracted_store(
+
+    def store(*, agent):
+        # Run again for a row another request registered meanwhile (agent_pending_written):
+        # the first run was rolled back with nothing written, and its checks read the pending
+        # agent's settings (the defaults) and its entries (none).
+        del result.rejected[checked:]
+        agent_settings = memory_settings_for(agent)
+        if not agent_settings.episodic_memory:
+            raise ApplicationError(EPISODIC_DISABLED, code="episodic_disabled", status_code=409)
+        return _extracted_store(
             [dict(item) for item in valid],
             agent=agent,
             memory_user=memory_user,
@@ -219,25 +227,8 @@ def entry_extract(
             agent_settings=agent_settings,
             result=result,
         )
-    except AgentRegisteredMeanwhile as registered:
-        # Rolled back with nothing written. The checks before that transaction read the
-        # pending agent's settings (the defaults) and its entries (none): run again for the row.
-        del result.rejected[checked:]
-        agent = registered.agent
-        agent_settings = memory_settings_for(agent)
-        if not agent_settings.episodic_memory:
-            raise ApplicationError(EPISODIC_DISABLED, code="episodic_disabled", status_code=409) from None
-        agent, entries = _extracted_store(
-            valid,
-            agent=agent,
-            memory_user=memory_user,
-            thread=thread,
-            actor=actor,
-            provider=provider,
-            known_lines=known_lines,
-            agent_settings=agent_settings,
-            result=result,
-        )
+
+    agent, entries = agent_pending_written(store, agent=agent)
     # After the entries' transaction, which holds the person's lock: remembering a profile fact
     # may ask the chat model about a similar key (cross-key consolidation), and the person's
     # other writes would wait for that call. Each fact is its own transaction; an extraction

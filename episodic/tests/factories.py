@@ -4,7 +4,9 @@ import hashlib
 import math
 import re
 
+from core.models import Agent
 from core.services import provider_credential_set
+from core.testing import MemoryTestCase
 from episodic.models import EntryEmbedding, EpisodicEntry
 from episodic.services import entry_content_hash, entry_normalize
 from identities.services import memory_user_create
@@ -68,3 +70,25 @@ def entry_factory(*, agent, memory_user, content="Ada moved to Lisbon in May.", 
         EpisodicEntry.objects.filter(pk=entry.pk).update(embedding_model=TEST_EMBEDDING_MODEL)
         entry.embedding_model = TEST_EMBEDDING_MODEL
     return entry
+
+
+class NewAgentWriteTestCase(MemoryTestCase):
+    """Episodic writes that name the agent "newbot" for the first time, for a person of the
+    workspace, against the local OpenAI-compatible server's embeddings."""
+
+    def setUp(self):
+        from core.testing_openai import OpenAITestServer
+
+        self.server = OpenAITestServer().__enter__()
+        self.addCleanup(self.server.__exit__, None, None, None)
+        use_test_embeddings(self.server, self.workspace)
+        self.person = memory_user_factory(self.workspace)
+
+    def post(self, path, **body):
+        body = {"agent": "newbot", "memory_user": str(self.person.pk), **body}
+        return self.api().post(path, body, format="json")
+
+    def assert_no_agent(self):
+        """Neither the agent nor an entry was stored."""
+        assert not Agent.objects.filter(workspace=self.workspace, slug="newbot").exists()
+        assert not EpisodicEntry.objects.exists()

@@ -14,7 +14,7 @@ from core.access import principal_for_api_key
 from core.errors import ApplicationError
 from core.models import Agent
 from core.services import agent_get_or_create, agent_register
-from core.testing import MemoryTestCase, thread_started, workspace_api_client
+from core.testing import thread_started, workspace_api_client
 from core.testing_openai import OpenAITestServer
 from episodic.models import EpisodicEntry
 from episodic.services import (
@@ -24,7 +24,12 @@ from episodic.services import (
     entry_create,
     entry_extract,
 )
-from episodic.tests.factories import memory_user_factory, use_test_chat, use_test_embeddings
+from episodic.tests.factories import (
+    NewAgentWriteTestCase,
+    memory_user_factory,
+    use_test_chat,
+    use_test_embeddings,
+)
 from threads.selectors import memory_context_for_write
 
 LIST = reverse("api:episodic_entries:list")
@@ -35,21 +40,7 @@ SAID = "I adopted a cat named Miso."
 CANDIDATE = {"content": "Ada adopted a cat named Miso.", "source": "user_assertion", "evidence": SAID}
 
 
-class ServiceRefusalAgentRegistrationTests(MemoryTestCase):
-    def setUp(self):
-        self.server = OpenAITestServer().__enter__()
-        self.addCleanup(self.server.__exit__, None, None, None)
-        use_test_embeddings(self.server, self.workspace)
-        self.person = memory_user_factory(self.workspace)
-
-    def post(self, path, **body):
-        body = {"agent": "newbot", "memory_user": str(self.person.pk), **body}
-        return self.api().post(path, body, format="json")
-
-    def assert_no_agent(self):
-        assert not Agent.objects.filter(workspace=self.workspace, slug="newbot").exists()
-        assert not EpisodicEntry.objects.exists()
-
+class ServiceRefusalAgentRegistrationTests(NewAgentWriteTestCase):
     def pending(self):
         principal = principal_for_api_key(self.owner_api_key)
         context = memory_context_for_write(principal=principal, agent="newbot", memory_user=self.person.pk)

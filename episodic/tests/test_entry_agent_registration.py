@@ -10,11 +10,9 @@ from django.test import override_settings
 from django.urls import reverse
 
 from core.models import Agent, LLMJob
-from core.testing import MemoryTestCase
-from core.testing_openai import OpenAITestServer
 from episodic.apis import SOURCE_MESSAGE_NOT_FOUND, TRANSCRIPT_OR_THREAD
 from episodic.models import EpisodicEntry
-from episodic.tests.factories import memory_user_factory, use_test_embeddings
+from episodic.tests.factories import NewAgentWriteTestCase
 
 LIST = reverse("api:episodic_entries:list")
 BATCH = reverse("api:episodic_entries:batch")
@@ -23,20 +21,7 @@ EXTRACT = reverse("api:episodic_entries:extract")
 EPISODIC_OFF = {**settings.MEMORY_DEFAULTS, "episodic_memory": False}
 
 
-class EpisodicWriteAgentRegistrationTests(MemoryTestCase):
-    def setUp(self):
-        self.server = OpenAITestServer().__enter__()
-        self.addCleanup(self.server.__exit__, None, None, None)
-        use_test_embeddings(self.server, self.workspace)
-        self.person = memory_user_factory(self.workspace)
-
-    def post(self, path, **body):
-        body = {"agent": "newbot", "memory_user": str(self.person.pk), **body}
-        return self.api().post(path, body, format="json")
-
-    def assert_no_agent(self):
-        assert not Agent.objects.filter(workspace=self.workspace, slug="newbot").exists()
-
+class EpisodicWriteAgentRegistrationTests(NewAgentWriteTestCase):
     # Refused: no agent
 
     def test_a_create_naming_an_unknown_source_message_registers_no_agent(self):
@@ -136,7 +121,7 @@ class EpisodicWriteAgentRegistrationTests(MemoryTestCase):
         response = self.post(LIST, agent="assistant", content="Ada adopted a cat.")
         assert response.status_code == 201, response.content
         assert EpisodicEntry.objects.get(pk=response.json()["id"]).agent_id == self.agent.pk
-        self.assert_no_agent()
+        assert not Agent.objects.filter(workspace=self.workspace, slug="newbot").exists()
 
     def test_a_read_only_key_naming_a_new_agent_registers_none(self):
         body = {"agent": "newbot", "memory_user": str(self.person.pk), "content": "Ada adopted a cat."}
