@@ -13,7 +13,7 @@ import dataclasses
 from datetime import timedelta
 from unittest import mock
 
-from django.db import OperationalError
+from django.db import OperationalError, transaction
 from django.test import TestCase, TransactionTestCase
 from django.utils import timezone
 
@@ -76,6 +76,23 @@ class PersonRaceTestCase(TransactionTestCase):
             deleted = self.retain()
         assert fired
         return deleted
+
+    def batch_with(self, work: Elsewhere) -> int:
+        """One batch here, `work` (an erasure or a merge) started once the batch holds its rows
+        (during_batch); the rows the batch deleted, once `work` finished cleanly too."""
+        deleted = self.during_batch("before_delete", work)
+        finished_cleanly(work)
+        return deleted
+
+    def batch_while_fact_held(self, fact) -> int:
+        """One run on another connection while this one holds `fact` as a fact write does (FOR
+        NO KEY UPDATE); the rows the run deleted."""
+        batch = Elsewhere(self.retain)
+        with transaction.atomic():
+            list(Fact.objects.select_for_update(no_key=True).filter(pk=fact.pk).values_list("pk"))
+            batch.start()
+            (outcome,) = finished_cleanly(batch)
+        return outcome["value"]
 
     def batch_during(self, work: Elsewhere, step: str) -> Elsewhere:
         """`work` (an erasure or a merge) holds its people and is about to move or delete their
@@ -207,9 +224,7 @@ class EntriesBatchTests(PersonRaceTestCase):
         self.kept = entry_factory(agent=self.agent, memory_user=self.person, content="Ada has a cat.")
 
     def test_an_erasure_during_an_entries_batch_never_deadlocks(self):
-        erasure = self.erasure()
-        deleted = self.during_batch("before_delete", erasure)
-        finished_cleanly(erasure)
+        deleted = self.batch_with(self.erasure())
         assert deleted == 1
         assert not EpisodicEntry.objects.exists() and not EntryEmbedding.objects.exists()
 
@@ -219,9 +234,7 @@ class EntriesBatchTests(PersonRaceTestCase):
         assert not EpisodicEntry.objects.exists() and not EntryEmbedding.objects.exists()
 
     def test_a_merge_during_an_entries_batch_never_deadlocks(self):
-        merge = self.merge()
-        deleted = self.during_batch("before_delete", merge)
-        finished_cleanly(merge)
+        deleted = self.batch_with(self.merge())
         assert deleted == 1
         assert list(EpisodicEntry.objects.values_list("pk", "memory_user_id")) == [
             (self.kept.pk, self.other.pk)

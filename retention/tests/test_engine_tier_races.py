@@ -11,7 +11,7 @@ citing a message or an episode the batch deletes are locked in key order, SKIP L
 the delete clears their reference: a row whose citing fact is held elsewhere stays for a later
 batch."""
 
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, transaction
 from django.test import TransactionTestCase
 from django.utils import timezone
 
@@ -29,7 +29,7 @@ from identities.services import memory_user_merge
 from retention.models import RetentionRule, RetentionRun, Tier
 from retention.selectors import retention_candidates, retention_rules_effective
 from retention.services import _delete_batch
-from retention.tests.test_engine_append_race import Elsewhere, finished_cleanly
+from retention.tests.test_engine_append_race import Elsewhere
 from retention.tests.test_engine_person_races import EXPIRED, PersonRaceTestCase
 from threads.models import Message, RunSnapshot, SummarizedMessage, Thread
 from threads.services.compaction import _summary_held_mark
@@ -130,9 +130,7 @@ class CheckpointsBatchTests(PersonRaceTestCase):
     def test_an_erasure_during_a_checkpoints_batch_never_deadlocks(self):
         """The batch holds the expired checkpoint; the erasure deletes the thread's checkpoint
         writes, then waits for that checkpoint, while the batch would delete the same writes."""
-        erasure = self.erasure()
-        deleted = self.during_batch("before_delete", erasure)
-        finished_cleanly(erasure)
+        deleted = self.batch_with(self.erasure())
         assert deleted == 1
         assert not Checkpoint.objects.exists() and not CheckpointWrite.objects.exists()
 
@@ -167,17 +165,13 @@ class EpisodesBatchTests(PersonRaceTestCase):
     def test_an_erasure_during_an_episodes_batch_never_deadlocks(self):
         """The batch holds the expired episode; the erasure clears the facts citing the
         person's episodes, then waits for that episode, while the batch would clear the same."""
-        erasure = self.erasure()
-        deleted = self.during_batch("before_delete", erasure)
-        finished_cleanly(erasure)
+        deleted = self.batch_with(self.erasure())
         assert deleted == 1
         assert not Episode.objects.exists() and not Fact.objects.exists()
 
     def test_a_merge_during_an_episodes_batch_never_deadlocks(self):
         """The merge moves the facts first, then waits for the episode the batch holds."""
-        merge = self.merge()
-        deleted = self.during_batch("before_delete", merge)
-        finished_cleanly(merge)
+        deleted = self.batch_with(self.merge())
         assert deleted == 1
         assert list(Episode.objects.values_list("pk", "memory_user_id")) == [(self.kept.pk, self.other.pk)]
         assert Fact.objects.get(pk=self.learned.pk).source_episode_id is None
@@ -188,13 +182,8 @@ class EpisodesBatchTests(PersonRaceTestCase):
         assert not Episode.objects.exists()
 
     def test_an_episode_whose_citing_fact_is_held_elsewhere_waits_for_a_later_batch(self):
-        batch = Elsewhere(self.retain)
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT id FROM facts_fact WHERE id = %s FOR NO KEY UPDATE", [self.learned.pk])
-            batch.start()
-            (outcome,) = finished_cleanly(batch)
-        assert outcome["value"] == 0
+        deleted = self.batch_while_fact_held(self.learned)
+        assert deleted == 0
         assert self.retain() == 1
         assert Fact.objects.get(pk=self.learned.pk).source_episode_id is None
 
@@ -247,14 +236,9 @@ class MessagesBatchTests(PersonRaceTestCase):
         assert Fact.objects.filter(pk=self.cited.pk, value="tea").exists()
 
     def test_a_message_whose_citing_fact_is_held_elsewhere_waits_for_a_later_batch(self):
-        batch = Elsewhere(self.retain)
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT id FROM facts_fact WHERE id = %s FOR NO KEY UPDATE", [self.cited.pk])
-            batch.start()
-            (outcome,) = finished_cleanly(batch)
+        deleted = self.batch_while_fact_held(self.cited)
         cited = self.cited.source_message_id
-        assert outcome["value"] == len(self.held) - 1
+        assert deleted == len(self.held) - 1
         assert Message.objects.filter(pk=cited).exists()
         assert self.retain() == 1
         assert Fact.objects.get(pk=self.cited.pk).source_message_id is None
@@ -265,9 +249,7 @@ class MessagesBatchTests(PersonRaceTestCase):
         assert not Message.objects.exists()
 
     def test_a_merge_during_a_messages_batch_never_deadlocks(self):
-        merge = self.merge()
-        deleted = self.during_batch("before_delete", merge)
-        finished_cleanly(merge)
+        deleted = self.batch_with(self.merge())
         assert deleted == len(self.held)
         assert Thread.objects.get(pk=self.thread.pk).memory_user_id == self.other.pk
 
@@ -305,8 +287,6 @@ class ThreadsBatchTests(PersonRaceTestCase):
         assert not Thread.objects.exists() and not Fact.objects.exists()
 
     def test_a_merge_during_a_threads_batch_never_deadlocks(self):
-        merge = self.merge()
-        deleted = self.during_batch("before_delete", merge)
-        finished_cleanly(merge)
+        deleted = self.batch_with(self.merge())
         assert deleted == 1
         assert not Thread.objects.exists() and not Fact.objects.exists()
