@@ -235,6 +235,10 @@ def episode_update(*, episode: Episode, actor: str, **fields) -> Episode:
 
 
 def _episodes_delete(*, workspace, ids: list, actor: str) -> dict:
+    # The episodes first, in key order, before the delete clears the facts citing them: a fact
+    # write holds the episode it cites before it locks its key's versions (facts'
+    # _sources_held), and a delete that took those versions first waited for it in a cycle.
+    list(Episode.objects.filter(pk__in=ids).order_by("pk").select_for_update().values_list("pk"))
     # Facts learned from an episode keep their value; only the link goes (SET NULL). Counted
     # through the reverse relation: episodes sit below facts and do not import them.
     unlinked = Episode.objects.filter(pk__in=ids).aggregate(n=Count("learned_facts"))["n"]

@@ -286,7 +286,7 @@ def fact_remember(
                     review_agent = stored if review_agent is agent else review_agent
                     global_guard = stored if global_guard is agent else global_guard
                 reference_now = _reference_held(reference)
-                _sources_held(
+                sources_gone = _sources_held(
                     thread_id=reference_now["thread_id"], message=source_message, episode=source_episode
                 )
                 result = _fact_remember_locked(
@@ -296,6 +296,7 @@ def fact_remember(
                     encoded=encoded,
                     scope=scope,
                     reference=reference_now,
+                    sources_gone=sources_gone,
                     fact_type=fact_type,
                     confidence=confidence,
                     source=source,
@@ -353,25 +354,39 @@ def _reference_held(reference: dict) -> dict:
     return reference if now == person else {**reference, "memory_user_id": now}
 
 
-def _sources_held(*, thread_id, message, episode) -> None:
-    """Hold what the fact will point at (its session thread, source message and episode) FOR
-    KEY SHARE until it commits. Each was read before this transaction; one deleted meanwhile
-    (retention, an operator, an erasure) failed the fact's foreign key at commit, a 500. Gone
-    now, it is a 404 naming the field, with nothing written. Taken after the person
-    (_reference_held): every writer that deletes these rows locks their person or thread
-    first, and waits for this transaction rather than crossing it."""
-    sources = (
-        ("thread", Thread, thread_id, SOURCE_THREAD_NOT_FOUND),
-        ("source_message", type(message), message and message.pk, SOURCE_MESSAGE_NOT_FOUND),
-        ("source_episode", type(episode), episode and episode.pk, SOURCE_EPISODE_NOT_FOUND),
-    )
+def _sources_held(*, thread_id, message, episode) -> dict:
+    """Hold what the fact will point at FOR KEY SHARE until it commits, and return the fields
+    ({field: [message]}) of those deleted since the caller read them.
+
+    Each was read before this transaction. A fact stored pointing at one deleted meanwhile
+    failed its foreign key at commit; a version of the key citing the same thread or episode,
+    locked first, deadlocked with the delete, which clears the citing facts before it deletes
+    what they cite. So these come before any fact: the threads (the session's, the source
+    message's) in key order, then the message, then the episode. Every deleter of a thread or
+    a message locks the thread FOR UPDATE first, and every deleter of an episode the episode
+    (episodes.services.records, retention's batches): it waits for this transaction, or this
+    one waits for the delete and then finds the row gone. After the person (_reference_held),
+    which an erasure locks before all of them."""
+    gone = {}
+    threads = {pk for pk in (thread_id, message and message.thread_id) if pk is not None}
     with connection.cursor() as cursor:
-        for field, model, pk, gone in sources:
-            if pk is None:
+        cursor.execute(
+            f"SELECT id FROM {Thread._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE",
+            [sorted(threads)],
+        )
+        present = {row[0] for row in cursor.fetchall()}
+        if thread_id is not None and thread_id not in present:
+            gone["thread"] = [SOURCE_THREAD_NOT_FOUND]
+        for field, row, missing in (
+            ("source_message", message, SOURCE_MESSAGE_NOT_FOUND),
+            ("source_episode", episode, SOURCE_EPISODE_NOT_FOUND),
+        ):
+            if row is None:
                 continue
-            cursor.execute(f"SELECT 1 FROM {model._meta.db_table} WHERE id = %s FOR KEY SHARE", [pk])
+            cursor.execute(f"SELECT 1 FROM {row._meta.db_table} WHERE id = %s FOR KEY SHARE", [row.pk])
             if cursor.fetchone() is None:
-                raise NotFoundError(gone, fields={field: [gone]})
+                gone[field] = [missing]
+    return gone
 
 
 def _fact_remember_locked(
@@ -393,6 +408,7 @@ def _fact_remember_locked(
     cross_key=None,
     review_agent=None,
     global_guard=None,
+    sources_gone=None,
 ) -> RememberResult:
     now = timezone.now()
     current = (
@@ -430,6 +446,10 @@ def _fact_remember_locked(
         return RememberResult(fact=current, outcome=OUTCOME_CONFIRMED)
     if current is not None and not overwrite:
         return RememberResult(fact=current, outcome=OUTCOME_SKIPPED)
+    if sources_gone:
+        # Every path below stores a fact pointing at them. A confirmation or a skip above
+        # stores nothing new, so a source deleted meanwhile does not refuse it.
+        raise NotFoundError(next(iter(sources_gone.values()))[0], fields=sources_gone)
     if global_guard is not None and review_agent is None:
         # An open global version is every agent's: one agent's other value waits for review.
         replaces = cross_old is not None and cross_key.decision in REPLACING

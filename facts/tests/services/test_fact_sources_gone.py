@@ -3,16 +3,23 @@ read and the write (retention, another operator, an erasure) is a 404 naming the
 never an IntegrityError at commit (a 500), and nothing is stored. Without a test transaction
 around it: the foreign keys are checked at commit."""
 
+from unittest import mock
+
 import pytest
 from django.test import TransactionTestCase
 
 from core.errors import NotFoundError
 from core.services import agent_get_or_create, workspace_create
 from episodes.models import Episode
+from episodes.services.records import episode_delete
 from episodes.tests.factories import EpisodeFactory
+from episodic.tests.factories import memory_user_factory
 from facts.models import Fact
 from facts.services import fact_remember
+from facts.services import remember as remember_module
+from retention.tests.test_engine_append_race import Elsewhere, finished_cleanly
 from threads.models import Message, Thread
+from threads.services.retention import thread_delete
 from threads.tests.factories import append, make_thread
 
 
@@ -45,6 +52,69 @@ class FactSourceDeletedMeanwhileTests(TransactionTestCase):
         Thread.objects.filter(pk=self.thread.pk).delete()
         self.assert_refused("thread", scope="session", thread=self.thread)
 
+    def test_a_confirmation_whose_source_is_gone_is_not_refused(self):
+        """A confirmation stores nothing pointing at the source: it goes through."""
+        stored = self.remember(scope="agent").fact
+        Message.objects.filter(pk=self.message.pk).delete()
+        confirmed = self.remember(scope="agent", source_message=self.message)
+        assert (confirmed.outcome, confirmed.fact.pk) == ("confirmed", stored.pk)
+
     def test_sources_that_are_there_are_stored(self):
         fact = self.remember(scope="session", thread=self.thread, source_message=self.message).fact
         assert (fact.thread_id, fact.source_message_id) == (self.thread.pk, self.message.pk)
+
+
+class FactWriteBesideSourceDeleteTests(TransactionTestCase):
+    """A fact write citing a message (or an episode) whose key's current version cites the same
+    thread (or episode), while that thread (or episode) is deleted: the delete clears the facts
+    citing it before it deletes it. The write holds its sources before it locks any version
+    (_sources_held), and the deletes lock the thread or the episode first, so one waits for the
+    other and both succeed; before, each waited for the other's lock (a deadlock)."""
+
+    def setUp(self):
+        self.workspace = workspace_create(name="Acme")
+        self.agent = agent_get_or_create(workspace=self.workspace, slug="assistant")
+        self.person = memory_user_factory(self.workspace)
+
+    def remember_during(self, delete, value, **source):
+        """fact_remember of `value`, with `delete` started on another connection once the write
+        holds its sources and is about to lock the key's versions; both outcomes."""
+        real, started = remember_module._fact_remember_locked, []
+
+        def locked(**kwargs):
+            started.append(Elsewhere(delete))
+            started[-1].start()
+            return real(**kwargs)
+
+        with mock.patch.object(remember_module, "_fact_remember_locked", side_effect=locked):
+            written = fact_remember(
+                workspace=self.workspace,
+                key="city",
+                value=value,
+                scope="user",
+                memory_user=self.person,
+                **source,
+            )
+        (deleted,) = finished_cleanly(*started)
+        return written, deleted
+
+    def test_a_thread_deleted_meanwhile(self):
+        thread = make_thread(workspace=self.workspace, agent=self.agent, memory_user=self.person)
+        paris, lisbon = append(thread, ("user", "I live in Paris."), ("user", "I moved to Lisbon."))
+        self.remember_during(lambda: None, "Paris", source_message=paris)
+        written, _ = self.remember_during(
+            lambda: thread_delete(thread=thread, actor="t"), "Lisbon", source_message=lisbon
+        )
+        assert written.outcome == "superseded"
+        assert not Thread.objects.exists()
+        assert Fact.objects.get(pk=written.fact.pk).source_message_id is None
+
+    def test_an_episode_deleted_meanwhile(self):
+        episode = Episode.objects.create(workspace=self.workspace, agent=self.agent, memory_user=self.person)
+        self.remember_during(lambda: None, "Paris", source_episode=episode)
+        written, _ = self.remember_during(
+            lambda: episode_delete(episode=episode, actor="t"), "Lisbon", source_episode=episode
+        )
+        assert written.outcome == "superseded"
+        assert not Episode.objects.exists()
+        assert Fact.objects.get(pk=written.fact.pk).source_episode_id is None
