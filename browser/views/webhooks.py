@@ -119,16 +119,32 @@ def _detail_page(request, subscription, *, secret=None, refusal=None):
 
 
 def _act(request, subscription_id, action):
-    """Run `action(principal, subscription) -> message` and show the page again.
+    """Run `action(principal, subscription) -> message` and show the page again (_answered)."""
+    operator = request.operator
+
+    def run(subscription):
+        message = action(operator.principal, subscription)
+        if not request.htmx:
+            toast(request, None, message)
+            return redirect(_detail_url(operator, subscription))
+        subscription.refresh_from_db()
+        return toast(request, _detail_page(request, subscription), message)
+
+    return _answered(request, subscription_id, run)
+
+
+def _answered(request, subscription_id, run):
+    """`run(subscription)`'s response for a button of a webhook's page, or its refusal.
 
     A refusal is answered as every refused row button is (action_refused): a plain post gets
     its status and the page with the reason in place, htmx a 200 and the same. A subscription
     that is gone (deleted meanwhile, even while the action ran, or of another workspace: the
     same answer) leaves the list of the workspace's webhooks to show it on."""
-    operator = request.operator
     try:
-        subscription = webhook_subscription_get(principal=operator.principal, subscription_id=subscription_id)
-        message = action(operator.principal, subscription)
+        subscription = webhook_subscription_get(
+            principal=request.operator.principal, subscription_id=subscription_id
+        )
+        return run(subscription)
     except NotFoundError:
         # Also the service's locked re-read, finding it deleted since the read above.
         return _gone(request)
@@ -136,11 +152,6 @@ def _act(request, subscription_id, action):
         refusal = {"message": exc.message, "code": exc.code}
         answer = partial(_refused_page, request, subscription_id, refusal)
         return action_refused(request, answer, status=exc.status_code, message=exc.message)
-    if not request.htmx:
-        toast(request, None, message)
-        return redirect(_detail_url(operator, subscription))
-    subscription.refresh_from_db()
-    return toast(request, _detail_page(request, subscription), message)
 
 
 def _gone(request):
@@ -190,11 +201,12 @@ def webhook_ping_view(request, subscription_id):
 @require_POST
 @workspace_view(ADMIN)
 def webhook_rotate(request, subscription_id):
-    operator = request.operator
-    subscription = _subscription_or_404(operator, subscription_id)
-    secret = webhook_secret_rotate(principal=operator.principal, subscription=subscription)
-    response = _detail_page(request, subscription, secret=secret)
-    return toast(request, response, "New secret made. Copy it now; the old one no longer signs.")
+    def run(subscription):
+        secret = webhook_secret_rotate(principal=request.operator.principal, subscription=subscription)
+        response = _detail_page(request, subscription, secret=secret)
+        return toast(request, response, "New secret made. Copy it now; the old one no longer signs.")
+
+    return _answered(request, subscription_id, run)
 
 
 @require_POST

@@ -32,8 +32,8 @@ class WebhookIdsOfAnotherWorkspaceTests(BrowserTestCase):
             response = self.client.get(url) if name == "webhook" else self.client.post(url)
             assert response.status_code == 404, name
             response = self.htmx("get" if name == "webhook" else "post", url)
-            # Pause and ping show the refusal in place for htmx (test_webhook_refusals).
-            in_place = name in ("webhook-toggle", "webhook-ping")
+            # Pause, ping and rotate show the refusal in place for htmx (test_webhook_refusals).
+            in_place = name in ("webhook-toggle", "webhook-ping", "webhook-rotate")
             assert response.status_code == (200 if in_place else 404), name
         subscription = WebhookSubscription.objects.get(pk=self.subscription.pk)
         assert subscription.is_active and subscription.workspace_id == self.workspace.pk

@@ -18,7 +18,7 @@ from core.access import principal_for_api_key
 from core.errors import READ_ONLY_KEY, ApplicationError
 from webhooks.models import WebhookDelivery, WebhookSubscription
 from webhooks.selectors import SUBSCRIPTION_NOT_FOUND
-from webhooks.services import webhook_subscription_create, webhook_subscription_update
+from webhooks.services import webhook_secret_rotate, webhook_subscription_create, webhook_subscription_update
 
 BUTTONS = ("webhook-toggle", "webhook-ping")
 PING_REFUSED = "This subscription cannot be pinged now."
@@ -75,6 +75,21 @@ class WebhookButtonRefusalTests(BrowserTestCase):
             self.assert_refused(
                 response, htmx=htmx, status=404, code="not_found", message=SUBSCRIPTION_NOT_FOUND
             )
+
+    def test_a_rotation_that_loses_the_subscription_to_a_delete_is_a_404_not_a_500(self):
+        """The service's UPDATE finds nothing; no secret is shown for a webhook that is gone."""
+
+        def delete_first(**kwargs):
+            WebhookSubscription.objects.filter(pk=kwargs["subscription"].pk).delete()
+            return webhook_secret_rotate(**kwargs)
+
+        for htmx in (False, True):
+            with mock.patch.object(webhook_views, "webhook_secret_rotate", side_effect=delete_first):
+                response = self.post("webhook-rotate", htmx=htmx)
+            self.assert_refused(
+                response, htmx=htmx, status=404, code="not_found", message=SUBSCRIPTION_NOT_FOUND
+            )
+            assert "New webhook signing secret" not in response.content.decode()
 
     def test_a_refused_ping_or_pause_stays_on_the_page_with_the_reason(self):
         refusals = (
