@@ -287,7 +287,10 @@ def fact_remember(
                     global_guard = stored if global_guard is agent else global_guard
                 reference_now = _reference_held(reference)
                 sources_gone = _sources_held(
-                    thread_id=reference_now["thread_id"], message=source_message, episode=source_episode
+                    thread_id=reference_now["thread_id"],
+                    message_id=source_message and source_message.pk,
+                    message_thread_id=source_message and source_message.thread_id,
+                    episode_id=source_episode and source_episode.pk,
                 )
                 result = _fact_remember_locked(
                     workspace=workspace,
@@ -354,8 +357,8 @@ def _reference_held(reference: dict) -> dict:
     return reference if now == person else {**reference, "memory_user_id": now}
 
 
-def _sources_held(*, thread_id, message, episode) -> dict:
-    """Hold what the fact will point at FOR KEY SHARE until it commits, and return the fields
+def _sources_held(*, thread_id, message_id, message_thread_id, episode_id) -> dict:
+    """Hold what a fact points at FOR KEY SHARE until it commits, and return the fields
     ({field: [message]}) of those deleted since the caller read them.
 
     Each was read before this transaction. A fact stored pointing at one deleted meanwhile
@@ -364,11 +367,12 @@ def _sources_held(*, thread_id, message, episode) -> dict:
     what they cite. So these come before any fact: the threads (the session's, the source
     message's) in key order, then the message, then the episode. Every deleter of a thread or
     a message locks the thread FOR UPDATE first, and every deleter of an episode the episode
-    (episodes.services.records, retention's batches): it waits for this transaction, or this
-    one waits for the delete and then finds the row gone. After the person (_reference_held),
-    which an erasure locks before all of them."""
+    (episodes.services.records, an erasure's locked_first holdings, retention's batches): it
+    waits for this transaction, or this one waits for the delete and then finds the row gone.
+    After the person (_reference_held), which an erasure locks before all of them. Review
+    decisions take the held fact's sources the same way (facts.services.review)."""
     gone = {}
-    threads = {pk for pk in (thread_id, message and message.thread_id) if pk is not None}
+    threads = {pk for pk in (thread_id, message_thread_id) if pk is not None}
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id FROM {Thread._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE",
@@ -377,16 +381,25 @@ def _sources_held(*, thread_id, message, episode) -> dict:
         present = {row[0] for row in cursor.fetchall()}
         if thread_id is not None and thread_id not in present:
             gone["thread"] = [SOURCE_THREAD_NOT_FOUND]
-        for field, row, missing in (
-            ("source_message", message, SOURCE_MESSAGE_NOT_FOUND),
-            ("source_episode", episode, SOURCE_EPISODE_NOT_FOUND),
+        for field, pk, missing in (
+            ("source_message", message_id, SOURCE_MESSAGE_NOT_FOUND),
+            ("source_episode", episode_id, SOURCE_EPISODE_NOT_FOUND),
         ):
-            if row is None:
+            if pk is None:
                 continue
-            cursor.execute(f"SELECT 1 FROM {row._meta.db_table} WHERE id = %s FOR KEY SHARE", [row.pk])
+            table = Fact._meta.get_field(field).related_model._meta.db_table
+            cursor.execute(f"SELECT 1 FROM {table} WHERE id = %s FOR KEY SHARE", [pk])
             if cursor.fetchone() is None:
                 gone[field] = [missing]
     return gone
+
+
+def _sources_refuse(sources_gone: dict | None) -> None:
+    """A 404 naming the sources deleted meanwhile (_sources_held), before a fact that points
+    at them is stored. A confirmation, a skip or a value held or rejected before stores
+    nothing new, and is not refused."""
+    if sources_gone:
+        raise NotFoundError(next(iter(sources_gone.values()))[0], fields=sources_gone)
 
 
 def _fact_remember_locked(
@@ -446,10 +459,6 @@ def _fact_remember_locked(
         return RememberResult(fact=current, outcome=OUTCOME_CONFIRMED)
     if current is not None and not overwrite:
         return RememberResult(fact=current, outcome=OUTCOME_SKIPPED)
-    if sources_gone:
-        # Every path below stores a fact pointing at them. A confirmation or a skip above
-        # stores nothing new, so a source deleted meanwhile does not refuse it.
-        raise NotFoundError(next(iter(sources_gone.values()))[0], fields=sources_gone)
     if global_guard is not None and review_agent is None:
         # An open global version is every agent's: one agent's other value waits for review.
         replaces = cross_old is not None and cross_key.decision in REPLACING
@@ -473,8 +482,10 @@ def _fact_remember_locked(
             cross_key=cross_key,
             review_agent=review_agent,
             now=now,
+            sources_gone=sources_gone,
         )
 
+    _sources_refuse(sources_gone)
     fact = _fact_new(
         workspace=workspace,
         key=key,
@@ -554,6 +565,7 @@ def _fact_hold(
     cross_key,
     review_agent,
     now,
+    sources_gone=None,
 ) -> RememberResult:
     """Store `value` held for review (fact_remember's docstring); the current version, if any,
     stays current and no other key is closed until an operator approves it."""
@@ -568,6 +580,7 @@ def _fact_hold(
         if _value_encode(earlier.value) == encoded:
             outcome = OUTCOME_HELD if earlier.review == Fact.Review.HELD else OUTCOME_REVIEW_REJECTED
             return RememberResult(fact=earlier, outcome=outcome)
+    _sources_refuse(sources_gone)
     fact = _fact_new(
         workspace=workspace,
         key=key,

@@ -23,6 +23,7 @@ from facts.services.remember import (
     _confidence_validate,
     _fact_audit_payload,
     _invalid,
+    _sources_held,
     _value_encode,
     _value_validate,
     fact_search_text,
@@ -34,6 +35,27 @@ FACT_MERGE_TARGET_SELF = "A fact cannot be merged into itself."
 FACT_MERGE_OTHER_OWNER = "Merge into a stored fact of the same person and agent."
 REVIEW_REASON_TOO_LONG = "At most {limit} characters."
 REVIEW_REASON_MAX = 2000
+
+
+def _held_sources_lock(fact: Fact) -> None:
+    """Hold the thread, message and episode the held `fact` cites, as a fact write does before
+    it locks any version (facts.services.remember._sources_held). A decision locks the held
+    fact and then the key's current version; a thread or episode delete clears the source of
+    every fact citing it, in the table's order, and took the current version before the held
+    one: each waited for the other. With the source held first, one waits for the other."""
+    row = (
+        Fact.objects.filter(pk=fact.pk)
+        .values("thread_id", "source_message_id", "source_message__thread_id", "source_episode_id")
+        .first()
+    )
+    if row is None:
+        return
+    _sources_held(
+        thread_id=row["thread_id"],
+        message_id=row["source_message_id"],
+        message_thread_id=row["source_message__thread_id"],
+        episode_id=row["source_episode_id"],
+    )
 
 
 def _held_lock(fact: Fact) -> Fact:
@@ -88,6 +110,7 @@ def fact_review_approve(
     if value is not None:
         _value_validate(value)
     with transaction.atomic():
+        _held_sources_lock(fact)
         fact = _held_lock(fact)
         edits = {}
         if value is not None and _value_encode(value) != _value_encode(fact.value):
@@ -171,6 +194,7 @@ def fact_review_merge(*, fact: Fact, target: Fact, actor: str) -> Fact:
     if target.pk == fact.pk:
         raise ApplicationError(FACT_MERGE_TARGET_SELF, fields={"into": [FACT_MERGE_TARGET_SELF]})
     with transaction.atomic():
+        _held_sources_lock(fact)
         fact = _held_lock(fact)
         target = (
             Fact.objects.select_for_update()

@@ -40,7 +40,10 @@ def thread_delete(*, thread: Thread, actor: str = "system") -> dict:
 def threads_delete(*, ids, actor: str) -> dict:
     """Delete threads by id with everything under them, auditing each; no scoping here."""
     with transaction.atomic():
-        rows = list(Thread.objects.filter(pk__in=ids).select_for_update().values_list("pk", "workspace_id"))
+        # In key order, as every other writer locks several threads (a fact write's sources,
+        # the vector jobs, an erasure); the model's ordering (newest first) crossed them.
+        locked = Thread.objects.filter(pk__in=ids).order_by("pk").select_for_update()
+        rows = list(locked.values_list("pk", "workspace_id"))
         counts = _threads_delete(Thread.objects.filter(pk__in=[pk for pk, _ in rows]))
         for pk, workspace_id in rows:
             audit_record(
