@@ -14,6 +14,7 @@ from browser.access import ADMIN, workspace_view
 from browser.forms import DeliveryFilterForm, WebhookCreateForm, form_add_service_errors
 from browser.lib.rendering import action_refused, refused, render_page, toast
 from core.errors import ApplicationError, NotFoundError
+from webhooks.models import WebhookSubscription
 from webhooks.selectors import (
     SUBSCRIPTION_NOT_FOUND,
     webhook_delivery_list,
@@ -127,7 +128,11 @@ def _act(request, subscription_id, action):
         if not request.htmx:
             toast(request, None, message)
             return redirect(_detail_url(operator, subscription))
-        subscription.refresh_from_db()
+        try:
+            subscription.refresh_from_db()
+        except WebhookSubscription.DoesNotExist:
+            # Deleted since the action committed.
+            raise NotFoundError(SUBSCRIPTION_NOT_FOUND) from None
         return toast(request, _detail_page(request, subscription), message)
 
     return _answered(request, subscription_id, run)

@@ -91,6 +91,18 @@ class WebhookButtonRefusalTests(BrowserTestCase):
             )
             assert "New webhook signing secret" not in response.content.decode()
 
+    def test_a_pause_whose_subscription_is_deleted_right_after_is_a_404_not_a_500(self):
+        """Paused, then deleted by another admin before the page is drawn again."""
+
+        def then_deleted(**kwargs):
+            paused = webhook_subscription_update(**kwargs)
+            WebhookSubscription.objects.filter(pk=paused.pk).delete()
+            return paused
+
+        with mock.patch.object(webhook_views, "webhook_subscription_update", side_effect=then_deleted):
+            response = self.post("webhook-toggle", htmx=True)
+        self.assert_refused(response, htmx=True, status=404, code="not_found", message=SUBSCRIPTION_NOT_FOUND)
+
     def test_a_refused_ping_or_pause_stays_on_the_page_with_the_reason(self):
         refusals = (
             ("webhook_ping", ApplicationError(PING_REFUSED, code="conflict", status_code=409)),
