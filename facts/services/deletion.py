@@ -8,7 +8,7 @@ from core.access import Principal, references_resolve
 from core.errors import NotFoundError
 from facts.models import Fact
 from facts.services.access import fact_delete_authorize
-from facts.services.memory_users import memory_user_preferences_sync
+from facts.services.memory_users import facts_people_hold, memory_user_preferences_sync
 
 _DELETE_SQL = """
 WITH unlinked AS (
@@ -92,6 +92,7 @@ def fact_delete(*, fact: Fact, actor: str, principal: Principal | None = None) -
     delete (`principal`): 403, except its own proposal still held for review
     (facts.services.access.fact_delete_authorize)."""
     with transaction.atomic():
+        facts_people_hold(fact_ids=[fact.pk])
         # Checked on the locked row: a proposal approved meanwhile is the current global value.
         locked = Fact.objects.select_for_update().only(*_AUTHORIZE_FIELDS).filter(pk=fact.pk).first()
         if locked is None:
@@ -110,6 +111,7 @@ def fact_batch_delete(*, principal: Principal, ids, actor: str | None = None) ->
     """
     ids = list(dict.fromkeys(ids))
     with transaction.atomic():
+        facts_people_hold(fact_ids=ids)
         if principal.agent is not None:
             # A fact never changes scope, so the scope read here is the one deleted below.
             # Locked: a held proposal approved meanwhile is the current global value.

@@ -2,6 +2,7 @@
 
 from facts.models import Fact
 from identities.models import MemoryUser
+from identities.services import memory_users_hold
 
 
 def memory_user_preferences_sync(*, memory_user_ids) -> None:
@@ -57,3 +58,23 @@ def memory_user_facts_merge(*, source, target, now) -> dict:
     moved = Fact.objects.filter(memory_user=source).update(memory_user=target)
     memory_user_preferences_sync(memory_user_ids=[target.pk, source.pk])
     return {"facts": moved, "fact_conflicts": conflicts}
+
+
+def facts_people_hold(*, fact_ids) -> None:
+    """Inside a transaction, before any of the facts `fact_ids` is locked: hold the people of
+    the user facts among them (identities.services.memory_users_hold, FOR KEY SHARE).
+
+    Deleting or deciding such a fact rebuilds its person's preferences, an UPDATE of the
+    person's row, after the fact is locked. An erasure or a merge locks the person first and
+    then the facts: each waited for the other. Held first, as fact_remember holds the person
+    of the fact it writes, the erasure or merge waits for this transaction, or this one for
+    it (and then finds the facts gone or moved)."""
+    people = (
+        Fact.objects.filter(pk__in=list(fact_ids), scope=Fact.Scope.USER, memory_user__isnull=False)
+        .order_by()
+        .values_list("memory_user_id", flat=True)
+        .distinct()
+    )
+    people = list(people)
+    if people:
+        memory_users_hold(ids=people)

@@ -370,7 +370,8 @@ def _sources_held(*, thread_id, message_id, message_thread_id, episode_id) -> di
     (episodes.services.records, an erasure's locked_first holdings, retention's batches): it
     waits for this transaction, or this one waits for the delete and then finds the row gone.
     After the person (_reference_held), which an erasure locks before all of them. Review
-    decisions take the held fact's sources the same way (facts.services.review)."""
+    decisions hold the held fact's person and then its sources the same way
+    (facts.services.review, facts_people_hold)."""
     gone = {}
     threads = {pk for pk in (thread_id, message_thread_id) if pk is not None}
     with connection.cursor() as cursor:

@@ -16,7 +16,7 @@ from core.models import AuditEvent
 from core.services import audit_record
 from facts.models import Fact, FactKey, key_normalize
 from facts.services.access import fact_change_authorize
-from facts.services.memory_users import memory_user_preferences_sync
+from facts.services.memory_users import facts_people_hold, memory_user_preferences_sync
 from facts.services.remember import (
     CONFIRM_RATE,
     FACT_TYPE_UNKNOWN,
@@ -110,6 +110,7 @@ def fact_review_approve(
     if value is not None:
         _value_validate(value)
     with transaction.atomic():
+        facts_people_hold(fact_ids=[fact.pk])
         _held_sources_lock(fact)
         fact = _held_lock(fact)
         edits = {}
@@ -194,6 +195,7 @@ def fact_review_merge(*, fact: Fact, target: Fact, actor: str) -> Fact:
     if target.pk == fact.pk:
         raise ApplicationError(FACT_MERGE_TARGET_SELF, fields={"into": [FACT_MERGE_TARGET_SELF]})
     with transaction.atomic():
+        facts_people_hold(fact_ids=[fact.pk])
         _held_sources_lock(fact)
         fact = _held_lock(fact)
         target = (
