@@ -375,11 +375,13 @@ def _sources_held(*, thread_id, message_id, message_thread_id, episode_id) -> di
     gone = {}
     threads = {pk for pk in (thread_id, message_thread_id) if pk is not None}
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM {Thread._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE",
-            [sorted(threads)],
-        )
-        present = {row[0] for row in cursor.fetchall()}
+        present = set()
+        if threads:
+            cursor.execute(
+                f"SELECT id FROM {Thread._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE",
+                [sorted(threads)],
+            )
+            present = {row[0] for row in cursor.fetchall()}
         if thread_id is not None and thread_id not in present:
             gone["thread"] = [SOURCE_THREAD_NOT_FOUND]
         for field, pk, missing in (

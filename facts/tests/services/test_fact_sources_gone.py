@@ -8,6 +8,7 @@ from unittest import mock
 import pytest
 from django.db import connection
 from django.test import TransactionTestCase
+from django.test.utils import CaptureQueriesContext
 
 from core.errors import NotFoundError
 from core.models import Agent
@@ -73,6 +74,11 @@ class FactSourceDeletedMeanwhileTests(TransactionTestCase):
         Message.objects.filter(pk=self.message.pk).delete()
         again = self.remember(scope="agent", source_message=self.message)
         assert (again.outcome, again.fact.pk) == ("held", first.fact.pk)
+
+    def test_a_fact_citing_nothing_sends_no_source_lock(self):
+        with CaptureQueriesContext(connection) as queries:
+            self.remember(scope="agent")
+        assert not [q["sql"] for q in queries.captured_queries if "KEY SHARE" in q["sql"]]
 
     def test_sources_that_are_there_are_stored(self):
         fact = self.remember(scope="session", thread=self.thread, source_message=self.message).fact
