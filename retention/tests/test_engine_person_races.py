@@ -111,6 +111,10 @@ class PersonRaceTestCase(TransactionTestCase):
         """The erasure holds the person and is about to delete their rows; the batch runs."""
         return self.batch_during(self.erasure(), "holdings_erase")
 
+    def deleted_during_erasure(self) -> int:
+        """The rows a batch run during an erasure (batch_during_erasure) deleted itself."""
+        return self.batch_during_erasure().outcome["value"]
+
 
 class FactsBatchTests(PersonRaceTestCase):
     tier = Tier.FACTS
@@ -144,8 +148,7 @@ class FactsBatchTests(PersonRaceTestCase):
 
     def test_a_facts_batch_during_an_erasure_never_deadlocks(self):
         """The erasure holds the person; the batch leaves the person's facts to it."""
-        batch = self.batch_during_erasure()
-        assert batch.outcome["value"] == 0
+        assert self.deleted_during_erasure() == 0
         assert not Fact.objects.exists()
 
     def test_a_merge_during_a_facts_batch_never_deadlocks(self):
@@ -229,8 +232,7 @@ class EntriesBatchTests(PersonRaceTestCase):
         assert not EpisodicEntry.objects.exists() and not EntryEmbedding.objects.exists()
 
     def test_an_entries_batch_during_an_erasure_never_deadlocks(self):
-        batch = self.batch_during_erasure()
-        assert batch.outcome["value"] == 0
+        assert self.deleted_during_erasure() == 0
         assert not EpisodicEntry.objects.exists() and not EntryEmbedding.objects.exists()
 
     def test_a_merge_during_an_entries_batch_never_deadlocks(self):

@@ -79,40 +79,24 @@ class RefusedToolCallAgentTests(TransactionTestCase):
         answer = self.call("store_memory", {"agent": "newbot", "content": "Ana moved to Porto."})
         self.assert_refused_without_agent(answer, "invalid")
 
-    def test_store_memory_with_an_unknown_message_creates_no_agent(self):
+    def store_memory_for_ana(self, **arguments):
+        """The store_memory tool naming the new agent "newbot", for a person of the workspace."""
         person = MemoryUser.objects.create(workspace=self.workspace, canonical_id="ana")
-        answer = self.call(
-            "store_memory",
-            {
-                "agent": "newbot",
-                "content": "Ana moved to Porto.",
-                "memory_user": str(person.pk),
-                "source_message": str(uuid.uuid4()),
-            },
-        )
+        body = {"agent": "newbot", "content": "Ana moved to Porto.", "memory_user": str(person.pk)}
+        return self.call("store_memory", {**body, **arguments})
+
+    def test_store_memory_with_an_unknown_message_creates_no_agent(self):
+        answer = self.store_memory_for_ana(source_message=str(uuid.uuid4()))
         self.assert_refused_without_agent(answer, "not_found")
         assert not EpisodicEntry.objects.filter(workspace=self.workspace).exists()
 
     def test_store_memory_refused_by_the_service_creates_no_agent(self):
         """entry_create refuses a user's assertion without its evidence, after it embedded."""
-        person = MemoryUser.objects.create(workspace=self.workspace, canonical_id="ana")
-        answer = self.call(
-            "store_memory",
-            {
-                "agent": "newbot",
-                "content": "Ana moved to Porto.",
-                "memory_user": str(person.pk),
-                "source": "user_assertion",
-            },
-        )
+        answer = self.store_memory_for_ana(source="user_assertion")
         self.assert_refused_without_agent(answer, "invalid")
 
     def test_store_memory_accepted_creates_the_agent_with_its_note(self):
-        person = MemoryUser.objects.create(workspace=self.workspace, canonical_id="ana")
-        answer = self.call(
-            "store_memory",
-            {"agent": "newbot", "content": "Ana moved to Porto.", "memory_user": str(person.pk)},
-        )
+        answer = self.store_memory_for_ana()
         assert "is_error" not in answer, answer
         agent = Agent.objects.get(workspace=self.workspace, slug="newbot")
         assert EpisodicEntry.objects.get(workspace=self.workspace).agent_id == agent.pk
